@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// kvscope-cli: batch access to everything kvscope computes.
+#include <algorithm>
+#include <csignal>
+#include <iostream>
+
+#include "app/cli/command.h"
+#include "core/util/atomic_file.h"
+
+namespace kvscope::cli {
+
+std::vector<CommandDef>& commandRegistry() {
+  static std::vector<CommandDef> registry;
+  return registry;
+}
+
+int exitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::Ok: return kExitOk;
+    case StatusCode::Cancelled: return kExitCancelled;
+    case StatusCode::Internal: return kExitInternal;
+    default: return kExitBadInput;
+  }
+}
+
+int fail(const Status& status) {
+  std::cerr << "kvscope-cli: " << status.message() << "\n";
+  return exitCodeFor(status);
+}
+
+Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const std::string& mappingPath,
+                                               bool allowExternal) {
+  OpenOptions options;
+  options.allowExternalStorage = allowExternal;
+  if (!mappingPath.empty()) {
+    auto mapping = loadMapping(mappingPath);
+    if (!mapping) return mapping.status();
+    options.mapping = std::move(*mapping);
+  }
+  return Dump::open(path, options);
+}
+
+Status writeOutput(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return std::cout ? Status::ok() : Status::ioError("standard output: write failed");
+  }
+  return writeFileAtomic(path, text);
+}
+
+Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
+  std::vector<int> out;
+  if (text.empty() || text == "all") {
+    for (int l = 0; l < layers; ++l) out.push_back(l);
+    return out;
+  }
+  auto bad = [&](const std::string& why) {
+    return Status::invalidArgument("--layers '" + text + "': " + why +
+                                   " (allowed: 'all' or a list like 0,2,5-7 with layers 0.." +
+                                   std::to_string(layers - 1) + ")");
+  };
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty()) return bad("empty item");
+    size_t dash = item.find('-');
+    try {
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        int l = std::stoi(item, &used);
+        if (used != item.size()) return bad("'" + item + "' is not a number");
+        if (l < 0 || l >= layers) return bad("layer " + item + " does not exist");
+        out.push_back(l);
+      } else {
+        std::string a = item.substr(0, dash), b = item.substr(dash + 1);
+        size_t ua = 0, ub = 0;
+        int la = std::stoi(a, &ua), lb = std::stoi(b, &ub);
+        if (ua != a.size() || ub != b.size()) return bad("'" + item + "' is not a range");
+        if (la < 0 || lb >= layers || la > lb) return bad("range " + item + " is out of bounds");
+        for (int l = la; l <= lb; ++l) out.push_back(l);
+      }
+    } catch (const std::exception&) {
+      return bad("'" + item + "' is not a number or range");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+namespace {
+volatile std::sig_atomic_t gInterrupted = 0;
+extern "C" void onSigint(int) { gInterrupted = 1; }
+}  // namespace
+
+bool interrupted() { return gInterrupted != 0; }
+
+Progress cancellationProgress() {
+  return [](double, std::string_view) { return !interrupted(); };
+}
+
+}  // namespace kvscope::cli
+
+int main(int argc, char** argv) {
+  using namespace kvscope::cli;
+  std::signal(SIGINT, onSigint);
+  CLI::App app{"kvscope-cli: measure what KV-cache quantization does to attention", "kvscope-cli"};
+  app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
+  app.require_subcommand(1);
+  std::function<int()> run;
+  auto& registry = commandRegistry();
+  std::sort(registry.begin(), registry.end(),
+            [](const CommandDef& a, const CommandDef& b) { return a.name < b.name; });
+  for (auto& def : registry) {
+    CLI::App* sub = app.add_subcommand(def.name, def.help);
+    auto runner = def.setup(*sub);
+    sub->callback([&run, runner] { run = runner; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "kvscope-cli: " << e.what() << "\n(run 'kvscope-cli --help' for usage)\n";
+    return kExitBadInput;
+  }
+  if (!run) return kExitInternal;
+  try {
+    return run();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kvscope-cli: out of memory\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "kvscope-cli: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The one table of formats (quantization.md §2), read by the parser, the storage accounting,
+// the presets, the GUI's format list and the tests.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace kvscope {
+
+/// Every format of §2. `Int` covers int1..int8 (bits and sym in QuantSpec).
+enum class FormatId {
+  Int, Fp8E4M3, Fp8E5M2, Nf4, Mxfp4, Nvfp4,
+  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Iq4Nl,
+  Fp16, Bf16, None,
+};
+
+/// How a format groups values.
+enum class FormatKind {
+  Integer,    ///< int<b>: grouped by axis/group, asym or sym
+  Float8,     ///< fp8_*: grouped by axis/group, max-abs scale
+  Codebook,   ///< nf4: grouped by axis/group, max-abs scale
+  Block,      ///< fixed blocks along the token row (mxfp4, nvfp4, ggml types)
+  Elementwise,///< fp16, bf16, none: no scales
+};
+
+/// One row of the format table.
+struct FormatInfo {
+  FormatId id;
+  std::string_view name;        ///< spec name ("int" for the integer family)
+  FormatKind kind;
+  int blockSize;                ///< values per block along the token row; 0 = not a block format
+  double payloadBits;           ///< bits per quantized value, metadata excluded (int: per `bits`)
+  int blockMetaBits;            ///< metadata bits per block (block formats), 0 otherwise
+  int tensorMetaBits;           ///< metadata bits per layer tensor (nvfp4: 32), 0 otherwise
+  bool hasBits;                 ///< takes a bit width (int1..int8)
+  bool grouped;                 ///< accepts axis=/group=/clip=/scale=
+  std::string_view metadata;    ///< human description of the metadata stored
+  std::string_view reference;   ///< the reference quantizer it reproduces
+  std::string_view description; ///< one line for lists and tooltips
+};
+
+/// All rows, in the order the GUI lists them.
+std::span<const FormatInfo> formatTable();
+/// The row of a format.
+const FormatInfo& formatInfo(FormatId id);
+/// Looks a format up by spec name (for `int<b>`, pass "int"); nullptr when unknown.
+const FormatInfo* findFormat(std::string_view name);
+
+}  // namespace kvscope

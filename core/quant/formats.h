@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Step 5 of the pipeline (quantization.md §2-4): a format with its grouping and clipping,
+// applied in place to the tokens that are quantized. Scalar references live beside fast paths
+// (core/quant/reference.h) and tests check they agree.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/quant/spec.h"
+#include "core/util/status.h"
+#include "core/util/tensor.h"
+
+namespace kvscope {
+
+/// Replaces every value of `x` by its reconstruction under `spec`'s format, grouping and clipping.
+/// `x` holds only the quantized tokens [S, T-R) (already rotated and with outliers zeroed), so
+/// channel groups count from its token 0. Returns an error for a block format whose row
+/// (heads*dim) does not divide into blocks. Uses all cores for large tensors.
+Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec);
+
+/// The same, computed by the plain scalar reference (for tests and as documentation).
+Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec);
+
+/// Number of scale groups (int/fp8/nf4) or blocks (block formats) `spec` makes on a tensor of
+/// this shape, for storage accounting. Elementwise formats: 0.
+int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim);
+
+/// What the GUI's histogram draws for one group: its members' range and the grid of levels.
+struct GroupDetail {
+  int64_t size = 0;          ///< number of values in the group
+  double lo = 0, hi = 0;     ///< min and max of the group's values (before clipping)
+  double clipLo = 0, clipHi = 0;  ///< the range after clipping
+  double scale = 0;          ///< the stored scale (meta-rounded); block formats: effective scale
+  double zero = 0;           ///< asym min m, 0 otherwise
+  std::vector<double> levels;  ///< every representable value of the group, ascending
+  int codesUsed = 0;         ///< distinct codes the group's values map to
+  int codesTotal = 0;        ///< 2^bits (or the codebook size)
+};
+
+/// The group that contains element (head, token, channel) of `x` (quantized tokens only).
+Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                    int64_t token, int64_t channel);
+
+}  // namespace kvscope

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The whole pipeline of quantization.md §1 for one tensor of one layer, and storage (§5).
+#pragma once
+
+#include <cstdint>
+
+#include "core/io/dump.h"
+#include "core/quant/spec.h"
+#include "core/util/status.h"
+#include "core/util/tensor.h"
+
+namespace kvscope {
+
+/// RoPE parameters from the dump, for `prerope`.
+struct RopeParams {
+  double theta = 10000.0;
+  RopeStyle style = RopeStyle::Half;
+};
+
+/// Applies RoPE in place to x [heads, tokens, dim], token j at position j (+ positionOffset).
+void applyRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
+/// Inverse of applyRope.
+void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
+/// x <- x·H with H the normalized Sylvester Hadamard matrix, per token row of D values (D = 2^k).
+void hadamardInPlace(Tensor3& x);
+
+/// Storage of one layer tensor under a spec (§5).
+struct StorageCount {
+  double payloadBits = 0;   ///< payload bits of quantized elements
+  double metadataBits = 0;  ///< scales, mins, block and tensor metadata
+  double outlierBits = 0;   ///< 48 per outlier
+  double keptBits = 0;      ///< 16 per kept-token element
+  int64_t elements = 0;     ///< KVH*T*D
+  [[nodiscard]] double totalBits() const { return payloadBits + metadataBits + outlierBits + keptBits; }
+  [[nodiscard]] double bitsPerElement() const { return elements ? totalBits() / static_cast<double>(elements) : 0; }
+};
+
+/// Storage of a layer tensor of shape [kvHeads, tokens, headDim] under `spec`; data-independent.
+StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim);
+
+/// Input of the pipeline for one tensor of one layer.
+struct QuantInput {
+  const Tensor3* tensor = nullptr;    ///< `key` or `value`: the reference
+  const Tensor3* preRope = nullptr;   ///< `key_pre_rope` (needed when spec.prerope)
+  RopeParams rope;
+};
+
+/// Result of the pipeline.
+struct QuantOutput {
+  Tensor3 reconstruction;  ///< same shape as the input tensor, comparable with it
+  StorageCount storage;
+};
+
+/// Runs §1 steps 1-6. Cancels between heads when `progress` returns false.
+Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& spec,
+                                     const Progress& progress = {});
+
+}  // namespace kvscope

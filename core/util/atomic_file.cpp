@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "core/util/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace kvscope {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+bool existsAndNotRegular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return !S_ISREG(st.st_mode);
+}
+
+std::string temporaryNameFor(const std::string& path) {
+  fs::path p(path);
+  std::random_device rd;
+  std::string name = "." + p.filename().string() + ".kvscope-tmp-" + std::to_string(::getpid()) +
+                     "-" + std::to_string(rd());
+  return (p.parent_path() / name).string();
+}
+
+Status writeAll(int fd, std::string_view content, const std::string& shownPath) {
+  const char* data = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::ioError(shownPath + ": cannot write: " + errnoText(errno));
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status writeViaTemporary(const std::string& path,
+                         const std::function<Status(const std::string& temporaryPath)>& writer) {
+  if (path.empty()) return Status::invalidArgument("empty output path");
+  if (existsAndNotRegular(path)) {
+    if (fs::is_directory(path)) return Status::invalidArgument(path + ": is a folder, not a file");
+    return writer(path);
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    return Status::ioError(path + ": folder " + parent.string() + " does not exist");
+  const std::string tmp = temporaryNameFor(path);
+  Status st = writer(tmp);
+  if (st.isOk()) {
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      if (::fsync(fd) != 0) st = Status::ioError(path + ": cannot flush to disk: " + errnoText(errno));
+      ::close(fd);
+    } else {
+      st = Status::ioError(path + ": temporary file vanished: " + errnoText(errno));
+    }
+  }
+  if (st.isOk() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::ioError(path + ": cannot rename temporary file into place: " + errnoText(errno));
+  if (!st.isOk()) ::unlink(tmp.c_str());
+  return st;
+}
+
+Status writeFileAtomic(const std::string& path, std::string_view content) {
+  return writeViaTemporary(path, [&](const std::string& target) -> Status {
+    const bool direct = target == path && existsAndNotRegular(path);
+    int flags = direct ? (O_WRONLY | O_CLOEXEC) : (O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
+    int fd = ::open(target.c_str(), flags, 0644);
+    if (fd < 0) return Status::ioError(path + ": cannot open for writing: " + errnoText(errno));
+    Status st = writeAll(fd, content, path);
+    if (::close(fd) != 0 && st.isOk())
+      st = Status::ioError(path + ": cannot close: " + errnoText(errno));
+    return st;
+  });
+}
+
+Expected<std::string> readTextFile(const std::string& path, size_t maxBytes) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Status::ioError(path + ": cannot open: " + errnoText(errno));
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    out.append(buf, n);
+    if (out.size() > maxBytes) {
+      std::fclose(f);
+      return Status::resourceLimit(path + ": larger than " + std::to_string(maxBytes) +
+                                   " bytes; not a text file kvscope reads");
+    }
+  }
+  bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  if (err) return Status::ioError(path + ": read error");
+  return out;
+}
+
+}  // namespace kvscope
