@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Attention reconstruction metrics (quantization.md §6) for one layer.
+#pragma once
+
+#include <vector>
+
+#include "core/util/status.h"
+#include "core/util/tensor.h"
+
+namespace kvscope {
+
+/// The six fields of §6 for one case of one kv head.
+struct AttentionMetrics {
+  double scoreMae = 0;
+  double scoreMax = 0;
+  double klMean = 0;
+  double klMax = 0;
+  double top1Agreement = 1;
+  double outputRelError = 0;
+};
+
+/// key_only (K̂, V), value_only (K, V̂), joint (K̂, V̂).
+struct AttentionCases {
+  AttentionMetrics keyOnly;
+  AttentionMetrics valueOnly;
+  AttentionMetrics joint;
+};
+
+/// One layer's tensors. Query [H, Tq, D]: row i is the query of position T - Tq + i.
+struct AttentionInput {
+  const Tensor3* query = nullptr;
+  const Tensor3* key = nullptr;       ///< original K [KVH, T, D]
+  const Tensor3* value = nullptr;     ///< original V
+  const Tensor3* keyHat = nullptr;    ///< reconstructed K
+  const Tensor3* valueHat = nullptr;  ///< reconstructed V
+  double softmaxScale = 0;            ///< 0 = 1/sqrt(D)
+  int lastQueries = 0;                ///< 0 = all queries; N = only the last N (`--queries last:N`)
+};
+
+/// Metrics per kv head (index = kv head) for the three cases. Cancels when `progress` says so.
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const Progress& progress = {});
+
+}  // namespace kvscope
