@@ -31,12 +31,16 @@ struct Mapping {
   std::optional<double> ropeTheta;
   std::optional<std::string> ropeStyle;
   std::optional<double> softmaxScale;
+  /// Where the mapping came from (a file name), used in error messages; not serialized.
+  std::string origin;
 };
 
 /// Parses mapping JSON text; `origin` (a file name) prefixes error messages.
 Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& origin);
 /// Reads and parses a mapping file.
 Expected<Mapping> loadMapping(const std::string& path);
+/// Checks axes and paths (names, duplicates, `layer` iff no `{layer}`); `origin` prefixes errors.
+Status validateMapping(const Mapping& mapping, const std::string& origin);
 /// Serializes a mapping to JSON text (the GUI saves mappings for the CLI).
 std::string mappingToJson(const Mapping& mapping);
 

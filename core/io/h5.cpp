@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "core/io/h5.h"
+
+namespace kvscope::h5 {
+
+namespace {
+
+std::recursive_mutex& globalMutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+herr_t keepInnermost(unsigned n, const H5E_error2_t* err, void* data) {
+  // The stack is walked from the innermost error outward; the first is the most specific.
+  if (n == 0 && err != nullptr && err->desc != nullptr) *static_cast<std::string*>(data) = err->desc;
+  return 0;
+}
+
+}  // namespace
+
+void silenceErrors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+Lock::Lock() : lock_(globalMutex()) { silenceErrors(); }
+
+std::string lastErrorText() {
+  Lock lock;
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keepInnermost, &text);
+  return text;
+}
+
+bool Id::reset() {
+  bool ok = true;
+  if (id_ >= 0 && closer_ != nullptr) {
+    Lock lock;
+    ok = closer_(id_) >= 0;
+  }
+  id_ = H5I_INVALID_HID;
+  return ok;
+}
+
+std::vector<hsize_t> dims(hid_t space) {
+  Lock lock;
+  int rank = H5Sget_simple_extent_ndims(space);
+  if (rank <= 0) return {};
+  std::vector<hsize_t> d(static_cast<size_t>(rank));
+  if (H5Sget_simple_extent_dims(space, d.data(), nullptr) < 0) return {};
+  return d;
+}
+
+namespace {
+
+// Splits "/a/b/c" into the prefixes "/a", "/a/b", "/a/b/c".
+std::vector<std::string> prefixes(const std::string& path) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t next = path.find('/', pos + 1);
+    std::string prefix = path.substr(0, next);
+    if (!prefix.empty() && prefix != "/" && prefix.back() != '/') out.push_back(prefix);
+    if (next == std::string::npos) break;
+    pos = next;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool exists(hid_t file, const std::string& path) {
+  Lock lock;
+  for (const auto& p : prefixes(path)) {
+    if (H5Lexists(file, p.c_str(), H5P_DEFAULT) <= 0) return false;
+    // A dangling soft or external link "exists" as a link but has no object.
+    if (H5Oexists_by_name(file, p.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return !path.empty();
+}
+
+std::string externalLinkOn(hid_t file, const std::string& path) {
+  Lock lock;
+  for (const auto& p : prefixes(path)) {
+    if (H5Lexists(file, p.c_str(), H5P_DEFAULT) <= 0) return "";
+    H5L_info_t info{};
+    if (H5Lget_info(file, p.c_str(), &info, H5P_DEFAULT) < 0) return "";
+    if (info.type == H5L_TYPE_EXTERNAL) return p;
+  }
+  return "";
+}
+
+Id halfType(H5T_order_t order) {
+  Lock lock;
+  Id t = typeId(H5Tcopy(H5T_IEEE_F32LE));
+  // Order matters: shrink the fields before the size, as HDF5 requires.
+  H5Tset_fields(t.get(), 15, 10, 5, 0, 10);
+  H5Tset_size(t.get(), 2);
+  H5Tset_ebias(t.get(), 15);
+  H5Tset_order(t.get(), order);
+  return t;
+}
+
+bool isIeeeHalf(hid_t type) {
+  Lock lock;
+  if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 2) return false;
+  size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+  return spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 &&
+         H5Tget_ebias(type) == 15 && H5Tget_norm(type) == H5T_NORM_IMPLIED &&
+         H5Tget_offset(type) == 0 && H5Tget_precision(type) == 16;
+}
+
+Id utf8StringType() {
+  Lock lock;
+  Id t = typeId(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  return t;
+}
+
+}  // namespace kvscope::h5
