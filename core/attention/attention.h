@@ -41,4 +41,18 @@ struct AttentionInput {
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
                                                        const Progress& progress = {});
 
+/// Which of the three cases to compute; a case left out keeps AttentionMetrics' defaults.
+/// key_only needs keyHat, value_only valueHat, joint both (the others may then be null).
+struct AttentionCaseSelection {
+  bool keyOnly = true;
+  bool valueOnly = true;
+  bool joint = true;
+};
+
+/// attentionMetrics restricted to some cases (the budget search needs key_only for key
+/// candidates and value_only for value candidates only).
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const AttentionCaseSelection& which,
+                                                       const Progress& progress = {});
+
 }  // namespace kvscope

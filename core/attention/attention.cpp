@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Attention reconstruction metrics (quantization.md §6).
+//
+// Work is split into items (kv head g, chunk of queries). For one item the G query heads of g
+// and the chunk's queries form the rows of Qc [rows, D]; keys 0 … pmax (pmax = the chunk's last
+// position) the columns. Scores S = Qc·Kᵀ and their change ΔS = Qc·(K̂−K)ᵀ are float32 GEMMs;
+// computing ΔS directly (rather than Qc·K̂ᵀ − S) keeps small score changes exact to float
+// precision. Softmax, log-sum-exp, KL and argmax run per row in float64. Outputs use GEMMs of
+// the probabilities: O = P·V, and the changes ΔO directly: key_only (P̂−P)·V, value_only P·(V̂−V),
+// joint (P̂−P)·V + P̂·(V̂−V), so relative errors far below float32 resolution of O survive.
+#include "core/attention/attention.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <string>
+
+#include "core/attention/engine.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kvscope {
+namespace attention_engine {
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMapF = Eigen::Map<const RowMatF>;
+
+// Target size of one item's score matrix (rows × keys): bounds memory per thread (~5 such
+// float matrices, 20 MiB) while keeping GEMMs large enough to run near peak.
+constexpr int64_t kTargetScoreElements = int64_t{1} << 20;
+
+struct Shape {
+  int64_t kvHeads = 0, tokens = 0, dim = 0, heads = 0, queries = 0;
+  int64_t group = 0;           // query heads per kv head
+  int64_t selected = 0;        // Tq'
+  int64_t firstQuery = 0;      // Tq - Tq'
+  int64_t chunk = 0;           // queries per item
+  int64_t chunksPerHead = 0;
+  double scale = 0;
+};
+
+Status checkTensor(const Tensor3* t, const char* name, const Tensor3& key) {
+  if (!t) return Status::invalidArgument(std::string("attention: ") + name + " is missing");
+  if (!t->sameShape(key) || t->data.size() != key.data.size()) {
+    return Status::invalidArgument(
+        std::string("attention: ") + name + " has shape [" + std::to_string(t->heads) + ", " +
+        std::to_string(t->tokens) + ", " + std::to_string(t->dim) + "], key has [" +
+        std::to_string(key.heads) + ", " + std::to_string(key.tokens) + ", " +
+        std::to_string(key.dim) + "]");
+  }
+  return Status::ok();
+}
+
+Expected<Shape> validate(const AttentionInput& in, const AttentionCaseSelection& which) {
+  if (!in.query) return Status::invalidArgument("attention: the layer has no query");
+  if (!in.key) return Status::invalidArgument("attention: key is missing");
+  const Tensor3& k = *in.key;
+  if (k.heads <= 0 || k.tokens <= 0 || k.dim <= 0 ||
+      k.data.size() != static_cast<size_t>(k.heads * k.tokens * k.dim)) {
+    return Status::invalidArgument("attention: key is empty or inconsistent");
+  }
+  KVS_RETURN_IF_ERROR(checkTensor(in.value, "value", k));
+  if (which.keyOnly || which.joint) KVS_RETURN_IF_ERROR(checkTensor(in.keyHat, "reconstructed key", k));
+  if (which.valueOnly || which.joint) {
+    KVS_RETURN_IF_ERROR(checkTensor(in.valueHat, "reconstructed value", k));
+  }
+  const Tensor3& q = *in.query;
+  if (q.dim != k.dim) {
+    return Status::invalidArgument("attention: query head dim " + std::to_string(q.dim) +
+                                   " differs from key head dim " + std::to_string(k.dim));
+  }
+  if (q.heads <= 0 || q.heads % k.heads != 0) {
+    return Status::invalidArgument("attention: " + std::to_string(q.heads) +
+                                   " query heads are not a multiple of " + std::to_string(k.heads) +
+                                   " kv heads");
+  }
+  if (q.tokens < 1 || q.tokens > k.tokens) {
+    return Status::invalidArgument("attention: " + std::to_string(q.tokens) +
+                                   " queries for " + std::to_string(k.tokens) +
+                                   " tokens (need 1 ≤ Tq ≤ T)");
+  }
+  if (q.data.size() != static_cast<size_t>(q.heads * q.tokens * q.dim)) {
+    return Status::invalidArgument("attention: query data does not match its shape");
+  }
+  if (in.lastQueries < 0) return Status::invalidArgument("attention: lastQueries must be ≥ 0");
+  if (!(in.softmaxScale >= 0) || !std::isfinite(in.softmaxScale)) {
+    return Status::invalidArgument("attention: softmax scale must be finite and ≥ 0");
+  }
+  Shape s;
+  s.kvHeads = k.heads;
+  s.tokens = k.tokens;
+  s.dim = k.dim;
+  s.heads = q.heads;
+  s.queries = q.tokens;
+  s.group = q.heads / k.heads;
+  s.selected = in.lastQueries > 0 ? std::min<int64_t>(in.lastQueries, s.queries) : s.queries;
+  s.firstQuery = s.queries - s.selected;
+  s.scale = in.softmaxScale > 0 ? in.softmaxScale : 1.0 / std::sqrt(static_cast<double>(s.dim));
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  int64_t chunk = std::max<int64_t>(1, kTargetScoreElements / (s.group * s.tokens));
+  // Enough items that every thread has work even with few kv heads.
+  const int64_t minChunks = (threads + s.kvHeads - 1) / s.kvHeads;
+  chunk = std::min(chunk, (s.selected + minChunks - 1) / minChunks);
+  s.chunk = std::max<int64_t>(1, std::min(chunk, s.selected));
+  s.chunksPerHead = (s.selected + s.chunk - 1) / s.chunk;
+  return s;
+}
+
+// Sums over the rows of one item; reduced per kv head in item order (deterministic).
+struct Partial {
+  double scoreAbsSum = 0, scoreMax = 0;
+  int64_t scoreCount = 0;
+  double klSum = 0, klMax = 0;
+  int64_t top1 = 0;
+  double relKey = 0, relValue = 0, relJoint = 0;
+};
+
+int64_t firstArgmax(const double* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < n; ++j) {
+    if (x[j] > x[best]) best = j;
+  }
+  return best;
+}
+
+double relativeError(const float* diff, const float* ref, int64_t d) {
+  double num = 0, den = 0;
+  for (int64_t c = 0; c < d; ++c) {
+    num += static_cast<double>(diff[c]) * diff[c];
+    den += static_cast<double>(ref[c]) * ref[c];
+  }
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+// One work item; returns its partial sums and writes per-row values when asked.
+Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
+                int64_t g, int64_t chunkIndex, RowValues* rowsOut) {
+  const bool needKeys = which.keyOnly || which.joint;
+  const bool needValues = which.valueOnly || which.joint;
+  const int64_t i0 = s.firstQuery + chunkIndex * s.chunk;
+  const int64_t i1 = std::min(s.queries, i0 + s.chunk);
+  const int64_t nq = i1 - i0;
+  const int64_t rows = s.group * nq;
+  const int64_t ncol = s.tokens - s.queries + i1;  // keys 0 … position of query i1-1
+  const int64_t d = s.dim;
+
+  RowMatF qc(rows, d);
+  for (int64_t hh = 0; hh < s.group; ++hh) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* src = in.query->row(g * s.group + hh, i);
+      std::copy(src, src + d, qc.row(hh * nq + (i - i0)).data());
+    }
+  }
+  ConstMapF kAll(in.key->row(g, 0), s.tokens, d);
+  ConstMapF vAll(in.value->row(g, 0), s.tokens, d);
+  auto kg = kAll.topRows(ncol);
+  auto vg = vAll.topRows(ncol);
+
+  RowMatF scores(rows, ncol);
+  scores.noalias() = qc * kg.transpose();
+  RowMatF deltaScores;
+  if (needKeys) {
+    ConstMapF khAll(in.keyHat->row(g, 0), s.tokens, d);
+    RowMatF deltaK = khAll.topRows(ncol) - kg;
+    deltaScores.resize(rows, ncol);
+    deltaScores.noalias() = qc * deltaK.transpose();
+  }
+
+  RowMatF prob = RowMatF::Zero(rows, ncol);
+  RowMatF deltaProb, probHat;
+  if (needKeys) deltaProb = RowMatF::Zero(rows, ncol);
+  if (which.joint) probHat = RowMatF::Zero(rows, ncol);
+
+  Eigen::ArrayXd sd(ncol), dd(ncol), shat(ncol), p(ncol), phat(ncol);
+  Partial part;
+  std::vector<double> rowKl(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r % nq;
+    const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
+    auto sdh = sd.head(nk);
+    sdh = scores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
+    const double m1 = sdh.maxCoeff();
+    auto ph = p.head(nk);
+    ph = (sdh - m1).exp();
+    const double z1 = ph.sum();
+    ph /= z1;
+    prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
+    if (!needKeys) continue;
+
+    auto ddh = dd.head(nk);
+    ddh = deltaScores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
+    auto shh = shat.head(nk);
+    shh = sdh + ddh;
+    const double m2 = shh.maxCoeff();
+    auto phh = phat.head(nk);
+    phh = (shh - m2).exp();
+    const double z2 = phh.sum();
+    phh /= z2;
+    // KL(P‖P̂) = Σ P_j (ln P_j − ln P̂_j) = (lse(ŝ) − lse(s)) − Σ P_j δ_j, all terms log-domain:
+    // no exp of a difference can underflow to an infinite logarithm.
+    const double lseDiff = (m2 + std::log(z2)) - (m1 + std::log(z1));
+    double kl = lseDiff - (ph * ddh).sum();
+    if (!(kl > 0)) kl = 0;  // rounding of a zero divergence, never negative
+    rowKl[static_cast<size_t>(r)] = kl;
+    part.klSum += kl;
+    part.klMax = std::max(part.klMax, kl);
+    const auto absd = ddh.abs();
+    part.scoreAbsSum += absd.sum();
+    part.scoreMax = std::max(part.scoreMax, absd.maxCoeff());
+    part.scoreCount += nk;
+    if (firstArgmax(sdh.data(), nk) == firstArgmax(shh.data(), nk)) ++part.top1;
+    deltaProb.row(r).head(nk) = (phh - ph).cast<float>().matrix().transpose();
+    if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
+  }
+
+  RowMatF out(rows, d);
+  out.noalias() = prob * vg;
+  RowMatF diffKey, diffValue, diffJoint;
+  if (needKeys) {
+    diffKey.resize(rows, d);
+    diffKey.noalias() = deltaProb * vg;
+  }
+  if (needValues) {
+    ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
+    RowMatF deltaV = vhAll.topRows(ncol) - vg;
+    if (which.valueOnly) {
+      diffValue.resize(rows, d);
+      diffValue.noalias() = prob * deltaV;
+    }
+    if (which.joint) {
+      diffJoint = diffKey;
+      diffJoint.noalias() += probHat * deltaV;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* o = out.row(r).data();
+    const double rk = which.keyOnly ? relativeError(diffKey.row(r).data(), o, d) : 0.0;
+    const double rv = which.valueOnly ? relativeError(diffValue.row(r).data(), o, d) : 0.0;
+    const double rj = which.joint ? relativeError(diffJoint.row(r).data(), o, d) : 0.0;
+    part.relKey += rk;
+    part.relValue += rv;
+    part.relJoint += rj;
+    if (rowsOut) {
+      const int64_t hh = r / nq, i = i0 + r % nq;
+      const size_t at =
+          static_cast<size_t>((g * s.group + hh) * s.selected + (i - s.firstQuery));
+      rowsOut->kl[at] = rowKl[static_cast<size_t>(r)];
+      rowsOut->relKeyOnly[at] = rk;
+      rowsOut->relValueOnly[at] = rv;
+      rowsOut->relJoint[at] = rj;
+    }
+  }
+  return part;
+}
+
+}  // namespace
+
+Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
+                                          const AttentionCaseSelection& which, RowValues* rows,
+                                          const Progress& progress) {
+  auto shape = validate(input, which);
+  if (!shape) return shape.status();
+  const Shape s = *shape;
+  if (rows) {
+    const size_t n = static_cast<size_t>(s.heads * s.selected);
+    rows->selectedQueries = s.selected;
+    rows->firstQuery = s.firstQuery;
+    rows->kl.assign(n, 0.0);
+    rows->relKeyOnly.assign(n, 0.0);
+    rows->relValueOnly.assign(n, 0.0);
+    rows->relJoint.assign(n, 0.0);
+  }
+  const int64_t items = s.kvHeads * s.chunksPerHead;
+  std::vector<Partial> partials(static_cast<size_t>(items));
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
+
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    partials[static_cast<size_t>(item)] =
+        runItem(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows);
+    const int64_t finished = done.fetch_add(1) + 1;
+    bool reporter = true;
+#ifdef _OPENMP
+    reporter = omp_get_thread_num() == 0;  // the callback is only ever called from one thread
+#endif
+    if (reporter && !report(progress, static_cast<double>(finished) / static_cast<double>(items),
+                            "attention metrics")) {
+      cancelled = true;
+    }
+  }
+  if (cancelled) return Status::cancelled();
+
+  std::vector<AttentionCases> result(static_cast<size_t>(s.kvHeads));
+  const double perHead = static_cast<double>(s.group * s.selected);
+  for (int64_t g = 0; g < s.kvHeads; ++g) {
+    Partial sum;
+    for (int64_t c = 0; c < s.chunksPerHead; ++c) {
+      const Partial& p = partials[static_cast<size_t>(g * s.chunksPerHead + c)];
+      sum.scoreAbsSum += p.scoreAbsSum;
+      sum.scoreMax = std::max(sum.scoreMax, p.scoreMax);
+      sum.scoreCount += p.scoreCount;
+      sum.klSum += p.klSum;
+      sum.klMax = std::max(sum.klMax, p.klMax);
+      sum.top1 += p.top1;
+      sum.relKey += p.relKey;
+      sum.relValue += p.relValue;
+      sum.relJoint += p.relJoint;
+    }
+    AttentionCases& c = result[static_cast<size_t>(g)];
+    AttentionMetrics keyScores;
+    if (which.keyOnly || which.joint) {
+      keyScores.scoreMae = sum.scoreCount ? sum.scoreAbsSum / static_cast<double>(sum.scoreCount) : 0;
+      keyScores.scoreMax = sum.scoreMax;
+      keyScores.klMean = sum.klSum / perHead;
+      keyScores.klMax = sum.klMax;
+      keyScores.top1Agreement = static_cast<double>(sum.top1) / perHead;
+    }
+    if (which.keyOnly) {
+      c.keyOnly = keyScores;
+      c.keyOnly.outputRelError = sum.relKey / perHead;
+    }
+    if (which.valueOnly) c.valueOnly.outputRelError = sum.relValue / perHead;
+    if (which.joint) {
+      c.joint = keyScores;  // P̂ depends on K̂ only, so the score fields equal key_only's
+      c.joint.outputRelError = sum.relJoint / perHead;
+    }
+  }
+  return result;
+}
+
+double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& which) {
+  auto shape = validate(input, which);
+  if (!shape) return 0;
+  const Shape s = *shape;
+  const bool needKeys = which.keyOnly || which.joint;
+  const int gemms = 2 /* S, O */ + (needKeys ? 2 : 0) /* ΔS, ΔP·V */ + (which.valueOnly ? 1 : 0) +
+                    (which.joint ? 1 : 0);
+  double flops = 0;
+  for (int64_t c = 0; c < s.chunksPerHead; ++c) {
+    const int64_t i0 = s.firstQuery + c * s.chunk;
+    const int64_t i1 = std::min(s.queries, i0 + s.chunk);
+    const double rows = static_cast<double>(s.group * (i1 - i0));
+    const double ncol = static_cast<double>(s.tokens - s.queries + i1);
+    flops += 2.0 * rows * ncol * static_cast<double>(s.dim) * gemms;
+  }
+  return flops * static_cast<double>(s.kvHeads);
+}
+
+}  // namespace attention_engine
+
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const Progress& progress) {
+  return attention_engine::run(input, AttentionCaseSelection{}, nullptr, progress);
+}
+
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const AttentionCaseSelection& which,
+                                                       const Progress& progress) {
+  if (!which.keyOnly && !which.valueOnly && !which.joint) {
+    return Status::invalidArgument("attention: no case selected");
+  }
+  return attention_engine::run(input, which, nullptr, progress);
+}
+
+}  // namespace kvscope
