@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/io/dump.h"
 #include "core/quant/spec.h"
@@ -23,6 +24,12 @@ void applyRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
 void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
 /// x <- x·H with H the normalized Sylvester Hadamard matrix, per token row of D values (D = 2^k).
 void hadamardInPlace(Tensor3& x);
+
+/// ceil(f·n) as §1 step 4 writes it (computed in double), bounded by n; 0 for f ≤ 0.
+int64_t outlierCount(double fraction, int64_t n);
+/// Flat indices of the `count` values of largest |x| among values[0..n) (ties: lower index
+/// first), in that order. Values must be finite.
+std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count);
 
 /// Storage of one layer tensor under a spec (§5).
 struct StorageCount {

@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Spec strings (quantization.md §1-4, docs/spec-strings.md): parsing with the format's
+// defaults, shape checks, and the canonical printer that parsing inverts.
+#include "core/quant/spec.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace kvscope {
+
+const char* axisName(Axis axis) {
+  switch (axis) {
+    case Axis::Tensor: return "tensor";
+    case Axis::Head: return "head";
+    case Axis::Token: return "token";
+    case Axis::Channel: return "channel";
+  }
+  return "?";
+}
+
+const char* metaTypeName(MetaType type) {
+  switch (type) {
+    case MetaType::Fp16: return "fp16";
+    case MetaType::Bf16: return "bf16";
+    case MetaType::Fp32: return "fp32";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kMinIntBits = 1;
+constexpr int kMaxIntBits = 8;
+constexpr int kDefaultIntBits = 4;  // defaultSpec(Int, 0): the most common choice
+constexpr int kNf4DefaultGroup = 64;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+/// Shortest text that reads back as the same double ("0.01", not "0.010000").
+std::string formatNumber(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  if (ec != std::errc()) return std::to_string(v);
+  return {buf, end};
+}
+
+bool parseDouble(std::string_view text, double& out) {
+  if (text.empty()) return false;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && ptr == last && std::isfinite(out);
+}
+
+bool parseInt(std::string_view text, long long& out) {
+  if (text.empty()) return false;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && ptr == last;
+}
+
+std::string formatNameList() {
+  std::string names;
+  for (const FormatInfo& f : formatTable()) {
+    if (!names.empty()) names += ", ";
+    names += f.hasBits ? std::string(f.name) + "1 … " + std::string(f.name) + "8"
+                       : std::string(f.name);
+  }
+  return names;
+}
+
+bool isGrouped(const FormatInfo& info) { return info.grouped; }
+
+Axis defaultAxis(FormatId id) {
+  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2) ? Axis::Tensor : Axis::Token;
+}
+
+int defaultGroup(FormatId id, Axis axis) {
+  if (axis == Axis::Tensor || axis == Axis::Head) return 0;  // one group per axis element
+  return id == FormatId::Nf4 ? kNf4DefaultGroup : 0;
+}
+
+MetaType defaultScale(FormatId id) {
+  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2) ? MetaType::Fp32 : MetaType::Fp16;
+}
+
+bool isFp8(FormatId id) { return id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2; }
+
+constexpr const char* kOptionList =
+    "sym, asym, prerope, sinks=S, residual=R, rot=hadamard|none, outliers=f, "
+    "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale";
+
+}  // namespace
+
+QuantSpec defaultSpec(FormatId format, int bits) {
+  const FormatInfo& info = formatInfo(format);
+  QuantSpec s;
+  s.format = format;
+  if (info.hasBits) {
+    s.bits = bits > 0 ? bits : kDefaultIntBits;
+  } else {
+    s.bits = static_cast<int>(info.payloadBits);
+  }
+  s.axis = defaultAxis(format);
+  s.group = defaultGroup(format, s.axis);
+  s.scale = defaultScale(format);
+  return s;
+}
+
+Expected<QuantSpec> parseSpec(std::string_view text) {
+  const std::string whole(text);
+  auto bad = [&](const std::string& why) {
+    return Status::invalidArgument("spec '" + whole + "': " + why);
+  };
+
+  // Split on commas; empty items are errors (a stray comma is a typo worth reporting).
+  std::vector<std::string_view> items;
+  size_t pos = 0;
+  while (true) {
+    size_t comma = text.find(',', pos);
+    items.push_back(trim(text.substr(pos, comma == std::string_view::npos ? std::string_view::npos
+                                                                            : comma - pos)));
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  if (items.front().empty()) {
+    return bad("no format given (allowed formats: " + formatNameList() + ")");
+  }
+
+  // The format: a table name, or "int<b>".
+  std::string_view head = items.front();
+  const FormatInfo* info = findFormat(head);
+  int bits = 0;
+  if (info == nullptr) {
+    size_t digits = head.size();
+    while (digits > 0 && head[digits - 1] >= '0' && head[digits - 1] <= '9') --digits;
+    if (digits < head.size()) {
+      const FormatInfo* family = findFormat(head.substr(0, digits));
+      if (family != nullptr && family->hasBits) {
+        long long b = 0;
+        if (!parseInt(head.substr(digits), b) || b < kMinIntBits || b > kMaxIntBits) {
+          return bad("bit width '" + std::string(head.substr(digits)) + "' is out of range (allowed: " +
+                     std::string(family->name) + std::to_string(kMinIntBits) + " … " +
+                     std::string(family->name) + std::to_string(kMaxIntBits) + ")");
+        }
+        info = family;
+        bits = static_cast<int>(b);
+      }
+    }
+  } else if (info->hasBits) {
+    std::string why = "'";
+    why.append(head);
+    return bad(why + "' needs a bit width (allowed: " + std::string(info->name) +
+               std::to_string(kMinIntBits) + " … " + std::string(info->name) +
+               std::to_string(kMaxIntBits) + ")");
+  }
+  if (info == nullptr) {
+    return bad("unknown format '" + std::string(head) + "' (allowed formats: " + formatNameList() + ")");
+  }
+
+  QuantSpec spec = defaultSpec(info->id, bits);
+  const bool grouped = isGrouped(*info);
+  const std::string formatName = info->hasBits ? std::string(info->name) + std::to_string(bits)
+                                               : std::string(info->name);
+
+  std::vector<std::string> seen;
+  bool axisGiven = false, groupGiven = false, clipGiven = false, scaleGiven = false;
+  for (size_t i = 1; i < items.size(); ++i) {
+    std::string_view item = items[i];
+    if (item.empty()) return bad("empty option (a stray comma?); allowed options: " + std::string(kOptionList));
+    size_t eq = item.find('=');
+    std::string key(trim(item.substr(0, eq)));
+    std::string_view value = eq == std::string_view::npos ? std::string_view{} : trim(item.substr(eq + 1));
+    const bool hasValue = eq != std::string_view::npos;
+    // sym and asym are one choice: giving both is a duplicate.
+    std::string slot = (key == "asym") ? "sym" : key;
+    for (const auto& s : seen) {
+      if (s == slot) return bad("option '" + key + "' is given more than once (each option may appear once)");
+    }
+    seen.push_back(slot);
+
+    auto needsValue = [&](const std::string& allowed) -> Status {
+      if (!hasValue || value.empty()) return bad("option '" + key + "' needs a value (allowed: " + key + "=" + allowed + ")");
+      return Status::ok();
+    };
+    auto noValue = [&]() -> Status {
+      if (hasValue) return bad("option '" + key + "' takes no value (write just '" + key + "')");
+      return Status::ok();
+    };
+    auto groupedOnly = [&]() -> Status {
+      if (!grouped) {
+        return bad("option '" + key + "' does not apply to " + formatName +
+                   " (axis=, group=, clip= and scale= apply to int<b>, fp8_e4m3, fp8_e5m2 and nf4; "
+                   "block and elementwise formats fix their own layout)");
+      }
+      return Status::ok();
+    };
+
+    if (key == "sym" || key == "asym") {
+      KVS_RETURN_IF_ERROR(noValue());
+      if (!info->hasBits) return bad("'" + key + "' applies only to int<b> formats, not to " + formatName);
+      if (key == "sym" && bits < 2) {
+        return bad("int1 cannot be symmetric (allowed: sym with int2 … int8; int1 is asym only)");
+      }
+      spec.symmetric = key == "sym";
+    } else if (key == "prerope") {
+      KVS_RETURN_IF_ERROR(noValue());
+      spec.prerope = true;
+    } else if (key == "sinks" || key == "residual") {
+      KVS_RETURN_IF_ERROR(needsValue("a whole number ≥ 0"));
+      long long n = 0;
+      if (!parseInt(value, n) || n < 0 || n > 1'000'000'000) {
+        return bad("'" + key + "=" + std::string(value) + "' is not a token count (allowed: " + key +
+                   "=N with N a whole number ≥ 0)");
+      }
+      (key == "sinks" ? spec.sinks : spec.residual) = static_cast<int>(n);
+    } else if (key == "rot") {
+      KVS_RETURN_IF_ERROR(needsValue("hadamard|none"));
+      if (value == "hadamard") spec.hadamard = true;
+      else if (value == "none") spec.hadamard = false;
+      else return bad("unknown rotation '" + std::string(value) + "' (allowed: rot=hadamard or rot=none)");
+    } else if (key == "outliers") {
+      KVS_RETURN_IF_ERROR(needsValue("f with 0 ≤ f < 1"));
+      double f = 0;
+      if (!parseDouble(value, f) || f < 0 || f >= 1) {
+        return bad("'outliers=" + std::string(value) + "' is not a fraction (allowed: outliers=f with 0 ≤ f < 1, e.g. 0.01)");
+      }
+      spec.outliers = f;
+    } else if (key == "axis") {
+      KVS_RETURN_IF_ERROR(groupedOnly());
+      KVS_RETURN_IF_ERROR(needsValue("tensor|head|token|channel"));
+      if (value == "tensor") spec.axis = Axis::Tensor;
+      else if (value == "head") spec.axis = Axis::Head;
+      else if (value == "token") spec.axis = Axis::Token;
+      else if (value == "channel") spec.axis = Axis::Channel;
+      else return bad("unknown axis '" + std::string(value) + "' (allowed: axis=tensor, head, token or channel)");
+      axisGiven = true;
+    } else if (key == "group") {
+      KVS_RETURN_IF_ERROR(groupedOnly());
+      KVS_RETURN_IF_ERROR(needsValue("G, a whole number ≥ 1 (0 = the whole axis)"));
+      long long g = 0;
+      if (!parseInt(value, g) || g < 0 || g > 1'000'000'000) {
+        return bad("'group=" + std::string(value) + "' is not a group size (allowed: group=G with G a whole number ≥ 1, or 0 for the whole axis)");
+      }
+      spec.group = static_cast<int>(g);
+      groupGiven = true;
+    } else if (key == "clip") {
+      KVS_RETURN_IF_ERROR(groupedOnly());
+      KVS_RETURN_IF_ERROR(needsValue("p with 0 < p ≤ 1, or mse"));
+      if (value == "mse") {
+        spec.clip = {Clip::Kind::Mse, 1.0};
+      } else {
+        double p = 0;
+        if (!parseDouble(value, p) || p <= 0 || p > 1) {
+          return bad("'clip=" + std::string(value) + "' is out of range (allowed: clip=p with 0 < p ≤ 1, e.g. 0.99, or clip=mse)");
+        }
+        // clip=1 keeps every value: the same as no clipping, so it prints as nothing.
+        spec.clip = p == 1.0 ? Clip{} : Clip{Clip::Kind::Percentile, p};
+      }
+      clipGiven = true;
+    } else if (key == "scale") {
+      KVS_RETURN_IF_ERROR(groupedOnly());
+      KVS_RETURN_IF_ERROR(needsValue("fp16|bf16|fp32"));
+      if (value == "fp16") spec.scale = MetaType::Fp16;
+      else if (value == "bf16") spec.scale = MetaType::Bf16;
+      else if (value == "fp32") spec.scale = MetaType::Fp32;
+      else return bad("unknown scale type '" + std::string(value) + "' (allowed: scale=fp16, bf16 or fp32)");
+      scaleGiven = true;
+    } else if (key == "unitscale") {
+      KVS_RETURN_IF_ERROR(noValue());
+      if (!isFp8(info->id)) {
+        return bad("'unitscale' applies only to fp8_e4m3 and fp8_e5m2, not to " + formatName);
+      }
+      spec.unitscale = true;
+    } else {
+      return bad("unknown option '" + key + "' (allowed options: " + std::string(kOptionList) + ")");
+    }
+  }
+
+  if (spec.unitscale && (axisGiven || groupGiven || clipGiven || scaleGiven)) {
+    return bad("unitscale stores no scale, so axis=, group=, clip= and scale= do not apply (allowed: "
+               + formatName + ",unitscale with pipeline options only)");
+  }
+  if (grouped) {
+    if (groupGiven && spec.group > 0 && (spec.axis == Axis::Tensor || spec.axis == Axis::Head)) {
+      return bad("group=" + std::to_string(spec.group) + " needs axis=token or axis=channel (axis=" +
+                 axisName(spec.axis) + " makes one group per " + axisName(spec.axis) + ")");
+    }
+    if (!groupGiven) spec.group = defaultGroup(spec.format, spec.axis);
+  }
+  return spec;
+}
+
+Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
+  const std::string text = toString(spec);
+  auto bad = [&](const std::string& why) {
+    return Status::invalidArgument("spec '" + text + "': " + why);
+  };
+  if (spec.prerope && !context.isKey) {
+    return bad("prerope applies to keys only (values have no RoPE); remove it from the value spec");
+  }
+  if (spec.prerope && !context.hasKeyPreRope) {
+    return bad("prerope needs the dump's key_pre_rope dataset, which this dump does not have "
+               "(allowed: a spec without prerope, or a dump written with key_pre_rope)");
+  }
+  if (spec.hadamard && context.headDim > 0) {
+    const int d = context.headDim;
+    if ((d & (d - 1)) != 0) {
+      return bad("rot=hadamard needs a head dim that is a power of two, but D = " + std::to_string(d));
+    }
+  }
+  const FormatInfo& info = formatInfo(spec.format);
+  if (info.blockSize > 0 && context.kvHeads > 0 && context.headDim > 0) {
+    const int64_t row = int64_t{context.kvHeads} * context.headDim;
+    if (row % info.blockSize != 0) {
+      return bad(std::string(info.name) + " quantizes blocks of " + std::to_string(info.blockSize) +
+                 " along the token row, but a row holds KVH·D = " + std::to_string(context.kvHeads) + "·" +
+                 std::to_string(context.headDim) + " = " + std::to_string(row) +
+                 " values, not a multiple of " + std::to_string(info.blockSize));
+    }
+  }
+  return Status::ok();
+}
+
+std::string toString(const QuantSpec& spec) {
+  const FormatInfo& info = formatInfo(spec.format);
+  const QuantSpec def = defaultSpec(spec.format, spec.bits);
+  std::string out = info.hasBits ? std::string(info.name) + std::to_string(spec.bits) : std::string(info.name);
+  auto add = [&](const std::string& option) { out += ","; out += option; };
+
+  if (info.hasBits && spec.symmetric) add("sym");
+  // Pipeline options, in the order of §1.
+  if (spec.prerope) add("prerope");
+  if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));
+  if (spec.residual != 0) add("residual=" + std::to_string(spec.residual));
+  if (spec.hadamard) add("rot=hadamard");
+  if (spec.outliers != 0) add("outliers=" + formatNumber(spec.outliers));
+  // Format options (§3, §4, §5).
+  if (info.grouped && !spec.unitscale) {
+    if (spec.axis != def.axis) add(std::string("axis=") + axisName(spec.axis));
+    const bool groupApplies = spec.axis == Axis::Token || spec.axis == Axis::Channel;
+    if (groupApplies && spec.group != defaultGroup(spec.format, spec.axis)) {
+      add("group=" + std::to_string(spec.group));
+    }
+    if (spec.clip.kind == Clip::Kind::Mse) add("clip=mse");
+    else if (spec.clip.kind == Clip::Kind::Percentile && spec.clip.p != 1.0) add("clip=" + formatNumber(spec.clip.p));
+    if (spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
+  }
+  if (spec.unitscale) add("unitscale");
+  return out;
+}
+
+}  // namespace kvscope
