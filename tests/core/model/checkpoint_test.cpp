@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Checkpoints generated in the test: a tiny model with random weights, and broken variants of it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+
+#include "core/model/checkpoint.h"
+#include "core/model/transformer.h"
+#include "tests/core/model/reference_model.h"
+#include "tests/support/test_support.h"
+
+namespace kvscope {
+namespace {
+
+// dim 8, hidden 12, 2 layers, 4 heads of 2 kv heads (D = 2), vocab 11, seq_len 6.
+constexpr int32_t kHeader[7] = {8, 12, 2, 4, 2, 11, 6};
+
+// Floats a checkpoint with this header holds, counted by hand from run.c's layout.
+int64_t floatCount(const int32_t h[7]) {
+  const int64_t dim = h[0], hid = h[1], L = h[2], H = h[3], KVH = h[4], V = std::abs(h[5]), S = h[6];
+  const int64_t D = dim / H;
+  int64_t n = V * dim + L * dim + L * dim * dim + 2 * L * dim * KVH * D + L * dim * dim + L * dim +
+              3 * L * dim * hid + dim + S * D;
+  if (h[5] < 0) n += V * dim;
+  return n;
+}
+
+std::string writeCheckpoint(const test::TempDir& dir, const std::string& name, const int32_t h[7],
+                            int64_t floatDelta = 0, int64_t byteDelta = 0) {
+  const std::string path = dir.file(name);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(h), 7 * sizeof(int32_t));
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  const int64_t n = floatCount(h) + floatDelta;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = normal(gen);
+    out.write(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  for (int64_t i = 0; i < byteDelta; ++i) out.put('x');
+  return path;
+}
+
+TEST(Checkpoint, SizeFormulaMatchesHandCount) {
+  ModelConfig c{8, 12, 2, 4, 2, 11, 6, true};
+  auto size = checkpointSize(c);
+  ASSERT_TRUE(size);
+  EXPECT_EQ(*size, 28 + 4 * static_cast<uint64_t>(floatCount(kHeader)));
+  c.sharedClassifier = false;
+  EXPECT_EQ(*checkpointSize(c), 28 + 4 * static_cast<uint64_t>(floatCount(kHeader) + 11 * 8));
+}
+
+TEST(Checkpoint, LoadsAGeneratedModel) {
+  test::TempDir dir;
+  auto cp = Checkpoint::load(writeCheckpoint(dir, "tiny.bin", kHeader));
+  ASSERT_TRUE(cp) << cp.status().message();
+  EXPECT_EQ((*cp)->config().kvDim(), 4);
+  EXPECT_TRUE((*cp)->config().sharedClassifier);
+}
+
+TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
+  test::TempDir dir;
+  int32_t h[7];
+  std::copy(kHeader, kHeader + 7, h);
+  h[5] = -11;  // negative vocab_size: wcls follows the RoPE tables
+  const std::string path = writeCheckpoint(dir, "wcls.bin", h);
+  auto cp = Checkpoint::load(path);
+  ASSERT_TRUE(cp) << cp.status().message();
+  EXPECT_FALSE((*cp)->config().sharedClassifier);
+  EXPECT_NE((*cp)->classifier(), (*cp)->tokenEmbedding());
+  test::ReferenceModel ref;
+  ASSERT_TRUE(ref.load(path));
+  Transformer tf(*cp);
+  const int tokens[] = {1, 4, 10, 0, 7, 3};
+  for (int pos = 0; pos < 6; ++pos) {
+    ASSERT_TRUE(tf.step(tokens[pos], pos).isOk());
+    std::vector<double> expected = ref.step(tokens[pos]);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(tf.logits()[i], expected[i], 1e-4) << pos;
+  }
+  EXPECT_FALSE(tf.step(1, 6).isOk()) << "position 6 is beyond seq_len 6";
+}
+
+TEST(Checkpoint, TruncatedFileNamesExpectedAndFoundSizes) {
+  test::TempDir dir;
+  const std::string path = writeCheckpoint(dir, "short.bin", kHeader, -3);
+  auto cp = Checkpoint::load(path);
+  ASSERT_FALSE(cp);
+  const std::string m = cp.status().message();
+  EXPECT_EQ(cp.status().code(), StatusCode::InvalidData);
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  const uint64_t expected = 28 + 4 * static_cast<uint64_t>(floatCount(kHeader));
+  EXPECT_NE(m.find("expected " + std::to_string(expected) + " bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("found " + std::to_string(expected - 12) + " bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+}
+
+TEST(Checkpoint, TrailingBytesAreRejected) {
+  test::TempDir dir;
+  auto cp = Checkpoint::load(writeCheckpoint(dir, "long.bin", kHeader, 0, 2));
+  ASSERT_FALSE(cp);
+  EXPECT_NE(cp.status().message().find("trailing data"), std::string::npos) << cp.status().message();
+}
+
+TEST(Checkpoint, BadHeadersSayWhatIsWrong) {
+  test::TempDir dir;
+  struct Case {
+    int32_t h[7];
+    const char* phrase;
+  };
+  const Case cases[] = {
+      {{8, 12, 2, 3, 1, 11, 6}, "dim is not a multiple of n_heads"},
+      {{8, 12, 2, 4, 3, 11, 6}, "n_heads is not a multiple of n_kv_heads"},
+      {{8, 12, 0, 4, 2, 11, 6}, "must be positive"},
+      {{8, 12, 2, 8, 2, 11, 6}, "must be even"},
+      {{8, 12, 2, 4, 2, 11, -6}, "must be positive"},
+      {{1 << 30, 1 << 30, 1000, 1, 1, 11, 6}, "implausibly large"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    // Write just the header and a little data: the header check must come first.
+    const std::string path = dir.file("bad" + std::to_string(i++) + ".bin");
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(c.h), sizeof(c.h)).write("abcd", 4);
+    auto cp = Checkpoint::load(path);
+    ASSERT_FALSE(cp) << c.phrase;
+    EXPECT_EQ(cp.status().code(), StatusCode::InvalidData);
+    EXPECT_NE(cp.status().message().find(c.phrase), std::string::npos) << cp.status().message();
+    EXPECT_NE(cp.status().message().find(path), std::string::npos) << cp.status().message();
+  }
+}
+
+TEST(Checkpoint, TinyAndMissingFiles) {
+  test::TempDir dir;
+  const std::string path = dir.file("tiny.bin");
+  std::ofstream(path, std::ios::binary).write("0123456789", 10);
+  auto cp = Checkpoint::load(path);
+  ASSERT_FALSE(cp);
+  EXPECT_NE(cp.status().message().find("28-byte"), std::string::npos) << cp.status().message();
+  auto missing = Checkpoint::load(dir.file("nope.bin"));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.status().code(), StatusCode::IoError);
+  EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
+  EXPECT_EQ(Checkpoint::load(dir.path().string()).status().code(), StatusCode::InvalidData) << "a folder";
+}
+
+TEST(Tokenizer, ParsesPiecesAndRejectsBrokenFiles) {
+  test::TempDir dir;
+  auto write = [&](const std::string& name, int tokens, bool extra) {
+    std::ofstream out(dir.file(name), std::ios::binary);
+    int32_t maxLen = 5;
+    out.write(reinterpret_cast<const char*>(&maxLen), 4);
+    for (int i = 0; i < tokens; ++i) {
+      float score = static_cast<float>(-i);
+      std::string piece = i == 0 ? "<unk>" : (i == 1 ? "\n<s>\n" : " t" + std::to_string(i));
+      int32_t len = static_cast<int32_t>(piece.size());
+      out.write(reinterpret_cast<const char*>(&score), 4).write(reinterpret_cast<const char*>(&len), 4);
+      out.write(piece.data(), len);
+    }
+    if (extra) out.put('!');
+    return dir.file(name);
+  };
+  auto ok = loadTokenizer(write("tok.bin", 3, false), 3);
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ(*ok, (std::vector<std::string>{"<unk>", "\n<s>\n", " t2"}));
+  auto shortFile = loadTokenizer(write("short.bin", 2, false), 3);
+  ASSERT_FALSE(shortFile);
+  EXPECT_NE(shortFile.status().message().find("ends after 2 tokens"), std::string::npos);
+  EXPECT_FALSE(loadTokenizer(write("long.bin", 3, true), 3));
+}
+
+}  // namespace
+}  // namespace kvscope
