@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Benchmarks that need a dump on disk: a whole-model evaluation and opening a large dump. Each
+// generates its synthetic fp16 dump into a temporary folder and removes it afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/util/status.h"
+
+namespace kvscope::bench {
+
+/// A model-shaped synthetic dump.
+struct DumpShape {
+  int layers = 32;
+  int heads = 32;     ///< H
+  int kvHeads = 8;    ///< KVH
+  int tokens = 8192;  ///< T
+  int queries = 64;   ///< Tq (0 = no query)
+  int dim = 128;      ///< D
+  /// Bytes of K and V on disk in fp16: 2 · L · KVH · T · D · 2.
+  [[nodiscard]] int64_t keyValueBytes() const {
+    return int64_t{4} * layers * kvHeads * tokens * dim;
+  }
+  /// float32 bytes of one layer's K, V and Q in memory.
+  [[nodiscard]] int64_t layerFloatBytes() const {
+    return int64_t{4} * (int64_t{2} * kvHeads * tokens * dim + int64_t{heads} * queries * dim);
+  }
+};
+
+/// A whole-model evaluation (kvscope::evaluate) of a generated dump.
+struct EvalFigures {
+  DumpShape shape;
+  std::string preset;
+  double generateSeconds = 0;  ///< writing the dump (setup, not judged)
+  double seconds = 0;          ///< Dump::open + evaluate, wall clock
+  int64_t baselineRssBytes = 0;  ///< RSS just before opening
+  int64_t peakRssBytes = 0;      ///< the process's peak RSS during the evaluation
+  int64_t dumpBytes = 0;         ///< size of the generated file
+};
+
+/// Generates a dump of `shape` under `tempDir`, evaluates it with `preset`, deletes it.
+Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& preset,
+                                const std::string& tempDir, const Progress& progress = {});
+
+/// Opening a large dump (metadata only).
+struct OpenFigures {
+  DumpShape shape;
+  double generateSeconds = 0;
+  int64_t dumpBytes = 0;
+  double seconds = 0;            ///< best Dump::open of a few tries (first try included)
+  double firstSeconds = 0;       ///< the first Dump::open after writing
+  int64_t rssBeforeBytes = 0;    ///< RSS before opening
+  int64_t rssAfterBytes = 0;     ///< RSS with the dump open
+};
+
+/// Generates a dump of `shape` under `tempDir`, times Dump::open and the RSS it adds, deletes it.
+Expected<OpenFigures> benchOpen(const DumpShape& shape, const std::string& tempDir,
+                                const Progress& progress = {});
+
+/// Free bytes on the file system holding `dir`, or -1 when unknown.
+int64_t freeDiskBytes(const std::string& dir);
+
+}  // namespace kvscope::bench

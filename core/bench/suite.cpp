@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "core/bench/suite.h"
+
+#include <malloc.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/bench/dump_workloads.h"
+#include "core/bench/measure.h"
+#include "core/bench/workloads.h"
+#include "core/quant/format_table.h"
+#include "core/quant/spec.h"
+
+namespace kvscope::bench {
+
+const std::vector<std::string>& suiteGroups() {
+  static const std::vector<std::string> groups{"quantize", "attention", "interactive", "eval",
+                                               "open"};
+  return groups;
+}
+
+const char* verdictName(Verdict v) {
+  switch (v) {
+    case Verdict::Pass: return "pass";
+    case Verdict::Fail: return "FAIL";
+    case Verdict::Info: return "info";
+    case Verdict::NotRun: return "not run";
+  }
+  return "?";
+}
+
+double SuiteRow::figure(const std::string& key, double fallback) const {
+  for (const auto& [k, v] : figures) {
+    if (k == key) return v;
+  }
+  return fallback;
+}
+
+namespace {
+
+// The specs of the quantize group (the list); `int4,group=128` is per-token groups of
+// 128 channels, i.e. one group per token row of a head when D = 128.
+const std::vector<std::string>& quantizeSpecs() {
+  static const std::vector<std::string> specs{
+      "int4,group=128", "int2,axis=channel,group=32", "q4_0", "fp8_e4m3", "nvfp4",
+      "int4,rot=hadamard,outliers=0.01"};
+  return specs;
+}
+
+// kivi-2 (quantization.md §9), the spec pair of the interactive and eval groups.
+constexpr const char* kKiviKey = "int2,axis=channel,group=32,residual=128";
+constexpr const char* kKiviValue = "int2,axis=token,group=32,residual=128";
+
+constexpr double kQuantizeBandwidthTarget = 0.50;
+constexpr double kAttentionGemmTarget = 0.30;
+constexpr double kInteractiveSeconds = 0.050;
+constexpr double kEvalSeconds = 60.0;
+constexpr double kEvalRssSlack = 300.0 * 1024 * 1024;
+constexpr double kOpenSeconds = 1.0;
+constexpr double kOpenRss = 100.0 * 1024 * 1024;
+
+std::string percent(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ratio < 0.1 ? "%.1f%%" : "%.0f%%", 100.0 * ratio);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string mib(double bytes) { return fixed(bytes / (1024.0 * 1024.0), 0) + " MiB"; }
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string shapeText(int kvHeads, int tokens, int dim) {
+  return "KVH=" + std::to_string(kvHeads) + " T=" + std::to_string(tokens) +
+         " D=" + std::to_string(dim);
+}
+
+SuiteRow notRun(const std::string& group, const std::string& name, const std::string& shape,
+                const std::string& target, const Status& why) {
+  SuiteRow row;
+  row.group = group;
+  row.name = name;
+  row.shape = shape;
+  row.target = target;
+  row.verdict = Verdict::NotRun;
+  row.note = why.message();
+  return row;
+}
+
+Verdict judge(bool met) { return met ? Verdict::Pass : Verdict::Fail; }
+
+// Hands freed heap back to the system so RSS baselines are not inflated by earlier groups.
+void trimHeap() { malloc_trim(0); }
+
+class SuiteRunner {
+ public:
+  explicit SuiteRunner(const SuiteOptions& options) : options_(options) {
+    result_.quick = options.quick;
+    result_.machine.cpu = cpuModel();
+    result_.machine.threads = threadCount();
+    budget_ = options.quick ? Budget{2, 3, 0.0} : Budget{3, 20, 1.0};
+  }
+
+  Status run(const std::vector<std::string>& groups) {
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const std::string& g = groups[i];
+      if (!report(options_.progress, static_cast<double>(i) / static_cast<double>(groups.size()), g)) {
+        return Status::cancelled();
+      }
+      if (g == "quantize") quantize();
+      if (g == "attention") attention();
+      if (g == "interactive") interactive();
+      if (g == "eval") KVS_RETURN_IF_ERROR(eval());
+      if (g == "open") KVS_RETURN_IF_ERROR(open());
+    }
+    return Status::ok();
+  }
+
+  SuiteResult take() { return std::move(result_); }
+
+ private:
+  void measureCopyOnce(size_t bytes) {
+    if (result_.machine.copyBytes > 0) return;
+    const CopyRate copy = measureCopy(bytes, budget_.minRuns, budget_.minSeconds);
+    const CopyRate fresh = measureCopyIntoFresh(bytes, budget_.minRuns, budget_.minSeconds);
+    result_.machine.copyBytes = static_cast<double>(copy.bytes);
+    result_.machine.copyBytesPerSecond = copy.bytesPerSecond;
+    result_.machine.copyFreshBytesPerSecond = fresh.bytesPerSecond;
+  }
+
+  void measureGemmOnce() {
+    if (result_.machine.gemmN > 0) return;
+    const GemmRate gemm = measureGemm(options_.quick ? 256 : 1024, budget_.minRuns, budget_.minSeconds);
+    result_.machine.gemmN = gemm.n;
+    result_.machine.gemmFlopsPerSecond = gemm.flopsPerSecond;
+  }
+
+  void quantize() {
+    const int kvh = 8, tokens = options_.quick ? 1024 : 32768, dim = 128;
+    const std::string shape = shapeText(kvh, tokens, dim);
+    const std::string target = "≥ " + percent(kQuantizeBandwidthTarget) + " of copy";
+    const Tensor3 x = syntheticTensor(kvh, tokens, dim, 1);
+    measureCopyOnce(x.size() * sizeof(float));
+    const double copyRate = result_.machine.copyBytesPerSecond;
+    for (const std::string& spec : quantizeSpecs()) {
+      auto figures = benchQuantize(x, spec, budget_);
+      if (!figures) {
+        result_.rows.push_back(notRun("quantize", spec, shape, target, figures.status()));
+        continue;
+      }
+      SuiteRow row;
+      row.group = "quantize";
+      row.name = spec;
+      row.shape = shape;
+      row.seconds = figures->pipeline.best;
+      row.medianSeconds = figures->pipeline.median;
+      row.runs = figures->pipeline.runs;
+      const auto n = static_cast<double>(figures->elements);
+      // Read the input once and write the reconstruction once: what a copy of it moves.
+      const double bytes = 2.0 * n * sizeof(float);
+      const double ratio = bytes / row.seconds / copyRate;
+      const double formatRatio = bytes / figures->format.best / copyRate;
+      row.figures = {{"elements_per_s", n / row.seconds},
+                     {"bytes_per_s", bytes / row.seconds},
+                     {"bandwidth_ratio", ratio},
+                     {"format_seconds", figures->format.best},
+                     {"format_elements_per_s", n / figures->format.best},
+                     {"format_bandwidth_ratio", formatRatio}};
+      row.measured = percent(ratio) + " of copy";
+      // The target covers integer and block formats; fp8 is reported for information.
+      const auto parsed = parseSpec(spec);
+      const FormatKind kind = formatInfo(parsed->format).kind;
+      if (kind == FormatKind::Integer || kind == FormatKind::Block) {
+        row.target = target;
+        row.verdict = judge(ratio >= kQuantizeBandwidthTarget);
+      } else {
+        row.target = "none (not an integer or block format)";
+        row.verdict = Verdict::Info;
+      }
+      result_.rows.push_back(std::move(row));
+    }
+  }
+
+  void attention() {
+    AttentionShape shape;
+    if (options_.quick) {
+      shape.tokens = 1024;
+      shape.queries = 16;
+    }
+    const std::string shapeStr = "H=" + std::to_string(shape.heads) + " Tq=" +
+                                 std::to_string(shape.queries) + " " +
+                                 shapeText(shape.kvHeads, shape.tokens, shape.dim);
+    const std::string target = "≥ " + percent(kAttentionGemmTarget) + " of GEMM";
+    measureGemmOnce();
+    auto figures = benchAttention(shape, budget_);
+    if (!figures) {
+      result_.rows.push_back(notRun("attention", "three cases", shapeStr, target, figures.status()));
+      return;
+    }
+    SuiteRow row;
+    row.group = "attention";
+    row.name = "three cases";
+    row.shape = shapeStr;
+    row.seconds = figures->time.best;
+    row.medianSeconds = figures->time.median;
+    row.runs = figures->time.runs;
+    const double gflops = figures->countedFlops / row.seconds / 1e9;
+    const double ratio = gflops * 1e9 / result_.machine.gemmFlopsPerSecond;
+    row.figures = {{"counted_flops", figures->countedFlops},
+                   {"gflops", gflops},
+                   {"gemm_ratio", ratio},
+                   {"engine_flops", figures->engineFlops},
+                   {"engine_gflops", figures->engineFlops / row.seconds / 1e9}};
+    row.measured = fixed(gflops, 1) + " GFLOP/s = " + percent(ratio) + " of GEMM";
+    row.target = target;
+    row.verdict = judge(ratio >= kAttentionGemmTarget);
+    result_.rows.push_back(std::move(row));
+  }
+
+  void interactive() {
+    InteractiveShape shape;
+    if (options_.quick) shape.tokens = 4096;
+    const std::string shapeStr = shapeText(shape.kvHeads, shape.tokens, shape.dim) + " " +
+                                 std::to_string(shape.columns) + " px";
+    const std::string target = "≤ " + fixed(kInteractiveSeconds * 1000, 0) + " ms";
+    auto figures = benchInteractive(shape, kKiviKey, kKiviValue, budget_);
+    if (!figures) {
+      result_.rows.push_back(notRun("interactive", "one head", shapeStr, target, figures.status()));
+      return;
+    }
+    const std::pair<const char*, const Sample*> lines[] = {
+        {"one head (kivi-2)", &figures->oneHead},
+        {"whole layer (kivi-2)", &figures->wholeLayer}};
+    for (const auto& [name, sample] : lines) {
+      SuiteRow row;
+      row.group = "interactive";
+      row.name = name;
+      row.shape = shapeStr;
+      row.seconds = sample->best;
+      row.medianSeconds = sample->median;
+      row.runs = sample->runs;
+      row.figures = {{"milliseconds", 1000 * sample->best}};
+      row.measured = fixed(1000 * sample->best, 1) + " ms";
+      row.target = target;
+      row.verdict = judge(sample->best <= kInteractiveSeconds);
+      if (sample == &figures->wholeLayer) {
+        row.note = "quantizes all kv heads first, as ui/model quantizeLayer does";
+      }
+      result_.rows.push_back(std::move(row));
+    }
+  }
+
+  std::string tempDir() const {
+    if (!options_.tempDir.empty()) return options_.tempDir;
+    const char* env = std::getenv("TMPDIR");
+    return env && *env ? env : "/tmp";
+  }
+
+  Progress subProgress() const {
+    return [this](double, std::string_view what) { return report(options_.progress, 0, what); };
+  }
+
+  Status eval() {
+    DumpShape shape;
+    if (options_.quick) {
+      shape.layers = 2;
+      shape.tokens = 1024;
+      shape.queries = 16;
+    }
+    const std::string shapeStr = "L=" + std::to_string(shape.layers) + " H=" +
+                                 std::to_string(shape.heads) + " Tq=" +
+                                 std::to_string(shape.queries) + " " +
+                                 shapeText(shape.kvHeads, shape.tokens, shape.dim);
+    const double rssLimit = 2.0 * static_cast<double>(shape.layerFloatBytes()) + kEvalRssSlack;
+    const std::string timeTarget = "< " + fixed(kEvalSeconds, 0) + " s";
+    const std::string rssTarget = "≤ " + mib(rssLimit);
+    trimHeap();
+    auto figures = benchEval(shape, "kivi-2", tempDir(), subProgress());
+    if (!figures) {
+      if (figures.status().code() == StatusCode::Cancelled) return figures.status();
+      result_.rows.push_back(notRun("eval", "time (kivi-2)", shapeStr, timeTarget, figures.status()));
+      result_.rows.push_back(notRun("eval", "peak RSS (kivi-2)", shapeStr, rssTarget, figures.status()));
+      return Status::ok();
+    }
+    SuiteRow time;
+    time.group = "eval";
+    time.name = "time (kivi-2)";
+    time.shape = shapeStr;
+    time.seconds = time.medianSeconds = figures->seconds;
+    time.runs = 1;
+    time.figures = {{"seconds", figures->seconds}, {"generate_seconds", figures->generateSeconds},
+                    {"dump_bytes", static_cast<double>(figures->dumpBytes)}};
+    time.measured = fixed(figures->seconds, 1) + " s";
+    time.target = timeTarget;
+    time.verdict = judge(figures->seconds < kEvalSeconds);
+    SuiteRow rss = time;
+    rss.name = "peak RSS (kivi-2)";
+    rss.figures = {{"peak_rss_bytes", static_cast<double>(figures->peakRssBytes)},
+                   {"baseline_rss_bytes", static_cast<double>(figures->baselineRssBytes)},
+                   {"limit_bytes", rssLimit}};
+    rss.measured = mib(static_cast<double>(figures->peakRssBytes));
+    rss.target = rssTarget;
+    rss.verdict = judge(static_cast<double>(figures->peakRssBytes) <= rssLimit);
+    result_.rows.push_back(std::move(time));
+    result_.rows.push_back(std::move(rss));
+    return Status::ok();
+  }
+
+  Status open() {
+    DumpShape shape;
+    // 32 layers · 8 kv heads · 128 dim · 131072 tokens · K and V · fp16 = 16 GiB.
+    shape.tokens = options_.quick ? 4096 : 131072;
+    shape.layers = options_.quick ? 4 : 32;
+    const std::string shapeStr = "L=" + std::to_string(shape.layers) + " " +
+                                 shapeText(shape.kvHeads, shape.tokens, shape.dim) + " fp16 " +
+                                 mib(static_cast<double>(shape.keyValueBytes()));
+    const std::string timeTarget = "≤ " + fixed(kOpenSeconds, 0) + " s";
+    const std::string rssTarget = "≤ " + mib(kOpenRss);
+    const int64_t free = freeDiskBytes(tempDir());
+    if (free >= 0 && free < shape.keyValueBytes() + (int64_t{2} << 30)) {
+      const Status why = Status::resourceLimit(tempDir() + ": " + mib(static_cast<double>(free)) +
+                                               " free, the dump needs " +
+                                               mib(static_cast<double>(shape.keyValueBytes())) +
+                                               " plus 2 GiB to spare");
+      result_.rows.push_back(notRun("open", "time", shapeStr, timeTarget, why));
+      result_.rows.push_back(notRun("open", "RSS after open", shapeStr, rssTarget, why));
+      return Status::ok();
+    }
+    trimHeap();
+    auto figures = benchOpen(shape, tempDir(), subProgress());
+    if (!figures) {
+      if (figures.status().code() == StatusCode::Cancelled) return figures.status();
+      result_.rows.push_back(notRun("open", "time", shapeStr, timeTarget, figures.status()));
+      result_.rows.push_back(notRun("open", "RSS after open", shapeStr, rssTarget, figures.status()));
+      return Status::ok();
+    }
+    SuiteRow time;
+    time.group = "open";
+    time.name = "time";
+    time.shape = shapeStr;
+    time.seconds = time.medianSeconds = figures->seconds;
+    time.runs = 1;
+    time.figures = {{"seconds", figures->seconds}, {"first_seconds", figures->firstSeconds},
+                    {"generate_seconds", figures->generateSeconds},
+                    {"dump_bytes", static_cast<double>(figures->dumpBytes)}};
+    time.measured = fixed(1000 * figures->seconds, 1) + " ms";
+    time.target = timeTarget;
+    time.verdict = judge(figures->seconds <= kOpenSeconds);
+    SuiteRow rss = time;
+    rss.name = "RSS after open";
+    rss.figures = {{"rss_after_bytes", static_cast<double>(figures->rssAfterBytes)},
+                   {"rss_before_bytes", static_cast<double>(figures->rssBeforeBytes)}};
+    rss.measured = mib(static_cast<double>(figures->rssAfterBytes)) + " (+" +
+                   mib(static_cast<double>(figures->rssAfterBytes - figures->rssBeforeBytes)) + ")";
+    rss.target = rssTarget;
+    rss.verdict = judge(static_cast<double>(figures->rssAfterBytes) <= kOpenRss);
+    result_.rows.push_back(std::move(time));
+    result_.rows.push_back(std::move(rss));
+    return Status::ok();
+  }
+
+  const SuiteOptions& options_;
+  Budget budget_;
+  SuiteResult result_;
+};
+
+}  // namespace
+
+Expected<SuiteResult> runSuite(const SuiteOptions& options) {
+  std::vector<std::string> groups;
+  for (const std::string& g : options.only) {
+    const auto& all = suiteGroups();
+    if (std::find(all.begin(), all.end(), g) == all.end()) {
+      return Status::invalidArgument("unknown benchmark group '" + g +
+                                     "' (allowed: quantize, attention, interactive, eval, open)");
+    }
+  }
+  for (const std::string& g : suiteGroups()) {
+    if (options.only.empty() ||
+        std::find(options.only.begin(), options.only.end(), g) != options.only.end()) {
+      groups.push_back(g);
+    }
+  }
+  SuiteRunner runner(options);
+  KVS_RETURN_IF_ERROR(runner.run(groups));
+  return runner.take();
+}
+
+std::string suiteToJson(const SuiteResult& result) {
+  using nlohmann::json;
+  // NaN and infinities have no JSON spelling: they become null.
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json machine = {{"cpu", result.machine.cpu},
+                  {"threads", result.machine.threads},
+                  {"copy_bytes", number(result.machine.copyBytes)},
+                  {"copy_bytes_per_s", number(result.machine.copyBytesPerSecond)},
+                  {"copy_fresh_bytes_per_s", number(result.machine.copyFreshBytesPerSecond)},
+                  {"gemm_n", result.machine.gemmN},
+                  {"gemm_flops_per_s", number(result.machine.gemmFlopsPerSecond)}};
+  json rows = json::array();
+  for (const SuiteRow& r : result.rows) {
+    json figures = json::object();
+    for (const auto& [k, v] : r.figures) figures[k] = number(v);
+    rows.push_back({{"group", r.group},
+                    {"name", r.name},
+                    {"shape", r.shape},
+                    {"seconds", number(r.seconds)},
+                    {"median_seconds", number(r.medianSeconds)},
+                    {"runs", r.runs},
+                    {"figures", figures},
+                    {"measured", r.measured},
+                    {"target", r.target},
+                    {"verdict", verdictName(r.verdict)},
+                    {"note", r.note}});
+  }
+  json doc = {{"kvscope_bench", 1}, {"quick", result.quick}, {"machine", machine}, {"rows", rows}};
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace kvscope::bench

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The work `kvscope-cli bench` and kvscope_bench time, each as one function: a quantize round
+// trip, attention metrics, the interactive path of the GUI, and opening a dump. Shapes are
+// parameters so the same code serves the full-size figures and the quick smoke run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/bench/measure.h"
+#include "core/util/status.h"
+#include "core/util/tensor.h"
+
+namespace kvscope::bench {
+
+/// One layer tensor quantized and reconstructed under one spec.
+struct QuantizeFigures {
+  std::string spec;      ///< the spec string as given
+  int64_t elements = 0;  ///< KVH·T·D
+  Sample pipeline;       ///< quantizeTensor: steps 1-6, the result's allocation included
+  Sample format;         ///< quantizeFormatInPlace alone on a prepared copy (step 5 only)
+};
+
+/// Times the quantize round trip of `x` under `spec` (parsed with parseSpec).
+Expected<QuantizeFigures> benchQuantize(const Tensor3& x, std::string_view spec,
+                                        const Budget& budget);
+
+/// The shape of one layer's attention work.
+struct AttentionShape {
+  int heads = 32;    ///< H
+  int kvHeads = 8;   ///< KVH
+  int tokens = 8192; ///< T
+  int queries = 64;  ///< Tq
+  int dim = 128;     ///< D
+};
+
+/// Attention metrics of one layer, all three cases.
+struct AttentionFigures {
+  AttentionShape shape;
+  Sample time;
+  double countedFlops = 0;  ///< attentionFlops(shape): what the GFLOP/s figure divides
+  double engineFlops = 0;   ///< what the engine itself reports doing (attention_engine::gemmFlops)
+};
+
+/// FLOPs we count for attention metrics: 3 cases × (scores q·k + output P·v) × 2·H·Tq·T·D,
+/// no causal discount (queries are the last Tq positions, so under Tq/T of the work is masked).
+double attentionFlops(const AttentionShape& shape);
+
+/// Times attentionMetrics on synthetic Q, K, V and perturbed K̂, V̂ of `shape`.
+Expected<AttentionFigures> benchAttention(const AttentionShape& shape, const Budget& budget);
+
+}  // namespace kvscope::bench
+
+namespace kvscope::bench {
+
+/// The shape of the interactive path: one layer of a long dump, one (layer, head) on screen.
+struct InteractiveShape {
+  int heads = 32;      ///< H
+  int kvHeads = 8;     ///< KVH
+  int tokens = 32768;  ///< T
+  int queries = 64;    ///< Tq
+  int dim = 128;       ///< D
+  int columns = 1200;  ///< heat map width in token bins (pixels)
+  int bins = 256;      ///< histogram bins
+};
+
+/// Heat map data of one head: |x̂ − x| binned along tokens with a per-bin max (the GUI's
+/// HeatmapValue::Error), channels × columns row-major, and where each maximum lies.
+struct HeatmapCells {
+  int channels = 0;
+  int columns = 0;
+  std::vector<float> cells;
+  std::vector<int> cellToken;
+};
+
+/// Histogram of one head's original and reconstructed values over the original's range.
+struct HistogramCounts {
+  double lo = 0, hi = 0;
+  std::vector<int64_t> original;
+  std::vector<int64_t> reconstructed;
+};
+
+/// Attention of one query (of one query head) against K/V and their reconstructions: the
+/// per-key probabilities P and P̂ (from K, K̂) and the outputs of the four (K, V) combinations.
+struct AttentionDetail {
+  std::vector<double> p;        ///< softmax over keys 0 … position with exact K
+  std::vector<double> pHat;     ///< with K̂
+  std::vector<double> output;   ///< P·V
+  std::vector<double> outputKeyOnly, outputValueOnly, outputJoint;
+};
+
+/// Everything the visible views of one (layer, head) need after a spec change.
+struct ViewData {
+  Tensor3 keyHat;    ///< reconstruction of the quantized K (one head or the whole layer)
+  Tensor3 valueHat;
+  HeatmapCells keyHeatmap, valueHeatmap;
+  HistogramCounts keyHistogram, valueHistogram;
+  AttentionDetail detail;
+};
+
+/// Recomputes the views of kv head `head` after a spec change: quantizes K and V (only that head
+/// when `wholeLayer` is false; the whole layer, as ui/model quantizeLayer does, when true), then
+/// the error heat maps, the histograms and the attention detail of the last query of the head's
+/// first query head. Mirrors what the GUI's workers compute; no Qt.
+Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, const Tensor3& query,
+                                   int64_t head, std::string_view keySpec,
+                                   std::string_view valueSpec, bool wholeLayer,
+                                   const InteractiveShape& shape);
+
+/// The interactive path timed both ways (one head, whole layer).
+struct InteractiveFigures {
+  InteractiveShape shape;
+  std::string keySpec, valueSpec;
+  Sample oneHead;    ///< spec change → views ready, quantizing only the visible head
+  Sample wholeLayer; ///< the same when the whole layer is quantized first (the GUI today)
+};
+
+/// Times computeViewData on synthetic data of `shape`.
+Expected<InteractiveFigures> benchInteractive(const InteractiveShape& shape,
+                                              std::string_view keySpec, std::string_view valueSpec,
+                                              const Budget& budget);
+
+}  // namespace kvscope::bench
