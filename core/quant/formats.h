@@ -22,6 +22,10 @@ Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec);
 /// The same, computed by the plain scalar reference (for tests and as documentation).
 Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec);
 
+/// Checks what step 5 needs of `spec` on x's shape: int bits 1..8 (sym: 2..8), a block format's
+/// row heads*dim divisible by its block size, 0 < clip p <= 1. The message says what is wrong.
+Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec);
+
 /// Number of scale groups (int/fp8/nf4) or blocks (block formats) `spec` makes on a tensor of
 /// this shape, for storage accounting. Elementwise formats: 0.
 int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim);

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Step 5 of the pipeline, fast path: whole layer at a time, contiguous groups, vectorizable inner
+// loops, OpenMP across rows / groups for large tensors. Agrees bit for bit with reference.cpp.
+#include "core/quant/formats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/quant/fp_types.h"
+#include "core/quant/kernels_block.h"
+#include "core/quant/kernels_grouped.h"
+
+namespace kvscope {
+namespace {
+
+using kernels::GroupedKind;
+using kernels::GroupParams;
+
+// Below this many elements threads cost more than they save.
+constexpr int64_t kParallelThreshold = int64_t{1} << 16;
+
+// Per-thread scratch that only ever grows, so no group allocates.
+float* scratch(int slot, int64_t n) {
+  static thread_local std::vector<float> buffers[4];
+  auto& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+int64_t runLength(int group, int64_t axisLength) {
+  if (group <= 0 || group >= axisLength) return axisLength;
+  return group;
+}
+
+}  // namespace
+
+Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec) {
+  if (x.size() != static_cast<size_t>(x.heads * x.tokens * x.dim)) {
+    return Status::internal("tensor data size does not match its shape");
+  }
+  const FormatInfo& info = formatInfo(spec.format);
+  if (info.kind == FormatKind::Integer) {
+    if (spec.bits < 1 || spec.bits > 8) {
+      return Status::invalidArgument("int bits must be 1..8, got " + std::to_string(spec.bits));
+    }
+    if (spec.symmetric && spec.bits < 2) {
+      return Status::invalidArgument("int1 cannot be symmetric (sym needs at least 2 bits)");
+    }
+  }
+  if (info.kind == FormatKind::Block) {
+    const int64_t row = x.heads * x.dim;
+    if (row % info.blockSize != 0) {
+      return Status::invalidArgument(std::string(info.name) + " needs a token row (kv_heads*head_dim = " +
+                                     std::to_string(row) + ") that is a multiple of its block size " +
+                                     std::to_string(info.blockSize));
+    }
+  }
+  if (spec.clip.kind == Clip::Kind::Percentile && !(spec.clip.p > 0.0 && spec.clip.p <= 1.0)) {
+    return Status::invalidArgument("clip percentile must be in (0, 1]");
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// ---- Grouped formats --------------------------------------------------------------------------
+
+GroupParams paramsOf(const QuantSpec& spec, const float* x, int64_t n, float* work) {
+  const kernels::ClipRange r = kernels::clippedRange(spec, x, n, work);
+  return kernels::paramsFromRange(spec, r.lo, r.hi);
+}
+
+// axis=token: each row of D values splits into runs of G channels.
+void groupedByToken(Tensor3& x, const QuantSpec& spec) {
+  const int64_t rows = x.heads * x.tokens;
+  const int64_t dim = x.dim;
+  const int64_t run = runLength(spec.group, dim);
+  float* data = x.data.data();
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* work = scratch(0, run);
+    float* row = data + r * dim;
+    for (int64_t c0 = 0; c0 < dim; c0 += run) {
+      const int64_t len = std::min(run, dim - c0);
+      kernels::applyGroup(spec, paramsOf(spec, row + c0, len, work), row + c0, len);
+    }
+  }
+}
+
+// Applies per-channel parameters to `len` rows of `dim` values (token-major, unit stride).
+template <GroupedKind K>
+void applyPerChannel(const QuantSpec& spec, const float* s, const float* m, float* base, int64_t len,
+                     int64_t dim) {
+  const float asymTop = static_cast<float>((1 << spec.bits) - 1);
+  const float symTop = static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1);
+  const float* thresholds = kernels::nf4Thresholds().data();
+  for (int64_t t = 0; t < len; ++t) {
+    float* row = base + t * dim;
+    for (int64_t d = 0; d < dim; ++d) {
+      if constexpr (K == GroupedKind::Asym) row[d] = kernels::quantAsym(row[d], s[d], m[d], asymTop);
+      if constexpr (K == GroupedKind::Sym) row[d] = kernels::quantSym(row[d], s[d], symTop);
+      if constexpr (K == GroupedKind::E4m3) row[d] = kernels::quantE4m3(row[d], s[d]);
+      if constexpr (K == GroupedKind::E5m2) row[d] = kernels::quantE5m2(row[d], s[d]);
+      if constexpr (K == GroupedKind::Nf4) row[d] = kernels::quantNf4(row[d], s[d], thresholds);
+    }
+  }
+}
+
+// axis=channel: each channel of a head splits into runs of G tokens. Processed token-major:
+// running per-channel min/max vectors instead of strided gathers (gathers only when clipping).
+void groupedByChannel(Tensor3& x, const QuantSpec& spec) {
+  const int64_t dim = x.dim;
+  const int64_t tokens = x.tokens;
+  const int64_t run = runLength(spec.group, tokens);
+  if (tokens == 0 || dim == 0) return;
+  const int64_t runs = (tokens + run - 1) / run;
+  const int64_t tasks = x.heads * runs;
+  const GroupedKind kind = kernels::groupedKind(spec);
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t h = task / runs;
+    const int64_t t0 = (task % runs) * run;
+    const int64_t len = std::min(run, tokens - t0);
+    float* base = x.row(h, t0);
+    float* lo = scratch(0, 4 * dim);
+    float* hi = lo + dim;
+    float* s = hi + dim;
+    float* m = s + dim;
+    if (spec.clip.kind == Clip::Kind::None) {
+      std::copy(base, base + dim, lo);
+      std::copy(base, base + dim, hi);
+      for (int64_t t = 1; t < len; ++t) {
+        const float* row = base + t * dim;
+        for (int64_t d = 0; d < dim; ++d) {
+          lo[d] = row[d] < lo[d] ? row[d] : lo[d];
+          hi[d] = row[d] > hi[d] ? row[d] : hi[d];
+        }
+      }
+      for (int64_t d = 0; d < dim; ++d) {
+        double l = lo[d], u = hi[d];
+        if (kind != GroupedKind::Asym) {
+          u = std::max(std::fabs(l), std::fabs(u));
+          l = -u;
+        }
+        const GroupParams p = kernels::paramsFromRange(spec, l, u);
+        s[d] = p.scale;
+        m[d] = p.zero;
+      }
+    } else {
+      float* column = scratch(1, len);
+      float* work = scratch(2, len);
+      for (int64_t d = 0; d < dim; ++d) {
+        for (int64_t t = 0; t < len; ++t) column[t] = base[t * dim + d];
+        const GroupParams p = paramsOf(spec, column, len, work);
+        s[d] = p.scale;
+        m[d] = p.zero;
+      }
+    }
+    switch (kind) {
+      case GroupedKind::Asym: applyPerChannel<GroupedKind::Asym>(spec, s, m, base, len, dim); break;
+      case GroupedKind::Sym: applyPerChannel<GroupedKind::Sym>(spec, s, m, base, len, dim); break;
+      case GroupedKind::E4m3: applyPerChannel<GroupedKind::E4m3>(spec, s, m, base, len, dim); break;
+      case GroupedKind::E5m2: applyPerChannel<GroupedKind::E5m2>(spec, s, m, base, len, dim); break;
+      case GroupedKind::Nf4: applyPerChannel<GroupedKind::Nf4>(spec, s, m, base, len, dim); break;
+    }
+  }
+}
+
+// axis=tensor / head: one large contiguous group; min/max and the apply loop split across threads.
+void groupedContiguous(float* g, int64_t n, const QuantSpec& spec) {
+  if (n == 0) return;
+  const bool parallel = n > kParallelThreshold;
+  GroupParams params;
+  if (spec.clip.kind == Clip::Kind::None) {
+    constexpr int64_t kChunk = int64_t{1} << 15;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<kernels::MinMax> parts(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t c = 0; c < chunks; ++c) {
+      parts[static_cast<size_t>(c)] = kernels::minMax(g + c * kChunk, std::min(kChunk, n - c * kChunk));
+    }
+    kernels::MinMax all = parts[0];
+    for (const auto& p : parts) {
+      all.lo = p.lo < all.lo ? p.lo : all.lo;
+      all.hi = p.hi > all.hi ? p.hi : all.hi;
+    }
+    double l = all.lo, u = all.hi;
+    if (kernels::groupedKind(spec) != GroupedKind::Asym) {
+      u = std::max(std::fabs(l), std::fabs(u));
+      l = -u;
+    }
+    params = kernels::paramsFromRange(spec, l, u);
+  } else {
+    std::vector<float> work(static_cast<size_t>(n));
+    params = paramsOf(spec, g, n, work.data());
+  }
+  constexpr int64_t kApplyChunk = int64_t{1} << 14;
+  const int64_t chunks = (n + kApplyChunk - 1) / kApplyChunk;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    kernels::applyGroup(spec, params, g + c * kApplyChunk, std::min(kApplyChunk, n - c * kApplyChunk));
+  }
+}
+
+void quantizeGrouped(Tensor3& x, const QuantSpec& spec) {
+  switch (spec.axis) {
+    case Axis::Token: groupedByToken(x, spec); break;
+    case Axis::Channel: groupedByChannel(x, spec); break;
+    case Axis::Head: {
+      const int64_t n = x.tokens * x.dim;
+      for (int64_t h = 0; h < x.heads; ++h) groupedContiguous(x.data.data() + h * n, n, spec);
+      break;
+    }
+    case Axis::Tensor: groupedContiguous(x.data.data(), static_cast<int64_t>(x.size()), spec); break;
+  }
+}
+
+// ---- Block formats ----------------------------------------------------------------------------
+
+float tensorMaxAbs(const Tensor3& x) {
+  const float* p = x.data.data();
+  const auto n = static_cast<int64_t>(x.size());
+  float a = 0.0f;
+#pragma omp parallel for reduction(max : a) schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::fabs(p[i]);
+    a = v > a ? v : a;
+  }
+  return a;
+}
+
+void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
+  const FormatInfo& info = formatInfo(spec.format);
+  const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
+  const int64_t block = info.blockSize;
+  const float g = spec.format == FormatId::Nvfp4 ? kernels::nvfp4GlobalScale(tensorMaxAbs(x)) : 0.0f;
+  const bool parallel = static_cast<int64_t>(x.size()) > kParallelThreshold;
+  if (x.dim % block == 0) {
+    // Blocks never straddle heads: each head row holds whole blocks.
+    const int64_t blocks = static_cast<int64_t>(x.size()) / block;
+    float* data = x.data.data();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t b = 0; b < blocks; ++b) kernel(data + b * block, g);
+    return;
+  }
+  // Gather each token row [head, channel], quantize its blocks, scatter back.
+  const int64_t rowLength = x.heads * x.dim;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < x.tokens; ++t) {
+    float* row = scratch(0, rowLength);
+    for (int64_t h = 0; h < x.heads; ++h) std::copy_n(x.row(h, t), x.dim, row + h * x.dim);
+    for (int64_t b = 0; b < rowLength; b += block) kernel(row + b, g);
+    for (int64_t h = 0; h < x.heads; ++h) std::copy_n(row + h * x.dim, x.dim, x.row(h, t));
+  }
+}
+
+// ---- Elementwise ------------------------------------------------------------------------------
+
+template <float (*Round)(float)>
+void roundEach(Tensor3& x) {
+  float* p = x.data.data();
+  const auto n = static_cast<int64_t>(x.size());
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] = Round(p[i]);
+}
+
+}  // namespace
+
+Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
+  KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
+  if (x.size() == 0) return Status::ok();
+  switch (formatInfo(spec.format).kind) {
+    case FormatKind::Integer:
+    case FormatKind::Float8:
+    case FormatKind::Codebook: quantizeGrouped(x, spec); break;
+    case FormatKind::Block: quantizeBlocks(x, spec); break;
+    case FormatKind::Elementwise:
+      if (spec.format == FormatId::Fp16) roundEach<&fp::roundFp16>(x);
+      if (spec.format == FormatId::Bf16) roundEach<&fp::roundBf16>(x);
+      break;
+  }
+  return Status::ok();
+}
+
+int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {
+  const FormatInfo& info = formatInfo(spec.format);
+  if (heads <= 0 || tokens <= 0 || dim <= 0) return 0;
+  switch (info.kind) {
+    case FormatKind::Elementwise: return 0;
+    case FormatKind::Block: return heads * tokens * dim / info.blockSize;
+    default: break;
+  }
+  switch (spec.axis) {
+    case Axis::Tensor: return 1;
+    case Axis::Head: return heads;
+    case Axis::Token: {
+      const int64_t run = runLength(spec.group, dim);
+      return heads * tokens * ((dim + run - 1) / run);
+    }
+    case Axis::Channel: {
+      const int64_t run = runLength(spec.group, tokens);
+      return heads * dim * ((tokens + run - 1) / run);
+    }
+  }
+  return 0;
+}
+
+}  // namespace kvscope
+
+// ---- describeGroup ------------------------------------------------------------------------------
+
+namespace kvscope {
+namespace {
+
+int countDistinct(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return static_cast<int>(std::unique(v.begin(), v.end()) - v.begin());
+}
+
+void sortLevels(std::vector<double>& levels) {
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+}
+
+// The positive finite values of an fp8 format, ascending (codes 1 .. max).
+std::vector<float> fp8Magnitudes(FormatId format) {
+  std::vector<float> m;
+  for (uint32_t c = 1; c < 0x80u; ++c) {
+    const float v = format == FormatId::Fp8E4M3 ? fp::e4m3Value(static_cast<uint8_t>(c))
+                                                : fp::e5m2Value(static_cast<uint8_t>(c));
+    if (std::isfinite(v)) m.push_back(v);
+  }
+  return m;
+}
+
+Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                      int64_t token, int64_t channel) {
+  std::vector<float> values;
+  switch (spec.axis) {
+    case Axis::Tensor: values = x.data; break;
+    case Axis::Head:
+      values.assign(x.row(head, 0), x.row(head, 0) + x.tokens * x.dim);
+      break;
+    case Axis::Token: {
+      const int64_t run = runLength(spec.group, x.dim);
+      const int64_t c0 = channel / run * run;
+      const int64_t len = std::min(run, x.dim - c0);
+      values.assign(x.row(head, token) + c0, x.row(head, token) + c0 + len);
+      break;
+    }
+    case Axis::Channel: {
+      const int64_t run = runLength(spec.group, x.tokens);
+      const int64_t t0 = token / run * run;
+      const int64_t len = std::min(run, x.tokens - t0);
+      for (int64_t t = t0; t < t0 + len; ++t) values.push_back(x.at(head, t, channel));
+      break;
+    }
+  }
+  const auto n = static_cast<int64_t>(values.size());
+  GroupDetail g;
+  g.size = n;
+  const kernels::MinMax mm = kernels::minMax(values.data(), n);
+  g.lo = mm.lo;
+  g.hi = mm.hi;
+  std::vector<float> work(values.size());
+  const kernels::ClipRange r = kernels::clippedRange(spec, values.data(), n, work.data());
+  g.clipLo = r.lo;
+  g.clipHi = r.hi;
+  const GroupParams p = kernels::paramsFromRange(spec, r.lo, r.hi);
+  g.scale = p.scale;
+  g.zero = p.zero;
+  kernels::applyGroupTo(spec, p, values.data(), work.data(), n);
+  g.codesUsed = countDistinct(work);
+  const double s = p.scale;
+  switch (kernels::groupedKind(spec)) {
+    case GroupedKind::Asym: {
+      const int top = (1 << spec.bits) - 1;
+      for (int q = 0; q <= top; ++q) g.levels.push_back(static_cast<float>(q) * p.scale + p.zero);
+      g.codesTotal = top + 1;
+      break;
+    }
+    case GroupedKind::Sym: {
+      const int qmax = (1 << (spec.bits - 1)) - 1;
+      for (int q = -qmax; q <= qmax; ++q) g.levels.push_back(static_cast<float>(q) * p.scale);
+      g.codesTotal = 1 << spec.bits;
+      break;
+    }
+    case GroupedKind::E4m3:
+    case GroupedKind::E5m2: {
+      // Only the levels the clipped range can reach: up to the level that a' itself maps to.
+      const float top = kernels::groupedKind(spec) == GroupedKind::E4m3
+                            ? kernels::quantE4m3(static_cast<float>(r.hi), p.scale)
+                            : kernels::quantE5m2(static_cast<float>(r.hi), p.scale);
+      g.levels.push_back(0.0);
+      for (float m : fp8Magnitudes(spec.format)) {
+        const float level = m * p.scale;
+        if (level > top) break;
+        g.levels.push_back(level);
+        g.levels.push_back(-static_cast<double>(level));
+      }
+      g.codesTotal = 256;
+      break;
+    }
+    case GroupedKind::Nf4:
+      for (float c : kernels::kNf4Codebook) g.levels.push_back(static_cast<double>(c * p.scale));
+      g.codesTotal = 16;
+      break;
+  }
+  if (s == 0.0) g.levels = {static_cast<double>(p.zero)};
+  sortLevels(g.levels);
+  return g;
+}
+
+Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                    int64_t token, int64_t channel) {
+  const FormatInfo& info = formatInfo(spec.format);
+  const int64_t block = info.blockSize;
+  const int64_t position = head * x.dim + channel;  // in the token row [head, channel]
+  const int64_t start = position / block * block;
+  std::vector<float> values(static_cast<size_t>(block));
+  for (int64_t i = 0; i < block; ++i) {
+    const int64_t p = start + i;
+    values[static_cast<size_t>(i)] = x.at(p / x.dim, token, p % x.dim);
+  }
+  const float g = spec.format == FormatId::Nvfp4 ? kernels::nvfp4GlobalScale(tensorMaxAbs(x)) : 0.0f;
+  GroupDetail d;
+  d.size = block;
+  const kernels::MinMax mm = kernels::minMax(values.data(), block);
+  d.lo = d.clipLo = mm.lo;
+  d.hi = d.clipHi = mm.hi;
+  float zero = 0.0f;
+  const float scale = kernels::blockScale(spec.format, values.data(), g, &zero);
+  d.scale = scale;
+  d.zero = zero;
+  std::vector<float> q = values;
+  kernels::blockKernel(spec.format)(q.data(), g);
+  d.codesUsed = countDistinct(q);
+  auto addRange = [&](int from, int to) {
+    for (int c = from; c <= to; ++c) d.levels.push_back(static_cast<float>(c) * scale + zero);
+  };
+  switch (spec.format) {
+    case FormatId::Mxfp4:
+    case FormatId::Nvfp4:
+      for (uint8_t c = 0; c < 16; ++c) d.levels.push_back(fp::e2m1Value(c) * scale);
+      d.codesTotal = 16;
+      break;
+    case FormatId::Q8_0: addRange(-127, 127); d.codesTotal = 256; break;
+    case FormatId::Q4_0: addRange(-8, 7); d.codesTotal = 16; break;
+    case FormatId::Q5_0: addRange(-16, 15); d.codesTotal = 32; break;
+    case FormatId::Q4_1: addRange(0, 15); d.codesTotal = 16; break;
+    case FormatId::Q5_1: addRange(0, 31); d.codesTotal = 32; break;
+    case FormatId::Iq4Nl:
+      for (int8_t v : kernels::kIq4nlValues) d.levels.push_back(scale * static_cast<float>(v));
+      d.codesTotal = 16;
+      break;
+    default: break;
+  }
+  sortLevels(d.levels);
+  return d;
+}
+
+}  // namespace
+
+Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                    int64_t token, int64_t channel) {
+  KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
+  if (head < 0 || head >= x.heads || token < 0 || token >= x.tokens || channel < 0 || channel >= x.dim) {
+    return Status::invalidArgument("element (head " + std::to_string(head) + ", token " +
+                                   std::to_string(token) + ", channel " + std::to_string(channel) +
+                                   ") is outside the quantized tensor [" + std::to_string(x.heads) +
+                                   ", " + std::to_string(x.tokens) + ", " + std::to_string(x.dim) + "]");
+  }
+  switch (formatInfo(spec.format).kind) {
+    case FormatKind::Integer:
+    case FormatKind::Float8:
+    case FormatKind::Codebook: return describeGrouped(x, spec, head, token, channel);
+    case FormatKind::Block: return describeBlock(x, spec, head, token, channel);
+    case FormatKind::Elementwise: break;
+  }
+  // No groups: the element alone, its one reconstruction as the only level.
+  GroupDetail d;
+  const float v = x.at(head, token, channel);
+  d.size = 1;
+  d.lo = d.hi = d.clipLo = d.clipHi = v;
+  float r = v;
+  if (spec.format == FormatId::Fp16) r = fp::roundFp16(v);
+  if (spec.format == FormatId::Bf16) r = fp::roundBf16(v);
+  d.levels = {r};
+  d.codesUsed = 1;
+  d.codesTotal = spec.format == FormatId::None ? 0 : 65536;
+  return d;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Fast block quantizers. The ggml kernels keep ggml's float32 operation order (x*id, then +8.5f,
+// then a truncating cast; q*d + m on dequantization) and its fp16 rounding of scales, but skip the
+// bit packing, which does not change any value.
+#include "core/quant/kernels_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/quant/fp_types.h"
+#include "core/quant/kernels_grouped.h"
+
+namespace kvscope::kernels {
+namespace {
+
+constexpr int kQk = 32;
+
+float maxAbs(const float* x, int n) {
+  float a = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float v = std::fabs(x[i]);
+    a = v > a ? v : a;
+  }
+  return a;
+}
+
+// ggml's "value of largest magnitude, first one on ties" (strict > keeps the first).
+float signedMax(const float* x, int n, float amax) {
+  if (amax == 0.0f) return 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) == amax) return x[i];
+  }
+  return 0.0f;
+}
+
+void mxfp4(float* x, float /*g*/) {
+  const float a = maxAbs(x, kQk);
+  if (!(a > 0.0f) || !std::isfinite(a)) {
+    if (a == 0.0f) std::fill(x, x + kQk, 0.0f);
+    return;
+  }
+  const float scale = std::ldexp(1.0f, mxfp4Exponent(a));
+  for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] / scale) * scale;
+}
+
+void nvfp4(float* x, float g) {
+  constexpr int kBlock = 16;
+  const float a = maxAbs(x, kBlock);
+  const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
+  const float dg = d * g;
+  if (d == 0.0f || dg == 0.0f) {
+    std::fill(x, x + kBlock, 0.0f);
+    return;
+  }
+  for (int i = 0; i < kBlock; ++i) x[i] = fp::roundE2m1(x[i] / dg) * dg;
+}
+
+void q8_0(float* x, float /*g*/) {
+  const float amax = maxAbs(x, kQk);
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float dh = fp::roundFp16(d);
+  for (int i = 0; i < kQk; ++i) x[i] = roundHalfAway(x[i] * id) * dh;
+}
+
+// q4_0 / q5_0: d = max / -half, code = min(top, trunc(x*id + half + 0.5)), x̂ = (code - half)·fp16(d).
+template <int Half, int Top>
+void symmetricBlock(float* x) {
+  const float amax = maxAbs(x, kQk);
+  const float max = signedMax(x, kQk, amax);
+  const float d = max / static_cast<float>(-Half);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float dh = fp::roundFp16(d);
+  constexpr float kOffset = static_cast<float>(Half) + 0.5f;
+  for (int i = 0; i < kQk; ++i) {
+    const float x0 = x[i] * id;
+    const int code = std::min(Top, static_cast<int>(x0 + kOffset));
+    x[i] = static_cast<float>(code - Half) * dh;
+  }
+}
+
+// q4_1 / q5_1: d = (max-min)/top, code = trunc((x-min)*id + 0.5) (q4_1 caps at 15, q5_1 keeps
+// 5 bits), x̂ = code·fp16(d) + fp16(min).
+template <int Top, bool Cap>
+void affineBlock(float* x) {
+  const MinMax mm = minMax(x, kQk);
+  const float d = (mm.hi - mm.lo) / static_cast<float>(Top);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float dh = fp::roundFp16(d);
+  const float mh = fp::roundFp16(mm.lo);
+  for (int i = 0; i < kQk; ++i) {
+    const float x0 = (x[i] - mm.lo) * id;
+    int code = static_cast<int>(x0 + 0.5f);
+    code = Cap ? std::min(Top, code) : (code & Top);
+    x[i] = static_cast<float>(code) * dh + mh;
+  }
+}
+
+void q4_0(float* x, float /*g*/) { symmetricBlock<8, 15>(x); }
+void q5_0(float* x, float /*g*/) { symmetricBlock<16, 31>(x); }
+void q4_1(float* x, float /*g*/) { affineBlock<15, true>(x); }
+void q5_1(float* x, float /*g*/) { affineBlock<31, false>(x); }
+
+void iq4nl(float* x, float /*g*/) {
+  int codes[32];
+  const float dh = iq4nlQuantize(x, codes);
+  for (int j = 0; j < kQk; ++j) x[j] = dh * static_cast<float>(kIq4nlValues[codes[j]]);
+}
+
+}  // namespace
+
+// ggml's quantize_row_iq4_nl_ref (quantize_row_iq4_nl_impl with no importance weights and
+// ntry = -1): codes from d0 = max/-127, then the weighted least-squares scale
+// d = Σw·q·x / Σw·q² with w = x², stored as fp16.
+float iq4nlQuantize(const float* x, int* codes) {
+  constexpr float kGroupMaxEps = 1e-15f;
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQk; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(codes, codes + kQk, 0);
+    return 0.0f;
+  }
+  float d = max / static_cast<float>(kIq4nlValues[0]);
+  const float id = 1.0f / d;
+  float sumqx = 0.0f, sumq2 = 0.0f;
+  for (int j = 0; j < kQk; ++j) {
+    const int l = iq4nlBestIndex(id * x[j]);
+    codes[j] = l;
+    const float q = kIq4nlValues[l];
+    const float w = x[j] * x[j];
+    sumqx += w * q * x[j];
+    sumq2 += w * q * q;
+  }
+  d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+  return fp::roundFp16(d);
+}
+
+float blockScale(FormatId format, const float* x, float g, float* zero) {
+  *zero = 0.0f;
+  switch (format) {
+    case FormatId::Mxfp4: {
+      const float a = maxAbs(x, kQk);
+      return a > 0.0f ? std::ldexp(1.0f, mxfp4Exponent(a)) : 0.0f;
+    }
+    case FormatId::Nvfp4: {
+      const float a = maxAbs(x, 16);
+      const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
+      return d * g;
+    }
+    case FormatId::Q8_0: return fp::roundFp16(maxAbs(x, kQk) / 127.0f);
+    case FormatId::Q4_0: return fp::roundFp16(signedMax(x, kQk, maxAbs(x, kQk)) / -8.0f);
+    case FormatId::Q5_0: return fp::roundFp16(signedMax(x, kQk, maxAbs(x, kQk)) / -16.0f);
+    case FormatId::Q4_1:
+    case FormatId::Q5_1: {
+      const MinMax mm = minMax(x, kQk);
+      *zero = fp::roundFp16(mm.lo);
+      return fp::roundFp16((mm.hi - mm.lo) / (format == FormatId::Q4_1 ? 15.0f : 31.0f));
+    }
+    case FormatId::Iq4Nl: {
+      int codes[kQk];
+      return iq4nlQuantize(x, codes);
+    }
+    default: break;
+  }
+  return 0.0f;
+}
+
+int iq4nlBestIndex(float x) {
+  const auto& v = kIq4nlValues;
+  if (x <= v[0]) return 0;
+  if (x >= v[15]) return 15;
+  int ml = 0, mu = 15;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < v[mav]) {
+      mu = mav;
+    } else {
+      ml = mav;
+    }
+  }
+  return x - v[mu - 1] < v[mu] - x ? mu - 1 : mu;
+}
+
+float nvfp4GlobalScale(float maxAbs) {
+  return static_cast<float>(static_cast<double>(maxAbs) / (448.0 * 6.0));
+}
+
+int mxfp4Exponent(float maxAbs) {
+  // E8M0 holds 2^-127 .. 2^127.
+  return std::clamp(std::ilogb(maxAbs) - 2, -127, 127);
+}
+
+BlockKernel blockKernel(FormatId format) {
+  switch (format) {
+    case FormatId::Mxfp4: return &mxfp4;
+    case FormatId::Nvfp4: return &nvfp4;
+    case FormatId::Q8_0: return &q8_0;
+    case FormatId::Q4_0: return &q4_0;
+    case FormatId::Q4_1: return &q4_1;
+    case FormatId::Q5_0: return &q5_0;
+    case FormatId::Q5_1: return &q5_1;
+    case FormatId::Iq4Nl: return &iq4nl;
+    default: break;
+  }
+  return nullptr;
+}
+
+}  // namespace kvscope::kernels

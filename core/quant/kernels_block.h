@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Fast block quantizers (quantization.md §2): mxfp4, nvfp4 and the ggml types. Each function
+// replaces one block of a token row, in place, by its reconstruction. The ggml ones follow ggml's
+// `quantize_row_*_ref` + `dequantize_row_*` operation for operation in float32, so results are
+// bit-identical; reference.cpp holds the packed-struct versions they are tested against.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/quant/format_table.h"
+
+namespace kvscope::kernels {
+
+/// ggml's `kvalues_iq4nl`: the 16 non-linear levels of iq4_nl.
+inline constexpr std::array<int8_t, 16> kIq4nlValues{-127, -104, -83, -65, -49, -35, -22, -10,
+                                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+/// ggml's `best_index_int8`: index of the table value nearest x (ties: the upper one).
+int iq4nlBestIndex(float x);
+
+/// iq4_nl's codes of one 32-value block (ggml's reference search); returns the fp16 scale.
+float iq4nlQuantize(const float* x, int* codes);
+
+/// The effective scale of one block (mxfp4: 2^e; nvfp4: d·g; ggml: the fp16 d) and, for q4_1 /
+/// q5_1, the fp16 min in *zero (0 otherwise).
+float blockScale(FormatId format, const float* x, float g, float* zero);
+
+/// nvfp4's per-tensor scale g = fp32(a / (448·6)), a the tensor's max |x|.
+float nvfp4GlobalScale(float maxAbs);
+/// mxfp4's shared exponent of a block with max |x| = a > 0: floor(log2 a) - 2, clamped to E8M0.
+int mxfp4Exponent(float maxAbs);
+
+/// One block of `size` values, replaced in place; `g` is nvfp4's tensor scale (others ignore it).
+using BlockKernel = void (*)(float* x, float g);
+/// The fast block kernel of a block format; nullptr for other formats.
+BlockKernel blockKernel(FormatId format);
+
+}  // namespace kvscope::kernels

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Per-element quantizers of the grouped formats (int asym/sym, fp8, nf4) and the per-group
+// parameters (quantization.md §2, §4). Element functions are inline and branch-free so the loops
+// of the fast path vectorize; the parameter functions run once per group and are shared by the
+// fast path and describeGroup. The scalar reference (reference.cpp) re-derives everything itself.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "core/quant/fp_types.h"
+#include "core/quant/spec.h"
+
+namespace kvscope::kernels {
+
+/// std::round (half away from zero) for |v| < 2^31, written so that it vectorizes: truncation
+/// is exact and v - trunc(v) is exact for floats.
+inline float roundHalfAway(float v) {
+  const float t = static_cast<float>(static_cast<int32_t>(v));
+  const float f = v - t;
+  return t + (f >= 0.5f ? 1.0f : 0.0f) - (f <= -0.5f ? 1.0f : 0.0f);
+}
+
+/// int asym: q = clamp(rnd((x-m)/s), 0, n), x̂ = q·s + m; s = 0 gives m.
+inline float quantAsym(float x, float s, float m, float n) {
+  const float sd = s == 0.0f ? 1.0f : s;
+  float v = (x - m) / sd;
+  v = std::min(std::max(v, -1.0f), n + 1.0f);  // keeps the int conversion in range
+  const float q = std::min(std::max(roundHalfAway(v), 0.0f), n);
+  return q * s + m;
+}
+
+/// int sym: q = clamp(rnd(x/s), -qmax, qmax), x̂ = q·s; s = 0 gives 0.
+inline float quantSym(float x, float s, float qmax) {
+  const float sd = s == 0.0f ? 1.0f : s;
+  float v = x / sd;
+  v = std::min(std::max(v, -qmax - 1.0f), qmax + 1.0f);
+  const float q = std::min(std::max(roundHalfAway(v), -qmax), qmax);
+  return q * s;
+}
+
+/// fp8 e4m3: x̂ = s·e4m3(x/s); s = 0 gives 0.
+inline float quantE4m3(float x, float s) {
+  const float sd = s == 0.0f ? 1.0f : s;
+  return fp::roundE4m3(x / sd) * s;
+}
+
+/// fp8 e5m2: x̂ = s·e5m2(x/s); s = 0 gives 0.
+inline float quantE5m2(float x, float s) {
+  const float sd = s == 0.0f ? 1.0f : s;
+  return fp::roundE5m2(x / sd) * s;
+}
+
+/// The NF4 codebook of quantization.md §2 (QLoRA), as float32.
+inline constexpr std::array<float, 16> kNf4Codebook{
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+
+/// thresholds[i]: the smallest float strictly above the exact midpoint of codes i and i+1, so
+/// "v >= thresholds[i]" means code i+1 is strictly nearer (a tie goes to the lower code).
+const std::array<float, 15>& nf4Thresholds();
+
+/// nf4: x̂ = s·c[k], k the code nearest x/s (ties: lower k); s = 0 gives 0.
+inline float quantNf4(float x, float s, const float* thresholds) {
+  const float sd = s == 0.0f ? 1.0f : s;
+  const float v = x / sd;
+  float c = kNf4Codebook[0];
+  for (int i = 0; i < 15; ++i) c = v >= thresholds[i] ? kNf4Codebook[i + 1] : c;
+  return c * s;
+}
+
+/// The parameters one group is stored with.
+struct GroupParams {
+  float scale = 0.0f;  ///< meta-rounded scale (1 with unitscale)
+  float zero = 0.0f;   ///< asym: meta-rounded min m; otherwise 0
+};
+
+/// Which element quantizer a grouped spec uses.
+enum class GroupedKind { Asym, Sym, E4m3, E5m2, Nf4 };
+/// The element quantizer of a grouped spec (int/fp8/nf4).
+GroupedKind groupedKind(const QuantSpec& spec);
+
+/// Parameters from a (clipped) range: asym uses lo/hi, the others the max-abs a.
+GroupParams paramsFromRange(const QuantSpec& spec, double lo, double hi);
+/// Parameters from a max-abs value a (sym, fp8, nf4).
+GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a);
+
+/// Quantizes n contiguous values in place with fixed parameters (vectorized loop).
+void applyGroup(const QuantSpec& spec, GroupParams params, float* x, int64_t n);
+/// As applyGroup, but writes to `out` (may alias x).
+void applyGroupTo(const QuantSpec& spec, GroupParams params, const float* x, float* out, int64_t n);
+
+/// The clipped range of a group of n values (§4), as (lo', hi'); for max-abs formats lo' = -a',
+/// hi' = a'. `scratch` must hold n floats (it is overwritten). Handles Clip::None too.
+struct ClipRange {
+  double lo = 0, hi = 0;
+};
+ClipRange clippedRange(const QuantSpec& spec, const float* x, int64_t n, float* scratch);
+
+/// Min and max of n >= 1 values.
+struct MinMax {
+  float lo, hi;
+};
+/// The min and max of x[0..n), n >= 1 (vectorized).
+MinMax minMax(const float* x, int64_t n);
+
+/// Index k of §4's percentile rule, clamped so the clipped range never inverts.
+int64_t percentileDrop(double p, int64_t n, bool asym);
+/// Candidate ratio r_i = 1 - 0.05 i of `clip=mse`, i = 0..10.
+double mseRatio(int i);
+inline constexpr int kMseCandidates = 11;
+
+}  // namespace kvscope::kernels

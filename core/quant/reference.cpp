@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Scalar references: the spec's formulas, one value at a time, with ggml's block structs packed
+// and unpacked as ggml does. Slow on purpose; clarity first.
+#include "core/quant/reference.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/quant/format_table.h"
+#include "core/quant/formats.h"
+#include "core/quant/fp_types.h"
+
+namespace kvscope {
+namespace reference {
+
+float roundToFormat(float v, int mbits, int emin, double maxFinite, bool saturate) {
+  if (std::isnan(v)) return v;
+  const double a = std::fabs(static_cast<double>(v));
+  double r;
+  if (a == 0.0) {
+    r = 0.0;
+  } else {
+    const int e = std::max(std::ilogb(a), emin);
+    const double step = std::ldexp(1.0, e - mbits);
+    r = std::nearbyint(a / step) * step;  // default rounding mode: ties to even
+  }
+  if (r > maxFinite) r = saturate ? maxFinite : std::numeric_limits<double>::infinity();
+  return static_cast<float>(std::copysign(r, static_cast<double>(v)));
+}
+
+float fp16(float v) { return roundToFormat(v, 10, -14, 65504.0, false); }
+float bf16(float v) { return roundToFormat(v, 7, -126, 3.38953139e38, false); }
+float e4m3(float v) { return roundToFormat(v, 3, -6, 448.0, true); }
+float e5m2(float v) { return roundToFormat(v, 2, -14, 57344.0, true); }
+float e2m1(float v) { return roundToFormat(v, 1, 0, 6.0, true); }
+
+namespace {
+
+constexpr double kNf4[16] = {-1.0,
+                             -0.6961928009986877,
+                             -0.5250730514526367,
+                             -0.39491748809814453,
+                             -0.28444138169288635,
+                             -0.18477343022823334,
+                             -0.09105003625154495,
+                             0.0,
+                             0.07958029955625534,
+                             0.16093020141124725,
+                             0.24611230194568634,
+                             0.33791524171829224,
+                             0.44070982933044434,
+                             0.5626170039176941,
+                             0.7229568362236023,
+                             1.0};
+
+bool isAsym(const QuantSpec& spec) { return spec.format == FormatId::Int && !spec.symmetric; }
+
+double meta(double v, const QuantSpec& spec) {
+  switch (spec.scale) {
+    case MetaType::Fp16: return fp::roundDoubleTo(v, 10, -14, 65504.0);
+    case MetaType::Bf16: return fp::roundDoubleTo(v, 7, -126, 3.38953139e38);
+    case MetaType::Fp32: break;
+  }
+  return static_cast<float>(v);  // fp32
+}
+
+}  // namespace
+
+int nf4Index(float v) {
+  int best = 0;
+  double bestDistance = std::fabs(static_cast<double>(v) - static_cast<double>(static_cast<float>(kNf4[0])));
+  for (int k = 1; k < 16; ++k) {
+    const double d = std::fabs(static_cast<double>(v) - static_cast<double>(static_cast<float>(kNf4[k])));
+    if (d < bestDistance) {  // strict: ties keep the lower k
+      bestDistance = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+std::vector<std::vector<int64_t>> groupIndices(const QuantSpec& spec, int64_t heads, int64_t tokens,
+                                               int64_t dim) {
+  std::vector<std::vector<int64_t>> groups;
+  auto at = [&](int64_t h, int64_t t, int64_t d) { return (h * tokens + t) * dim + d; };
+  switch (spec.axis) {
+    case Axis::Tensor: {
+      groups.emplace_back();
+      for (int64_t i = 0; i < heads * tokens * dim; ++i) groups.back().push_back(i);
+      break;
+    }
+    case Axis::Head:
+      for (int64_t h = 0; h < heads; ++h) {
+        groups.emplace_back();
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t d = 0; d < dim; ++d) groups.back().push_back(at(h, t, d));
+      }
+      break;
+    case Axis::Token: {
+      const int64_t g = (spec.group <= 0 || spec.group >= dim) ? dim : spec.group;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t d0 = 0; d0 < dim; d0 += g) {
+            groups.emplace_back();
+            for (int64_t d = d0; d < std::min(dim, d0 + g); ++d) groups.back().push_back(at(h, t, d));
+          }
+      break;
+    }
+    case Axis::Channel: {
+      const int64_t g = (spec.group <= 0 || spec.group >= tokens) ? tokens : spec.group;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t t0 = 0; t0 < tokens; t0 += g)
+          for (int64_t d = 0; d < dim; ++d) {
+            groups.emplace_back();
+            for (int64_t t = t0; t < std::min(tokens, t0 + g); ++t) groups.back().push_back(at(h, t, d));
+          }
+      break;
+    }
+  }
+  return groups;
+}
+
+Params groupParams(const QuantSpec& spec, Range r) {
+  Params p;
+  const double a = std::max(std::fabs(r.lo), std::fabs(r.hi));
+  switch (spec.format) {
+    case FormatId::Int:
+      if (spec.symmetric) {
+        const double qmax = std::pow(2.0, spec.bits - 1) - 1.0;
+        p.scale = static_cast<float>(meta(a / qmax, spec));
+      } else {
+        const double n = std::pow(2.0, spec.bits) - 1.0;
+        p.scale = static_cast<float>(meta((r.hi - r.lo) / n, spec));
+        p.zero = static_cast<float>(meta(r.lo, spec));
+      }
+      break;
+    case FormatId::Fp8E4M3: p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / 448.0, spec)); break;
+    case FormatId::Fp8E5M2: p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / 57344.0, spec)); break;
+    case FormatId::Nf4: p.scale = static_cast<float>(meta(a, spec)); break;
+    default: break;
+  }
+  return p;
+}
+
+float quantizeValue(const QuantSpec& spec, Params p, float x) {
+  const float s = p.scale;
+  switch (spec.format) {
+    case FormatId::Int:
+      if (spec.symmetric) {
+        if (s == 0.0f) return 0.0f;
+        const float qmax = static_cast<float>(std::pow(2.0, spec.bits - 1) - 1.0);
+        const float q = std::clamp(std::round(x / s), -qmax, qmax);
+        return q * s;
+      } else {
+        if (s == 0.0f) return p.zero;
+        const float n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
+        const float q = std::clamp(std::round((x - p.zero) / s), 0.0f, n);
+        return q * s + p.zero;
+      }
+    case FormatId::Fp8E4M3: return s == 0.0f ? 0.0f : e4m3(x / s) * s;
+    case FormatId::Fp8E5M2: return s == 0.0f ? 0.0f : e5m2(x / s) * s;
+    case FormatId::Nf4: return s == 0.0f ? 0.0f : static_cast<float>(kNf4[nf4Index(x / s)]) * s;
+    default: break;
+  }
+  return x;
+}
+
+namespace {
+
+double squaredError(const QuantSpec& spec, const std::vector<float>& values, Range r) {
+  const Params p = groupParams(spec, r);
+  double e = 0;
+  for (float v : values) {
+    const double d = static_cast<double>(quantizeValue(spec, p, v)) - v;
+    e += d * d;
+  }
+  return e;
+}
+
+}  // namespace
+
+Range clipRange(const QuantSpec& spec, const std::vector<float>& values) {
+  const bool asym = isAsym(spec);
+  const auto n = static_cast<int64_t>(values.size());
+  if (n == 0) return {};
+  const auto [mn, mx] = std::minmax_element(values.begin(), values.end());
+  const double lo = *mn, hi = *mx;
+  const double a = std::max(std::fabs(lo), std::fabs(hi));
+  switch (spec.clip.kind) {
+    case Clip::Kind::None: return asym ? Range{lo, hi} : Range{-a, a};
+    case Clip::Kind::Percentile: {
+      if (asym) {
+        std::vector<float> v = values;
+        std::sort(v.begin(), v.end());
+        // k = floor((1-p)·n/2), with a 1e-9 allowance for binary (1-p) (docs/formats.md).
+        int64_t k = static_cast<int64_t>(std::floor((1.0 - spec.clip.p) * static_cast<double>(n) / 2.0 + 1e-9));
+        k = std::clamp<int64_t>(k, 0, (n - 1) / 2);
+        return {v[static_cast<size_t>(k)], v[static_cast<size_t>(n - 1 - k)]};
+      }
+      std::vector<float> m(values.size());
+      for (size_t i = 0; i < values.size(); ++i) m[i] = std::fabs(values[i]);
+      std::sort(m.begin(), m.end());
+      int64_t k = static_cast<int64_t>(std::floor((1.0 - spec.clip.p) * static_cast<double>(n) + 1e-9));
+      k = std::clamp<int64_t>(k, 0, n - 1);
+      const double clipped = m[static_cast<size_t>(n - 1 - k)];
+      return {-clipped, clipped};
+    }
+    case Clip::Kind::Mse: {
+      Range best = asym ? Range{lo, hi} : Range{-a, a};
+      double bestError = std::numeric_limits<double>::infinity();
+      for (int i = 0; i <= 10; ++i) {
+        const double r = (20.0 - i) / 20.0;
+        const Range c = asym ? Range{lo + (1.0 - r) * (hi - lo) / 2.0, hi - (1.0 - r) * (hi - lo) / 2.0}
+                             : Range{-r * a, r * a};
+        const double e = squaredError(spec, values, c);
+        if (e < bestError) {
+          bestError = e;
+          best = c;
+        }
+      }
+      return best;
+    }
+  }
+  return {};
+}
+
+// ---- ggml blocks, packed as ggml packs them -----------------------------------------------------
+
+namespace {
+
+constexpr int kQk = 32;
+
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQk];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQk / 2];
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[kQk / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQk / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[kQk / 2];
+};
+struct BlockIq4Nl {
+  uint16_t d;
+  uint8_t qs[kQk / 2];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "q8_0: 8.5 bits per value");
+static_assert(sizeof(BlockQ4_0) == 18, "q4_0: 4.5 bits per value");
+static_assert(sizeof(BlockQ4_1) == 20, "q4_1: 5 bits per value");
+static_assert(sizeof(BlockQ5_0) == 22, "q5_0: 5.5 bits per value");
+static_assert(sizeof(BlockQ5_1) == 24, "q5_1: 6 bits per value");
+static_assert(sizeof(BlockIq4Nl) == 18, "iq4_nl: 4.5 bits per value");
+
+constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+uint16_t toFp16(float f) { return fp::fp16Bits(f); }
+float fromFp16(uint16_t h) { return fp::fp16Value(h); }
+
+void q8_0(float* x) {
+  BlockQ8_0 y{};
+  float amax = 0.0f;
+  for (int j = 0; j < kQk; j++) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / ((1 << 7) - 1);
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = toFp16(d);
+  for (int j = 0; j < kQk; ++j) y.qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+  const float dd = fromFp16(y.d);
+  for (int j = 0; j < kQk; ++j) x[j] = y.qs[j] * dd;
+}
+
+void q4_0(float* x) {
+  BlockQ4_0 y{};
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQk; j++) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8;
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = toFp16(d);
+  for (int j = 0; j < kQk / 2; ++j) {
+    const float x0 = x[j] * id;
+    const float x1 = x[kQk / 2 + j] * id;
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x0 + 8.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x1 + 8.5f)));
+    y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+  }
+  const float dd = fromFp16(y.d);
+  for (int j = 0; j < kQk / 2; ++j) {
+    x[j] = static_cast<float>((y.qs[j] & 0x0F) - 8) * dd;
+    x[j + kQk / 2] = static_cast<float>((y.qs[j] >> 4) - 8) * dd;
+  }
+}
+
+void q4_1(float* x) {
+  BlockQ4_1 y{};
+  float min = FLT_MAX, max = -FLT_MAX;
+  for (int j = 0; j < kQk; j++) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / ((1 << 4) - 1);
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = toFp16(d);
+  y.m = toFp16(min);
+  for (int j = 0; j < kQk / 2; ++j) {
+    const float x0 = (x[j] - min) * id;
+    const float x1 = (x[kQk / 2 + j] - min) * id;
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x0 + 0.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x1 + 0.5f)));
+    y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+  }
+  const float dd = fromFp16(y.d), mm = fromFp16(y.m);
+  for (int j = 0; j < kQk / 2; ++j) {
+    x[j] = static_cast<float>(y.qs[j] & 0x0F) * dd + mm;
+    x[j + kQk / 2] = static_cast<float>(y.qs[j] >> 4) * dd + mm;
+  }
+}
+
+void q5_0(float* x) {
+  BlockQ5_0 y{};
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQk; j++) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -16;
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = toFp16(d);
+  uint32_t qh = 0;
+  for (int j = 0; j < kQk / 2; ++j) {
+    const float x0 = x[j] * id;
+    const float x1 = x[kQk / 2 + j] * id;
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x0 + 16.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x1 + 16.5f)));
+    y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+    qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
+  }
+  std::memcpy(y.qh, &qh, sizeof(qh));
+  const float dd = fromFp16(y.d);
+  std::memcpy(&qh, y.qh, sizeof(qh));
+  for (int j = 0; j < kQk / 2; ++j) {
+    const auto xh0 = static_cast<uint8_t>(((qh >> (j + 0)) << 4) & 0x10);
+    const auto xh1 = static_cast<uint8_t>(((qh >> (j + 12))) & 0x10);
+    const int32_t x0 = ((y.qs[j] & 0x0F) | xh0) - 16;
+    const int32_t x1 = ((y.qs[j] >> 4) | xh1) - 16;
+    x[j] = static_cast<float>(x0) * dd;
+    x[j + kQk / 2] = static_cast<float>(x1) * dd;
+  }
+}
+
+void q5_1(float* x) {
+  BlockQ5_1 y{};
+  float min = FLT_MAX, max = -FLT_MAX;
+  for (int j = 0; j < kQk; j++) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / ((1 << 5) - 1);
+  const float id = d ? 1.0f / d : 0.0f;
+  y.d = toFp16(d);
+  y.m = toFp16(min);
+  uint32_t qh = 0;
+  for (int j = 0; j < kQk / 2; ++j) {
+    const float x0 = (x[j] - min) * id;
+    const float x1 = (x[kQk / 2 + j] - min) * id;
+    const auto xi0 = static_cast<uint8_t>(x0 + 0.5f);
+    const auto xi1 = static_cast<uint8_t>(x1 + 0.5f);
+    y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+    qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
+  }
+  std::memcpy(y.qh, &qh, sizeof(qh));
+  const float dd = fromFp16(y.d), mm = fromFp16(y.m);
+  std::memcpy(&qh, y.qh, sizeof(qh));
+  for (int j = 0; j < kQk / 2; ++j) {
+    const auto xh0 = static_cast<uint8_t>(((qh >> (j + 0)) << 4) & 0x10);
+    const auto xh1 = static_cast<uint8_t>(((qh >> (j + 12))) & 0x10);
+    const int x0 = (y.qs[j] & 0x0F) | xh0;
+    const int x1 = (y.qs[j] >> 4) | xh1;
+    x[j] = static_cast<float>(x0) * dd + mm;
+    x[j + kQk / 2] = static_cast<float>(x1) * dd + mm;
+  }
+}
+
+int bestIndexInt8(int n, const int8_t* val, float x) {
+  if (x <= val[0]) return 0;
+  if (x >= val[n - 1]) return n - 1;
+  int ml = 0, mu = n - 1;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) mu = mav;
+    else ml = mav;
+  }
+  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+// quantize_row_iq4_nl_impl(super_block_size = block_size = 32, quant_weights = NULL, ntry = -1).
+void iq4nl(float* x) {
+  BlockIq4Nl y{};
+  uint8_t codes[kQk] = {};
+  float weight[kQk];
+  for (int j = 0; j < kQk; ++j) weight[j] = x[j] * x[j];
+  float amax = 0, max = 0;
+  for (int j = 0; j < kQk; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  float scale = 0;
+  if (!(amax < 1e-15f)) {
+    float d = max / kIq4nl[0];  // ntry <= 0: the largest value maps to -127
+    const float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < kQk; ++j) {
+      const float al = id * x[j];
+      const int l = bestIndexInt8(16, kIq4nl, al);
+      codes[j] = static_cast<uint8_t>(l);
+      const float q = kIq4nl[l];
+      const float w = weight[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    scale = d;  // the itry loop runs from 1 to -1: no iterations
+  }
+  y.d = toFp16(scale);
+  for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(codes[j] | (codes[16 + j] << 4));
+  const float dd = fromFp16(y.d);
+  for (int j = 0; j < 16; ++j) {
+    x[j] = dd * kIq4nl[y.qs[j] & 0xf];
+    x[j + 16] = dd * kIq4nl[y.qs[j] >> 4];
+  }
+}
+
+void mxfp4(float* x) {
+  double a = 0;
+  for (int j = 0; j < kQk; ++j) a = std::max(a, std::fabs(static_cast<double>(x[j])));
+  if (a == 0) {
+    std::fill(x, x + kQk, 0.0f);
+    return;
+  }
+  const int e = std::clamp(static_cast<int>(std::floor(std::log2(a))) - 2, -127, 127);
+  const float scale = static_cast<float>(std::pow(2.0, e));
+  for (int j = 0; j < kQk; ++j) x[j] = scale * e2m1(x[j] / scale);
+}
+
+void nvfp4(float* x, float g) {
+  float a = 0;
+  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
+  const float d = g == 0.0f ? 0.0f : e4m3(a / (6.0f * g));
+  const float dg = d * g;
+  for (int j = 0; j < 16; ++j) x[j] = (d == 0.0f || dg == 0.0f) ? 0.0f : dg * e2m1(x[j] / dg);
+}
+
+}  // namespace
+
+void quantizeBlock(FormatId format, float* x, float g) {
+  switch (format) {
+    case FormatId::Q8_0: q8_0(x); break;
+    case FormatId::Q4_0: q4_0(x); break;
+    case FormatId::Q4_1: q4_1(x); break;
+    case FormatId::Q5_0: q5_0(x); break;
+    case FormatId::Q5_1: q5_1(x); break;
+    case FormatId::Iq4Nl: iq4nl(x); break;
+    case FormatId::Mxfp4: mxfp4(x); break;
+    case FormatId::Nvfp4: nvfp4(x, g); break;
+    default: break;
+  }
+}
+
+}  // namespace reference
+
+Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
+  KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
+  const FormatInfo& info = formatInfo(spec.format);
+  switch (info.kind) {
+    case FormatKind::Elementwise:
+      for (float& v : x.data) {
+        if (spec.format == FormatId::Fp16) v = reference::fp16(v);
+        if (spec.format == FormatId::Bf16) v = reference::bf16(v);
+      }
+      return Status::ok();
+    case FormatKind::Block: {
+      float g = 0;
+      if (spec.format == FormatId::Nvfp4) {
+        double a = 0;
+        for (float v : x.data) a = std::max(a, std::fabs(static_cast<double>(v)));
+        g = static_cast<float>(a / (448.0 * 6.0));
+      }
+      // Token rows in [head, channel] order, cut into blocks.
+      std::vector<float> row(static_cast<size_t>(x.heads * x.dim));
+      for (int64_t t = 0; t < x.tokens; ++t) {
+        for (int64_t h = 0; h < x.heads; ++h)
+          for (int64_t d = 0; d < x.dim; ++d) row[static_cast<size_t>(h * x.dim + d)] = x.at(h, t, d);
+        for (size_t b = 0; b < row.size(); b += static_cast<size_t>(info.blockSize))
+          reference::quantizeBlock(spec.format, row.data() + b, g);
+        for (int64_t h = 0; h < x.heads; ++h)
+          for (int64_t d = 0; d < x.dim; ++d) x.at(h, t, d) = row[static_cast<size_t>(h * x.dim + d)];
+      }
+      return Status::ok();
+    }
+    default: break;
+  }
+  for (const auto& group : reference::groupIndices(spec, x.heads, x.tokens, x.dim)) {
+    std::vector<float> values;
+    values.reserve(group.size());
+    for (int64_t i : group) values.push_back(x.data[static_cast<size_t>(i)]);
+    const reference::Params p = reference::groupParams(spec, reference::clipRange(spec, values));
+    for (int64_t i : group) {
+      float& v = x.data[static_cast<size_t>(i)];
+      v = reference::quantizeValue(spec, p, v);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Table-driven and property tests of step 5: every row of the format table, fast path against
+// the scalar reference, grouping shapes, error ordering.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/quant/format_table.h"
+#include "core/quant/formats.h"
+#include "core/quant/spec.h"
+
+namespace kvscope {
+namespace {
+
+Tensor3 randomTensor(int64_t h, int64_t t, int64_t d, uint32_t seed, float scale = 1.0f) {
+  Tensor3 x(h, t, d);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  for (float& v : x.data) v = normal(rng);
+  // A few outliers so clipping and block scales see heavy tails.
+  for (size_t i = 0; i < x.data.size(); i += 97) x.data[i] *= 6.0f;
+  return x;
+}
+
+QuantSpec specFor(const FormatInfo& info, int bits = 4) {
+  QuantSpec s;
+  s.format = info.id;
+  s.bits = info.hasBits ? bits : static_cast<int>(info.payloadBits);
+  s.axis = info.kind == FormatKind::Float8 ? Axis::Tensor : Axis::Token;
+  s.group = info.id == FormatId::Nf4 ? 64 : 0;
+  s.scale = info.kind == FormatKind::Float8 ? MetaType::Fp32 : MetaType::Fp16;
+  return s;
+}
+
+double rmsError(const Tensor3& a, const Tensor3& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a.data[i]) - b.data[i];
+    e += d * d;
+  }
+  return std::sqrt(e / static_cast<double>(a.size()));
+}
+
+// Fast and reference must agree exactly (values compared with ==, so +0 and -0 count as equal).
+void expectSameValues(const Tensor3& fast, const Tensor3& ref, const std::string& what) {
+  ASSERT_TRUE(fast.sameShape(ref));
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < fast.size(); ++i) {
+    if (!(fast.data[i] == ref.data[i])) {
+      if (mismatches < 5) {
+        ADD_FAILURE() << what << ": element " << i << " fast " << fast.data[i] << " reference " << ref.data[i];
+      }
+      ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+void expectFastMatchesReference(const Tensor3& input, const QuantSpec& spec, const std::string& what) {
+  Tensor3 fast = input, ref = input;
+  ASSERT_TRUE(quantizeFormatInPlace(fast, spec).isOk()) << what;
+  ASSERT_TRUE(quantizeFormatReference(ref, spec).isOk()) << what;
+  expectSameValues(fast, ref, what);
+}
+
+TEST(FormatTable, NamesAreUniqueAndFindable) {
+  const auto table = formatTable();
+  ASSERT_EQ(table.size(), 15u);
+  for (const FormatInfo& info : table) {
+    const FormatInfo* found = findFormat(info.name);
+    ASSERT_NE(found, nullptr) << info.name;
+    EXPECT_EQ(found->id, info.id);
+    EXPECT_EQ(&formatInfo(info.id), found);
+    EXPECT_FALSE(info.description.empty()) << info.name;
+    EXPECT_FALSE(info.metadata.empty()) << info.name;
+    EXPECT_FALSE(info.reference.empty()) << info.name;
+  }
+  EXPECT_EQ(findFormat("int4"), nullptr);  // the family is "int"; bits travel in QuantSpec
+  EXPECT_EQ(findFormat("q6_k"), nullptr);
+}
+
+TEST(FormatTable, SpecNamesAndBitsAsSpecified) {
+  const char* names[] = {"int", "fp8_e4m3", "fp8_e5m2", "nf4", "mxfp4", "nvfp4", "q8_0", "q4_0",
+                         "q4_1", "q5_0", "q5_1", "iq4_nl", "fp16", "bf16", "none"};
+  for (const char* n : names) EXPECT_NE(findFormat(n), nullptr) << n;
+  // Bits per element including block metadata (quantization.md §2).
+  auto bpe = [](const char* n) {
+    const FormatInfo* f = findFormat(n);
+    return f->payloadBits + static_cast<double>(f->blockMetaBits) / f->blockSize;
+  };
+  EXPECT_DOUBLE_EQ(bpe("q8_0"), 8.5);
+  EXPECT_DOUBLE_EQ(bpe("q4_0"), 4.5);
+  EXPECT_DOUBLE_EQ(bpe("q4_1"), 5.0);
+  EXPECT_DOUBLE_EQ(bpe("q5_0"), 5.5);
+  EXPECT_DOUBLE_EQ(bpe("q5_1"), 6.0);
+  EXPECT_DOUBLE_EQ(bpe("iq4_nl"), 4.5);
+  EXPECT_DOUBLE_EQ(bpe("mxfp4"), 4.25);
+  EXPECT_DOUBLE_EQ(bpe("nvfp4"), 4.5);
+  EXPECT_EQ(findFormat("nvfp4")->tensorMetaBits, 32);
+}
+
+// Every row quantizes a random tensor to finite values with a sane relative error, and the
+// fast path equals the reference.
+TEST(EveryFormat, QuantizesRandomTensorSanelyAndMatchesReference) {
+  const Tensor3 x = randomTensor(2, 24, 64, 7);
+  for (const FormatInfo& info : formatTable()) {
+    const QuantSpec spec = specFor(info);
+    Tensor3 q = x;
+    ASSERT_TRUE(quantizeFormatInPlace(q, spec).isOk()) << info.name;
+    for (float v : q.data) ASSERT_TRUE(std::isfinite(v)) << info.name;
+    const double rel = rmsError(q, x) / rmsError(Tensor3(x.heads, x.tokens, x.dim), x);
+    EXPECT_LT(rel, 0.35) << info.name;  // int4 token-wise with 6x outliers is the loosest
+    if (info.id == FormatId::None) {
+      EXPECT_EQ(rel, 0.0);
+    } else if (info.id != FormatId::Fp16 && info.id != FormatId::Bf16) {
+      EXPECT_GT(rel, 0.0) << info.name;
+    }
+    expectFastMatchesReference(x, spec, std::string(info.name));
+  }
+}
+
+TEST(EveryFormat, LargeTensorFastPathMatchesReference) {
+  // Above the OpenMP threshold, so the threaded loops run too.
+  const Tensor3 x = randomTensor(4, 160, 128, 11, 0.3f);
+  for (const FormatInfo& info : formatTable()) {
+    expectFastMatchesReference(x, specFor(info), std::string(info.name) + " large");
+  }
+}
+
+TEST(EveryFormat, BlockRowsStraddlingHeadsMatchReference) {
+  // D = 48: blocks of 32 and 16 cross head boundaries of the [head, channel] token row.
+  const Tensor3 x = randomTensor(2, 9, 48, 5);
+  for (const FormatInfo& info : formatTable()) {
+    if (info.kind != FormatKind::Block) continue;
+    expectFastMatchesReference(x, specFor(info), std::string(info.name) + " straddling");
+  }
+}
+
+TEST(EveryFormat, BlockFormatRejectsRowThatDoesNotDivide) {
+  Tensor3 x = randomTensor(1, 3, 24, 1);  // row of 24 values
+  for (const FormatInfo& info : formatTable()) {
+    if (info.kind != FormatKind::Block) continue;
+    const Status s = quantizeFormatInPlace(x, specFor(info));
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << info.name;
+    EXPECT_NE(s.message().find("block size"), std::string::npos) << s.message();
+  }
+}
+
+TEST(EveryGroupedFormat, FastMatchesReferenceForAllAxesGroupsAndClips) {
+  const Tensor3 x = randomTensor(3, 37, 40, 3);
+  const Axis axes[] = {Axis::Tensor, Axis::Head, Axis::Token, Axis::Channel};
+  const int groups[] = {0, 16, 7, 1000};
+  std::vector<Clip> clips(3);
+  clips[1].kind = Clip::Kind::Percentile;
+  clips[1].p = 0.9;
+  clips[2].kind = Clip::Kind::Mse;
+  for (const FormatInfo& info : formatTable()) {
+    if (!info.grouped) continue;
+    for (int variant = 0; variant < (info.hasBits ? 4 : 1); ++variant) {
+      QuantSpec spec = specFor(info, variant < 2 ? 3 : 8);
+      spec.symmetric = variant % 2 == 1;
+      for (Axis axis : axes) {
+        for (int group : groups) {
+          if ((axis == Axis::Tensor || axis == Axis::Head) && group != 0) continue;
+          for (const Clip& clip : clips) {
+            spec.axis = axis;
+            spec.group = group;
+            spec.clip = clip;
+            expectFastMatchesReference(x, spec,
+                                       std::string(info.name) + " bits " + std::to_string(spec.bits) +
+                                           (spec.symmetric ? " sym" : "") + " axis " + axisName(axis) +
+                                           " group " + std::to_string(group) + " clip " +
+                                           std::to_string(static_cast<int>(clip.kind)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(EveryGroupedFormat, MetadataTypesMatchReference) {
+  const Tensor3 x = randomTensor(2, 10, 32, 9, 1e-3f);  // small values: fp16 scales lose bits
+  for (const FormatInfo& info : formatTable()) {
+    if (!info.grouped) continue;
+    for (MetaType t : {MetaType::Fp16, MetaType::Bf16, MetaType::Fp32}) {
+      QuantSpec spec = specFor(info);
+      spec.scale = t;
+      expectFastMatchesReference(x, spec, std::string(info.name) + " scale " + metaTypeName(t));
+    }
+  }
+}
+
+TEST(IntAsym, ErrorShrinksAsBitsGrow) {
+  const Tensor3 x = randomTensor(2, 64, 64, 21);
+  double previous = 1e9;
+  for (int bits : {1, 2, 4, 8}) {
+    QuantSpec spec = specFor(formatInfo(FormatId::Int), bits);
+    Tensor3 q = x;
+    ASSERT_TRUE(quantizeFormatInPlace(q, spec).isOk());
+    const double e = rmsError(q, x);
+    EXPECT_LT(e, previous) << "int" << bits;
+    previous = e;
+  }
+}
+
+TEST(IntAsym, ConstantGroupsReconstructExactly) {
+  // Constant rows (token groups), a 1-token channel group and an all-zero tensor: s = 0, x̂ = m.
+  // 1.5 is exact in fp16, so m = meta(1.5) = 1.5.
+  for (Axis axis : {Axis::Token, Axis::Channel, Axis::Tensor, Axis::Head}) {
+    for (float value : {0.0f, 1.5f, -0.25f}) {
+      Tensor3 x(2, 5, 8, value);
+      QuantSpec spec = specFor(formatInfo(FormatId::Int), 4);
+      spec.axis = axis;
+      spec.group = axis == Axis::Channel ? 1 : 0;
+      ASSERT_TRUE(quantizeFormatInPlace(x, spec).isOk());
+      for (float v : x.data) EXPECT_EQ(v, value) << axisName(axis);
+    }
+  }
+}
+
+TEST(EveryGroupedFormat, AllZeroGroupStaysZero) {
+  for (const FormatInfo& info : formatTable()) {
+    if (info.kind == FormatKind::Elementwise) continue;
+    Tensor3 x(2, 3, 64, 0.0f);
+    ASSERT_TRUE(quantizeFormatInPlace(x, specFor(info)).isOk());
+    for (float v : x.data) EXPECT_EQ(v, 0.0f) << info.name;
+  }
+}
+
+TEST(None, IsAnExactCopy) {
+  const Tensor3 x = randomTensor(2, 7, 16, 2);
+  Tensor3 q = x;
+  ASSERT_TRUE(quantizeFormatInPlace(q, specFor(formatInfo(FormatId::None))).isOk());
+  EXPECT_EQ(std::memcmp(q.data.data(), x.data.data(), x.size() * sizeof(float)), 0);
+}
+
+TEST(GroupCount, CountsGroupsAndBlocksPerAxis) {
+  QuantSpec spec = specFor(formatInfo(FormatId::Int));
+  spec.axis = Axis::Token;
+  spec.group = 0;
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 800);
+  spec.group = 48;  // 128 = 48 + 48 + 32: three runs per token
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 2400);
+  spec.axis = Axis::Channel;
+  spec.group = 32;  // 100 tokens = 3 runs of 32 and one of 4
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 8 * 128 * 4);
+  spec.group = 0;
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 8 * 128);
+  spec.axis = Axis::Head;
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 8);
+  spec.axis = Axis::Tensor;
+  EXPECT_EQ(groupCount(spec, 8, 100, 128), 1);
+  EXPECT_EQ(groupCount(spec, 8, 0, 128), 0);
+  QuantSpec q4 = specFor(formatInfo(FormatId::Q4_0));
+  EXPECT_EQ(groupCount(q4, 8, 100, 128), 8 * 100 * 4);
+  QuantSpec nv = specFor(formatInfo(FormatId::Nvfp4));
+  EXPECT_EQ(groupCount(nv, 2, 10, 24), 2 * 10 * 24 / 16);
+  EXPECT_EQ(groupCount(specFor(formatInfo(FormatId::Fp16)), 8, 100, 128), 0);
+}
+
+TEST(IntSpec, RejectsBadBits) {
+  Tensor3 x(1, 2, 4, 1.0f);
+  QuantSpec spec = specFor(formatInfo(FormatId::Int), 9);
+  EXPECT_EQ(quantizeFormatInPlace(x, spec).code(), StatusCode::InvalidArgument);
+  spec.bits = 1;
+  spec.symmetric = true;
+  EXPECT_EQ(quantizeFormatInPlace(x, spec).code(), StatusCode::InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvscope
