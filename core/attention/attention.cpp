@@ -340,6 +340,10 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
   return result;
 }
 
+Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which) {
+  return validate(input, which).status();
+}
+
 double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& which) {
   auto shape = validate(input, which);
   if (!shape) return 0;

@@ -25,6 +25,9 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
                                           const AttentionCaseSelection& which, RowValues* rows,
                                           const Progress& progress);
 
+/// Checks shapes and presence of the tensors the selected cases need.
+Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which);
+
 /// Floating-point operations of the GEMMs `run` performs (for throughput reports).
 double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& which);
 
