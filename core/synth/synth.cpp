@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// How the synthetic model works (see also docs/dump-format.md, "Synthetic dumps"):
+// - "Model" parameters (channel scales and means, outlier channels, the locality vector c, the
+//   sink direction s, per-head strengths) depend on (seed, layer, head) only; noise also depends
+//   on the sequence. Every row draws from its own splitmix64 stream, so rows can be generated in
+//   parallel and the result does not depend on thread count or order.
+// - Keys are generated before RoPE: mean + scale·N(0,1) + c (high-frequency pairs), outlier
+//   channels (low-frequency pairs, so RoPE barely rotates them) hold a large stable value, token
+//   0 adds S·s (the sink). key = RoPE(key_pre_rope) at position t.
+// - A query at position p is RoPE_p(γ·c + noise) + β·s: RoPE turns γ·c into a score that peaks
+//   at j = p and decays with distance (recent tokens), and β·s scores only against the sink.
+#include "core/synth/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "core/io/half.h"
+
+namespace kvscope {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kSinkMagnitude = 16.0;  // |S·s| added to the sink token's key
+constexpr double kLocalityNorm = 4.0;    // |c|
+constexpr double kBias = 400.0;          // the bias-outlier channel's constant
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/// Hash of a list of integers, for seeding one stream.
+uint64_t mix(std::initializer_list<uint64_t> parts) {
+  uint64_t h = 0x6a09e667f3bcc909ULL;
+  for (uint64_t p : parts) {
+    uint64_t s = h ^ p;
+    h = splitmix(s);
+  }
+  return h;
+}
+
+/// A small deterministic stream: uniform in [0, 1) and standard normals by Box–Muller.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  double uniform() { return double(splitmix(state_) >> 11) * (1.0 / 9007199254740992.0); }
+  uint64_t next() { return splitmix(state_); }
+  double normal() {
+    if (hasSpare_) {
+      hasSpare_ = false;
+      return spare_;
+    }
+    const double u1 = (double((splitmix(state_) >> 11) + 1)) * (1.0 / 9007199254740993.0);  // (0, 1]
+    const double u2 = uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(2.0 * kPi * u2);
+    hasSpare_ = true;
+    return r * std::cos(2.0 * kPi * u2);
+  }
+
+ private:
+  uint64_t state_;
+  double spare_ = 0;
+  bool hasSpare_ = false;
+};
+
+enum Stream : uint64_t { kScale = 1, kMean, kOutlier, kLocal, kSink, kHead, kKeyRow, kValueRow, kQueryRow, kValueScale, kToken, kMassive };
+
+/// Channels of RoPE pair i (frequency theta^(-2i/D)).
+std::pair<int, int> pairChannels(int pair, int dim, RopeStyle style) {
+  if (style == RopeStyle::Interleaved) return {2 * pair, 2 * pair + 1};
+  return {pair, pair + dim / 2};
+}
+
+/// Rotates `row` (D values) to position `pos` in double precision.
+void rope(float* row, int dim, int64_t pos, double theta, RopeStyle style) {
+  for (int i = 0; i < dim / 2; ++i) {
+    const double freq = std::pow(theta, -2.0 * i / dim);
+    const double angle = double(pos) * freq;
+    const double c = std::cos(angle), s = std::sin(angle);
+    auto [a, b] = pairChannels(i, dim, style);
+    const double x0 = row[a], x1 = row[b];
+    row[a] = float(x0 * c - x1 * s);
+    row[b] = float(x0 * s + x1 * c);
+  }
+}
+
+float storageRound(float x, DiskType dtype) { return dtype == DiskType::Float16 ? roundToHalf(x) : x; }
+
+/// Per (layer, kv head) parameters of the synthetic model.
+struct HeadModel {
+  std::vector<double> scale, mean, local, sink, valueScale;
+  std::vector<int> outliers;            // regular outlier channels
+  std::vector<double> outlierValue;     // their signed magnitude
+  int bias = -1;
+};
+
+std::vector<int> regularOutliers(const SynthOptions& o, int layer, int kvHead) {
+  const int d = o.headDim, pairs = d / 2;
+  // Low-frequency pairs, excluding the lowest (reserved for the bias-outlier channel).
+  const int span = std::max(2, d / 8);
+  const int lo = std::max(0, pairs - 1 - span);
+  std::vector<int> candidates;
+  for (int p = lo; p < pairs - 1; ++p) {
+    auto [a, b] = pairChannels(p, d, o.ropeStyle);
+    candidates.push_back(a);
+    candidates.push_back(b);
+  }
+  Rng rng(mix({o.seed, kOutlier, uint64_t(layer), uint64_t(kvHead)}));
+  for (size_t i = candidates.size(); i > 1; --i) std::swap(candidates[i - 1], candidates[rng.next() % i]);
+  const int count = std::clamp(d / 32, 1, 4) + (layer % 2);
+  candidates.resize(std::min<size_t>(candidates.size(), size_t(count)));
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
+}
+
+HeadModel headModel(const SynthOptions& o, int layer, int kvHead) {
+  const int d = o.headDim;
+  const uint64_t L = uint64_t(layer), G = uint64_t(kvHead);
+  HeadModel m;
+  m.scale.resize(size_t(d));
+  m.mean.resize(size_t(d));
+  m.valueScale.resize(size_t(d));
+  Rng rs(mix({o.seed, kScale, L, G})), rm(mix({o.seed, kMean, L, G})), rv(mix({o.seed, kValueScale, L, G}));
+  for (int c = 0; c < d; ++c) {
+    m.scale[size_t(c)] = 0.6 + 0.8 * rs.uniform();
+    m.mean[size_t(c)] = 0.3 * rm.normal();
+    m.valueScale[size_t(c)] = 0.5 + rv.uniform();
+  }
+  m.outliers = regularOutliers(o, layer, kvHead);
+  Rng ro(mix({o.seed, kOutlier + 100, L, G}));
+  for (size_t i = 0; i < m.outliers.size(); ++i) {
+    const double factor = 12.0 + 28.0 * ro.uniform();  // 12–40 × a normal channel's typical max
+    m.outlierValue.push_back((ro.uniform() < 0.5 ? -1.0 : 1.0) * factor * 5.0);
+  }
+  m.bias = synthBiasChannel(o, layer);
+  auto special = [&](int c) {
+    return c == m.bias || std::find(m.outliers.begin(), m.outliers.end(), c) != m.outliers.end();
+  };
+  // Locality vector c on high-frequency pairs (i < D/4), sink direction s on the rest.
+  m.local.assign(size_t(d), 0.0);
+  m.sink.assign(size_t(d), 0.0);
+  Rng rl(mix({o.seed, kLocal, L, G})), rk(mix({o.seed, kSink, L, G}));
+  double nl = 0, nk = 0;
+  for (int p = 0; p < d / 2; ++p) {
+    auto [a, b] = pairChannels(p, d, o.ropeStyle);
+    for (int c : {a, b}) {
+      if (special(c)) continue;
+      if (p < d / 4) {
+        m.local[size_t(c)] = rl.normal();
+        nl += m.local[size_t(c)] * m.local[size_t(c)];
+      } else {
+        m.sink[size_t(c)] = rk.normal();
+        nk += m.sink[size_t(c)] * m.sink[size_t(c)];
+      }
+    }
+  }
+  for (auto& x : m.local) x *= kLocalityNorm / std::sqrt(std::max(nl, 1e-12));
+  for (auto& x : m.sink) x *= 1.0 / std::sqrt(std::max(nk, 1e-12));
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::string> synthProfiles() { return {"llama", "bias-outlier"}; }
+
+Status validateSynthOptions(const SynthOptions& o) {
+  auto bad = [](const std::string& m) { return Status::invalidArgument("synth: " + m); };
+  if (o.layers <= 0 || o.kvHeads <= 0 || o.heads <= 0 || o.tokens <= 0 || o.headDim <= 0 || o.sequences <= 0)
+    return bad("layers, kv heads, heads, tokens, head dim and sequences must be positive");
+  if (o.queries < 0) return bad("queries must not be negative");
+  if (o.heads % o.kvHeads != 0)
+    return bad("heads " + std::to_string(o.heads) + " is not a multiple of kv heads " + std::to_string(o.kvHeads));
+  if (o.queries > o.tokens)
+    return bad("queries " + std::to_string(o.queries) + " exceed tokens " + std::to_string(o.tokens));
+  if (o.headDim % 2 != 0 || o.headDim < 8) return bad("head dim must be even and at least 8 (RoPE pairs)");
+  if (!(o.ropeTheta > 1.0)) return bad("rope theta must be greater than 1");
+  auto profiles = synthProfiles();
+  if (std::find(profiles.begin(), profiles.end(), o.profile) == profiles.end())
+    return bad("unknown profile '" + o.profile + "' (known: llama, bias-outlier)");
+  return Status::ok();
+}
+
+int synthBiasChannel(const SynthOptions& o, int layer) {
+  if (o.profile != "bias-outlier" || (layer != 0 && layer != o.layers - 1)) return -1;
+  return pairChannels(o.headDim / 2 - 1, o.headDim, o.ropeStyle).first;
+}
+
+std::vector<int> synthOutlierChannels(const SynthOptions& o, int layer, int kvHead) {
+  std::vector<int> out = regularOutliers(o, layer, kvHead);
+  if (int b = synthBiasChannel(o, layer); b >= 0) out.push_back(b);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int synthMassiveToken(const SynthOptions& o) {
+  if (o.tokens < 3) return -1;
+  Rng r(mix({o.seed, kMassive}));
+  const int span = std::max(1, std::min(o.tokens - 2, o.tokens / 8));
+  return 1 + int(r.next() % uint64_t(span));
+}
+
+SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
+  const int kvh = o.kvHeads, t = o.tokens, d = o.headDim, h = o.heads, tq = o.queries;
+  const int group = h / kvh;
+  const int massive = synthMassiveToken(o);
+  const double softmaxScale = 1.0 / std::sqrt(double(d));
+  const uint64_t L = uint64_t(layer), B = uint64_t(sequence);
+  std::vector<HeadModel> models;
+  for (int g = 0; g < kvh; ++g) models.push_back(headModel(o, layer, g));
+
+  SynthLayer out{Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3()};
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < int64_t(kvh) * t; ++row) {
+    const int g = int(row / t), j = int(row % t);
+    const HeadModel& m = models[size_t(g)];
+    Rng rk(mix({o.seed, kKeyRow, L, B, uint64_t(g), uint64_t(j)}));
+    float* kp = out.keyPreRope.row(g, j);
+    const double boost = j == massive ? 3.0 : 1.0;
+    for (int c = 0; c < d; ++c) {
+      double x = m.mean[size_t(c)] + m.scale[size_t(c)] * rk.normal() + m.local[size_t(c)];
+      x *= boost;
+      if (j == kSynthSinkToken) x += kSinkMagnitude * m.sink[size_t(c)];
+      kp[c] = float(x);
+    }
+    for (size_t i = 0; i < m.outliers.size(); ++i)
+      kp[m.outliers[i]] = float(m.outlierValue[i] * (1.0 + 0.08 * rk.normal()));
+    if (m.bias >= 0) kp[m.bias] = float(kBias + 0.5 * rk.normal());
+    for (int c = 0; c < d; ++c) kp[c] = storageRound(kp[c], o.dtype);
+    float* k = out.key.row(g, j);
+    std::copy(kp, kp + d, k);
+    rope(k, d, j, o.ropeTheta, o.ropeStyle);
+
+    Rng rv(mix({o.seed, kValueRow, L, B, uint64_t(g), uint64_t(j)}));
+    float* v = out.value.row(g, j);
+    for (int c = 0; c < d; ++c) v[c] = float(m.valueScale[size_t(c)] * rv.normal());
+    if (rv.uniform() < 1.0 / 16.0) {  // mild per-token outlier
+      const int c = int(rv.next() % uint64_t(d));
+      v[c] *= float(6.0 + 6.0 * rv.uniform());
+    }
+    if (j == kSynthSinkToken)
+      for (int c = 0; c < d; ++c) v[c] *= 0.1f;  // sinks carry little value, as in real models
+    if (j == massive) {
+      Rng rm(mix({o.seed, kMassive, L, uint64_t(g)}));
+      for (int n = 0; n < 2; ++n) v[rm.next() % uint64_t(d)] = float((rm.uniform() < 0.5 ? -1 : 1) * (40.0 + 40.0 * rm.uniform()));
+    }
+  }
+
+  if (tq > 0) {
+    out.query = Tensor3(h, tq, d);
+    const double logT = std::log(double(t));
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < int64_t(h) * tq; ++row) {
+      const int qh = int(row / tq), i = int(row % tq);
+      const int g = qh / group;
+      const int64_t pos = int64_t(t - tq + i);
+      const HeadModel& m = models[size_t(g)];
+      Rng rh(mix({o.seed, kHead, L, uint64_t(qh)}));
+      // Target scores: the sink beats an average token by log(T) + 1…3, the current token by 2…5.
+      const double sinkScore = logT + 1.0 + 2.0 * rh.uniform();
+      const double localScore = 2.0 + 3.0 * rh.uniform();
+      const double beta = sinkScore / (kSinkMagnitude * softmaxScale);
+      const double gamma = localScore / (kLocalityNorm * kLocalityNorm * softmaxScale);
+      Rng rq(mix({o.seed, kQueryRow, L, B, uint64_t(qh), uint64_t(i)}));
+      float* q = out.query.row(qh, i);
+      for (int c = 0; c < d; ++c) q[c] = float(gamma * m.local[size_t(c)] + 0.6 * rq.normal());
+      for (int c : m.outliers) q[c] *= 0.15f;
+      if (m.bias >= 0) q[m.bias] *= 0.15f;
+      rope(q, d, pos, o.ropeTheta, o.ropeStyle);
+      for (int c = 0; c < d; ++c) q[c] += float(beta * m.sink[size_t(c)]);
+    }
+  }
+  return out;
+}
+
+Status writeSynthDump(const std::string& path, const SynthOptions& o, const Progress& progress) {
+  KVS_RETURN_IF_ERROR(validateSynthOptions(o));
+  DumpWriterOptions w;
+  w.layers = o.layers;
+  w.kvHeads = o.kvHeads;
+  w.tokens = o.tokens;
+  w.headDim = o.headDim;
+  w.heads = o.queries > 0 ? o.heads : 0;
+  w.queries = o.queries;
+  w.keyPreRope = true;
+  w.sequences = o.sequences;
+  w.withTokens = true;
+  w.withTokenText = true;
+  w.dtype = o.dtype;
+  w.model = o.model;
+  w.ropeTheta = o.ropeTheta;
+  w.ropeStyle = o.ropeStyle;
+  w.softmaxScale = 1.0 / std::sqrt(double(o.headDim));
+  w.stringAttributes["synth_profile"] = o.profile;
+  w.stringAttributes["synth_seed"] = std::to_string(o.seed);
+  auto writer = DumpWriter::create(path, w);
+  if (!writer) return writer.status();
+  DumpWriter& dw = **writer;
+
+  static const char* const kWords[] = {"the", " of", " and", " to", " a", " in", " is", " it", " that", " was",
+                                       " for", " on", " with", " as", " he", " she", " they", " at", " by", " this"};
+  const int massive = synthMassiveToken(o);
+  for (int b = 0; b < o.sequences; ++b) {
+    std::vector<int64_t> ids(size_t(o.tokens));
+    std::vector<std::string> text(size_t(o.tokens));
+    Rng r(mix({o.seed, kToken, uint64_t(b)}));
+    for (int j = 0; j < o.tokens; ++j) {
+      const uint64_t word = r.next() % (sizeof kWords / sizeof kWords[0]);
+      ids[size_t(j)] = j == 0 ? 1 : j == massive ? 29889 : int64_t(100 + word);
+      text[size_t(j)] = j == 0 ? "<s>" : j == massive ? "." : kWords[word];
+    }
+    KVS_RETURN_IF_ERROR(dw.writeTokens(ids, b));
+    KVS_RETURN_IF_ERROR(dw.writeTokenText(text, b));
+  }
+  const double total = double(o.layers) * o.sequences;
+  for (int l = 0; l < o.layers; ++l)
+    for (int b = 0; b < o.sequences; ++b) {
+      if (!report(progress, (l * o.sequences + b) / total, "generating layers")) return Status::cancelled();
+      SynthLayer layer = synthLayer(o, l, b);
+      KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Key, layer.key, b));
+      KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::KeyPreRope, layer.keyPreRope, b));
+      KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Value, layer.value, b));
+      if (o.queries > 0) KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Query, layer.query, b));
+    }
+  KVS_RETURN_IF_ERROR(dw.finish());
+  report(progress, 1.0, "done");
+  return Status::ok();
+}
+
+SynthOptions sampleOptions() { return SynthOptions{}; }
+
+Expected<std::string> ensureSampleDump(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) return Status::ioError(folder + ": cannot create folder: " + ec.message());
+  // The name carries a format revision so an older cached sample is never reused.
+  const std::string path = (fs::path(folder) / "kvscope-sample-v1.h5").string();
+  if (fs::is_regular_file(path, ec)) {
+    if (Dump::open(path)) return path;
+  }
+  KVS_RETURN_IF_ERROR(writeSynthDump(path, sampleOptions()));
+  return path;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#include "core/io/dump.h"
+#include "tests/core/io/h5_builder.h"
+#include "tests/support/test_support.h"
+
+namespace kvscope {
+namespace {
+
+using test::CanonicalShape;
+using test::patternValue;
+
+void expectPattern(const Tensor3& t, int layer, int kind, int sequence) {
+  for (int64_t h = 0; h < t.heads; ++h)
+    for (int64_t j = 0; j < t.tokens; ++j)
+      for (int64_t d = 0; d < t.dim; ++d)
+        ASSERT_EQ(t.at(h, j, d), static_cast<float>(patternValue(layer, kind, sequence, h, j, d)))
+            << "layer " << layer << " kind " << kind << " seq " << sequence << " at " << h << "," << j << "," << d;
+}
+
+struct FloatTypeCase {
+  const char* name;
+  hid_t (*type)();
+  const char* dtype;
+};
+
+class DumpReadFloatTypes : public ::testing::TestWithParam<FloatTypeCase> {};
+
+TEST_P(DumpReadFloatTypes, EveryTensorReadsExactValuesAsFloat32) {
+  test::TempDir dir;
+  const std::string path = dir.file("d.h5");
+  CanonicalShape shape;
+  hid_t type = GetParam().type();
+  test::writeCanonical(path, shape, type);
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  const DumpInfo& info = (*dump)->info();
+  EXPECT_EQ(info.dtype, GetParam().dtype);
+  EXPECT_EQ(info.layers, 2);
+  EXPECT_EQ(info.kvHeads, 2);
+  EXPECT_EQ(info.heads, 4);
+  EXPECT_EQ(info.tokens, 5);
+  EXPECT_EQ(info.queries, 3);
+  EXPECT_EQ(info.headDim, 4);
+  EXPECT_EQ(info.sequences, 1);
+  EXPECT_EQ(info.model, "test-model");
+  EXPECT_TRUE(info.hasQuery);
+  EXPECT_TRUE(info.hasKeyPreRope);
+  EXPECT_TRUE(info.canonical);
+  EXPECT_DOUBLE_EQ(info.softmaxScale, 0.5);  // 1/sqrt(4) by default
+  EXPECT_DOUBLE_EQ(info.ropeTheta, 10000.0);
+  EXPECT_EQ(info.ropeStyle, RopeStyle::Half);
+  for (int l = 0; l < 2; ++l)
+    for (int kind = 0; kind < 4; ++kind) {
+      auto t = (*dump)->read(l, static_cast<TensorKind>(kind));
+      ASSERT_TRUE(t) << t.status().message();
+      EXPECT_EQ(t->heads, kind == 2 ? 4 : 2);
+      EXPECT_EQ(t->tokens, kind == 2 ? 3 : 5);
+      EXPECT_EQ(t->dim, 4);
+      expectPattern(*t, l, kind, 0);
+    }
+}
+
+hid_t f16le() { return test::makeHalfType(H5T_ORDER_LE); }
+hid_t f16be() { return test::makeHalfType(H5T_ORDER_BE); }
+hid_t f32le() { return H5T_IEEE_F32LE; }
+hid_t f32be() { return H5T_IEEE_F32BE; }
+hid_t f64le() { return H5T_IEEE_F64LE; }
+hid_t f64be() { return H5T_IEEE_F64BE; }
+
+INSTANTIATE_TEST_SUITE_P(AllIeeeTypes, DumpReadFloatTypes,
+                         ::testing::Values(FloatTypeCase{"f16le", f16le, "float16"},
+                                           FloatTypeCase{"f16be", f16be, "float16"},
+                                           FloatTypeCase{"f32le", f32le, "float32"},
+                                           FloatTypeCase{"f32be", f32be, "float32"},
+                                           FloatTypeCase{"f64le", f64le, "float64"},
+                                           FloatTypeCase{"f64be", f64be, "float64"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DumpRead, HalfValuesIncludingSubnormalsConvertExactly) {
+  test::TempDir dir;
+  const std::string path = dir.file("h.h5");
+  // 2^-24 (smallest subnormal), 2^-14 (smallest normal), 65504 (largest), 1+2^-10, -0.5.
+  const std::vector<double> values = {5.960464477539063e-08, 6.103515625e-05, 65504.0, 1.0009765625, -0.5,
+                                      3.0, -2.0, 0.0};
+  {
+    test::H5Builder b(path);
+    b.intAttr("kvdump_version", 1);
+    hid_t half = test::makeHalfType(H5T_ORDER_BE);
+    b.floats("/layers/0/key", {1, 2, 4}, values, half);
+    b.floats("/layers/0/value", {1, 2, 4}, values, half);
+    H5Tclose(half);
+  }
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  auto k = (*dump)->read(0, TensorKind::Key);
+  ASSERT_TRUE(k);
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(k->data[i], static_cast<float>(values[i])) << i;
+  EXPECT_FALSE((*dump)->info().hasQuery);
+  EXPECT_EQ((*dump)->info().heads, 1);  // equals kvHeads without a query
+}
+
+TEST(DumpRead, BatchAxisSelectsEachSequence) {
+  test::TempDir dir;
+  const std::string path = dir.file("b.h5");
+  CanonicalShape shape;
+  shape.sequences = 3;
+  test::writeCanonical(path, shape, H5T_IEEE_F32LE);
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  EXPECT_EQ((*dump)->info().sequences, 3);
+  for (int b = 0; b < 3; ++b)
+    for (int kind = 0; kind < 4; ++kind) {
+      auto t = (*dump)->read(1, static_cast<TensorKind>(kind), b);
+      ASSERT_TRUE(t) << t.status().message();
+      expectPattern(*t, 1, kind, b);
+    }
+  auto bad = (*dump)->read(0, TensorKind::Key, 3);
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(bad.status().code(), StatusCode::InvalidArgument);
+}
+
+TEST(DumpRead, BatchAxisOfOneIsOneSequence) {
+  test::TempDir dir;
+  const std::string path = dir.file("b1.h5");
+  CanonicalShape shape;
+  shape.batchAxis = true;
+  test::writeCanonical(path, shape, H5T_IEEE_F64LE);
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  EXPECT_EQ((*dump)->info().sequences, 1);
+  auto t = (*dump)->read(0, TensorKind::Query);
+  ASSERT_TRUE(t);
+  expectPattern(*t, 0, 2, 0);
+}
+
+TEST(DumpRead, RootAttributesTokensTextAndLogits) {
+  test::TempDir dir;
+  const std::string path = dir.file("a.h5");
+  CanonicalShape shape;
+  shape.query = false;
+  shape.keyPreRope = false;
+  test::writeCanonical(path, shape);
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Fclose(f);
+  }
+  // Re-open for appending through the builder's C API calls.
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    auto attrD = [&](const char* n, double v) {
+      hid_t sp = H5Screate(H5S_SCALAR);
+      hid_t a = H5Acreate2(f, n, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+      H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
+      H5Aclose(a);
+      H5Sclose(sp);
+    };
+    auto attrS = [&](const char* n, const char* v) {
+      hid_t ty = H5Tcopy(H5T_C_S1);
+      H5Tset_size(ty, std::strlen(v));  // fixed-length, as some writers produce
+      hid_t sp = H5Screate(H5S_SCALAR);
+      hid_t a = H5Acreate2(f, n, ty, sp, H5P_DEFAULT, H5P_DEFAULT);
+      H5Awrite(a, ty, v);
+      H5Aclose(a);
+      H5Sclose(sp);
+      H5Tclose(ty);
+    };
+    attrD("rope_theta", 500000.0);
+    attrS("rope_style", "interleaved");
+    attrD("softmax_scale", 0.125);
+    attrS("model_path", "/models/x.bin");
+    H5Fclose(f);
+  }
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t t = 5, lv[2] = {5, 3};
+    hid_t sp = H5Screate_simple(1, &t, nullptr);
+    hid_t ds = H5Dcreate2(f, "tokens", H5T_STD_I32BE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int ids[5] = {1, 22, 333, 4444, 55555};
+    H5Dwrite(ds, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids);
+    H5Dclose(ds);
+    hid_t ty = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ty, H5T_VARIABLE);
+    H5Tset_cset(ty, H5T_CSET_UTF8);
+    ds = H5Dcreate2(f, "token_text", ty, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text[5] = {"<s>", " Hé", "llo", " wörld", "."};
+    H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, text);
+    H5Dclose(ds);
+    H5Tclose(ty);
+    H5Sclose(sp);
+    sp = H5Screate_simple(2, lv, nullptr);
+    ds = H5Dcreate2(f, "logits", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    float logits[15];
+    for (int i = 0; i < 15; ++i) logits[i] = static_cast<float>(i) - 7.5f;
+    H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, logits);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+  }
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  const DumpInfo& info = (*dump)->info();
+  EXPECT_DOUBLE_EQ(info.ropeTheta, 500000.0);
+  EXPECT_EQ(info.ropeStyle, RopeStyle::Interleaved);
+  EXPECT_DOUBLE_EQ(info.softmaxScale, 0.125);
+  EXPECT_EQ(info.modelPath, "/models/x.bin");
+  EXPECT_TRUE(info.hasTokens);
+  EXPECT_TRUE(info.hasTokenText);
+  EXPECT_TRUE(info.hasLogits);
+  auto ids = (*dump)->tokens();
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, (std::vector<int64_t>{1, 22, 333, 4444, 55555}));
+  auto text = (*dump)->tokenText();
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, (std::vector<std::string>{"<s>", " Hé", "llo", " wörld", "."}));
+  auto logits = (*dump)->logits();
+  ASSERT_TRUE(logits);
+  ASSERT_EQ(logits->size(), 15u);
+  EXPECT_EQ((*logits)[0], -7.5f);
+  EXPECT_EQ((*logits)[14], 6.5f);
+}
+
+TEST(ScanNonFinite, CountsNanAndInfAndFindsTheFirst) {
+  Tensor3 t(2, 3, 4, 1.0f);
+  EXPECT_TRUE(scanNonFinite(t).allFinite());
+  EXPECT_EQ(scanNonFinite(t).firstHead, -1);
+  t.at(1, 0, 2) = std::numeric_limits<float>::quiet_NaN();
+  t.at(1, 2, 3) = std::numeric_limits<float>::infinity();
+  t.at(1, 2, 0) = -std::numeric_limits<float>::infinity();
+  NonFiniteReport r = scanNonFinite(t);
+  EXPECT_EQ(r.nanCount, 1);
+  EXPECT_EQ(r.infCount, 2);
+  EXPECT_EQ(r.firstHead, 1);
+  EXPECT_EQ(r.firstToken, 0);
+  EXPECT_EQ(r.firstChannel, 2);
+  EXPECT_FALSE(r.allFinite());
+}
+
+TEST(TensorKindNames, MatchTheFormatsDatasetNames) {
+  EXPECT_STREQ(tensorKindName(TensorKind::Key), "key");
+  EXPECT_STREQ(tensorKindName(TensorKind::Value), "value");
+  EXPECT_STREQ(tensorKindName(TensorKind::Query), "query");
+  EXPECT_STREQ(tensorKindName(TensorKind::KeyPreRope), "key_pre_rope");
+  EXPECT_STREQ(ropeStyleName(RopeStyle::Half), "half");
+  EXPECT_STREQ(ropeStyleName(RopeStyle::Interleaved), "interleaved");
+}
+
+}  // namespace
+}  // namespace kvscope
