@@ -18,9 +18,10 @@ struct DumpShape {
   int tokens = 8192;  ///< T
   int queries = 64;   ///< Tq (0 = no query)
   int dim = 128;      ///< D
-  /// Bytes of K and V on disk in fp16: 2 · L · KVH · T · D · 2.
-  [[nodiscard]] int64_t keyValueBytes() const {
-    return int64_t{4} * layers * kvHeads * tokens * dim;
+  /// Bytes of the fp16 datasets writeSynthDump writes (key, key_pre_rope, value, query).
+  [[nodiscard]] int64_t diskBytes() const {
+    return int64_t{2} * layers *
+           (int64_t{3} * kvHeads * tokens * dim + int64_t{heads} * queries * dim);
   }
   /// float32 bytes of one layer's K, V and Q in memory.
   [[nodiscard]] int64_t layerFloatBytes() const {
@@ -48,13 +49,15 @@ struct OpenFigures {
   DumpShape shape;
   double generateSeconds = 0;
   int64_t dumpBytes = 0;
-  double seconds = 0;            ///< best Dump::open of a few tries (first try included)
-  double firstSeconds = 0;       ///< the first Dump::open after writing
+  double seconds = 0;            ///< Dump::open with the file evicted from the page cache (cold)
+  double warmSeconds = 0;        ///< best of a few Dump::open right after (file metadata cached)
+  bool evicted = false;          ///< whether the kernel accepted the eviction (posix_fadvise)
   int64_t rssBeforeBytes = 0;    ///< RSS before opening
   int64_t rssAfterBytes = 0;     ///< RSS with the dump open
 };
 
-/// Generates a dump of `shape` under `tempDir`, times Dump::open and the RSS it adds, deletes it.
+/// Generates a dump of `shape` under `tempDir`, times Dump::open (cold, then warm) and the RSS it
+/// adds, deletes it.
 Expected<OpenFigures> benchOpen(const DumpShape& shape, const std::string& tempDir,
                                 const Progress& progress = {});
 

@@ -94,9 +94,6 @@ Expected<Sample> timeRepeated(const std::function<Status()>& work, const Budget&
   return sample;
 }
 
-namespace {
-
-// Copies src to dst with each thread taking one contiguous slice (STREAM's static schedule).
 void parallelCopy(float* dst, const float* src, int64_t n) {
 #pragma omp parallel
   {
@@ -106,6 +103,8 @@ void parallelCopy(float* dst, const float* src, int64_t n) {
     std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin) * sizeof(float));
   }
 }
+
+namespace {
 
 // Touches every page from the thread that will later copy that slice.
 void parallelFill(float* dst, int64_t n, float value) {

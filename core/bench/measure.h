@@ -49,6 +49,9 @@ struct Budget {
 Expected<Sample> timeRepeated(const std::function<Status()>& work, const Budget& budget,
                               const std::function<void()>& setup = {});
 
+/// dst[i] = src[i] for i < n, each thread copying one contiguous slice (STREAM's static schedule).
+void parallelCopy(float* dst, const float* src, int64_t n);
+
 /// STREAM "copy" of `bytes` between two buffers touched beforehand, split over all threads.
 struct CopyRate {
   size_t bytes = 0;          ///< bytes copied per run

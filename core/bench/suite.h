@@ -14,6 +14,11 @@ namespace kvscope::bench {
 /// The groups, in the order they run: "quantize", "attention", "interactive", "eval", "open".
 const std::vector<std::string>& suiteGroups();
 
+/// The spec strings the quantize group times, in order.
+const std::vector<std::string>& quantizeSpecs();
+/// The K and V spec strings of the interactive group (kivi-2 of quantization.md §9).
+std::pair<std::string, std::string> interactiveSpecs();
+
 /// What to run.
 struct SuiteOptions {
   std::vector<std::string> only;  ///< groups to run; empty = all
