@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "core/model/transformer.h"
 
@@ -99,6 +100,52 @@ Expected<Recording> recordSequence(const std::shared_ptr<const Checkpoint>& mode
                                                   : sampleToken(tf.logits(), options.temperature, rng);
     }
     if (!report(progress, static_cast<double>(pos + 1) / T, "running the model")) return Status::cancelled();
+  }
+  return rec;
+}
+
+Expected<Recording> readRecording(const Dump& dump, const Progress& progress) {
+  const DumpInfo& info = dump.info();
+  Recording rec;
+  rec.model = info.model;
+  rec.modelPath = info.modelPath;
+  rec.ropeTheta = info.ropeTheta;
+  rec.ropeStyle = info.ropeStyle;
+  auto tokens = dump.tokens();
+  if (!tokens) return tokens.status();
+  if (tokens->empty())
+    return Status::invalidData(info.path + ": no /tokens dataset: e2e replays the recorded token sequence");
+  for (int64_t t : *tokens) {
+    if (t < 0 || t > std::numeric_limits<int>::max())
+      return Status::invalidData(info.path + ": /tokens: id " + std::to_string(t) + " is not a token id");
+    rec.tokens.push_back(static_cast<int>(t));
+  }
+  if (info.hasTokenText) {
+    auto text = dump.tokenText();
+    if (!text) return text.status();
+    rec.tokenText = std::move(*text);
+  }
+  if (info.hasLogits) {
+    auto logits = dump.logits();
+    if (!logits) return logits.status();
+    rec.logits = std::move(*logits);
+    if (!rec.tokens.empty()) rec.vocabSize = static_cast<int>(rec.logits.size() / rec.tokens.size());
+  }
+  rec.layers.resize(static_cast<size_t>(info.layers));
+  for (int l = 0; l < info.layers; ++l) {
+    LayerRecording& lr = rec.layers[static_cast<size_t>(l)];
+    auto key = dump.read(l, TensorKind::Key);
+    if (!key) return key.status();
+    lr.key = std::move(*key);
+    auto value = dump.read(l, TensorKind::Value);
+    if (!value) return value.status();
+    lr.value = std::move(*value);
+    if (info.hasKeyPreRope) {
+      auto pre = dump.read(l, TensorKind::KeyPreRope);
+      if (!pre) return pre.status();
+      lr.keyPreRope = std::move(*pre);
+    }
+    if (!report(progress, static_cast<double>(l + 1) / info.layers, "reading the dump")) return Status::cancelled();
   }
   return rec;
 }

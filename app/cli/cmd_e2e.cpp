@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `kvscope-cli e2e`: replay a recorded sequence through the model with a quantized KV cache and
+// report the damage to the next-token distribution (docs/real-models.md).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "app/cli/command.h"
+#include "core/model/checkpoint.h"
+#include "core/model/e2e.h"
+#include "core/model/record.h"
+#include "core/quant/presets.h"
+
+namespace kvscope::cli {
+namespace {
+
+struct Options {
+  std::string model;
+  std::string dump;
+  std::string key;
+  std::string value;
+  std::string preset;
+  std::string sweep;
+  std::string json;
+};
+
+std::string fmt(double v, const char* f = "%.6g") {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string textReport(const E2eResult& r) {
+  std::ostringstream os;
+  os << "model " << (r.model.empty() ? "?" : r.model) << ", " << r.tokens << " tokens replayed\n";
+  if (!r.preset.empty()) os << "preset " << r.preset << "\n";
+  os << "key:   " << r.key.specText << " (" << fmt(r.key.bitsPerElement, "%.3f") << " bits/element; "
+     << r.key.storage << ")\n";
+  os << "value: " << r.value.specText << " (" << fmt(r.value.bitsPerElement, "%.3f") << " bits/element; "
+     << r.value.storage << ")\n";
+  os << "next-token KL(fp||quant): mean " << fmt(r.summary.klMean) << " nats, max " << fmt(r.summary.klMax)
+     << "\ntop-1 agreement " << fmt(r.summary.top1Agreement, "%.4f") << "\nNLL of the recorded tokens: fp "
+     << fmt(r.summary.nllFp, "%.5f") << ", quantized " << fmt(r.summary.nllQuant, "%.5f")
+     << ", perplexity ratio " << fmt(r.summary.pplRatio, "%.5f") << "\n";
+  if (r.dumpLogitsMaxAbsDiff)
+    os << "dump /logits vs exact replay: max abs diff " << fmt(*r.dumpLogitsMaxAbsDiff, "%.3g") << "\n";
+  os << "\nlayer  attn_kl_mean  attn_kl_max  attn_top1  attn_out_rel_err  hidden_rel_err\n";
+  for (const E2eLayer& l : r.layers) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%5d  %12.4g  %11.4g  %9.4f  %16.4g  %14.4g\n", l.layer, l.attentionKlMean,
+                  l.attentionKlMax, l.attentionTop1, l.outputRelError, l.hiddenRelError);
+    os << line;
+  }
+  for (const std::string& w : r.warnings) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+std::string sweepTable(const std::vector<E2eResult>& results, const std::vector<std::string>& labels) {
+  std::ostringstream os;
+  size_t width = 4;
+  for (const std::string& l : labels) width = std::max(width, l.size());
+  char head[200];
+  std::snprintf(head, sizeof(head), "%-*s  %6s  %6s  %11s  %11s  %7s  %9s\n", static_cast<int>(width), "spec",
+                "K_bpe", "V_bpe", "kl_mean", "kl_max", "top1", "ppl_ratio");
+  os << head;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const E2eResult& r = results[i];
+    char line[400];
+    std::snprintf(line, sizeof(line), "%-*s  %6.3f  %6.3f  %11.4g  %11.4g  %7.4f  %9.5f\n", static_cast<int>(width),
+                  labels[i].c_str(), r.key.bitsPerElement, r.value.bitsPerElement, r.summary.klMean,
+                  r.summary.klMax, r.summary.top1Agreement, r.summary.pplRatio);
+    os << line;
+  }
+  if (!results.empty())
+    for (const std::string& w : results.front().warnings) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+Expected<std::vector<SweepEntry>> entriesFrom(const Options& o) {
+  const bool specs = !o.key.empty() || !o.value.empty();
+  const int ways = (specs ? 1 : 0) + (o.preset.empty() ? 0 : 1) + (o.sweep.empty() ? 0 : 1);
+  if (ways != 1)
+    return Status::invalidArgument("give exactly one of: --key SPEC --value SPEC, --preset NAME, or --sweep LIST");
+  if (!o.sweep.empty()) return parseSweep(o.sweep);
+  SweepEntry e;
+  if (!o.preset.empty()) {
+    auto p = presetSpecs(o.preset);
+    if (!p) return p.status();
+    e.label = o.preset;
+    e.key = p->key;
+    e.value = p->value;
+    return std::vector<SweepEntry>{e};
+  }
+  if (o.key.empty() || o.value.empty())
+    return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME");
+  auto k = parseSpec(o.key);
+  if (!k) return k.status().withContext("--key");
+  auto v = parseSpec(o.value);
+  if (!v) return v.status().withContext("--value");
+  e.key = *k;
+  e.value = *v;
+  return std::vector<SweepEntry>{e};
+}
+
+CommandSetup setup = [](CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
+  sub.add_option("dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
+  sub.add_option("--key", o->key, "spec string for keys");
+  sub.add_option("--value", o->value, "spec string for values");
+  sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
+  sub.add_option("--sweep", o->sweep,
+                 "several settings: 'KEY:VALUE;KEY:VALUE;…' (a preset name or one spec for both also works), "
+                 "or a file with one entry per line");
+  sub.add_option("--json", o->json, "write the JSON result to FILE ('-' = standard output)");
+  return [o]() -> int {
+    auto entries = entriesFrom(*o);
+    if (!entries) return fail(entries.status());
+    auto model = Checkpoint::load(o->model);
+    if (!model) return fail(model.status());
+    auto dump = openDump(o->dump, "");
+    if (!dump) return fail(dump.status());
+    auto rec = readRecording(**dump, cancellationProgress());
+    if (!rec) return fail(rec.status());
+    auto baseline = e2eBaseline(*model, *rec, cancellationProgress());
+    if (!baseline) return fail(baseline.status().withContext(o->dump));
+    std::vector<E2eResult> results;
+    std::vector<std::string> labels;
+    for (const SweepEntry& e : *entries) {
+      auto r = runE2e(*model, *rec, *baseline, e.key, e.value, cancellationProgress());
+      if (!r) return fail(r.status().withContext(e.label.empty() ? o->dump : e.label));
+      if (!o->preset.empty()) r->preset = o->preset;
+      labels.push_back(e.label.empty() ? r->key.specText + " : " + r->value.specText : e.label);
+      results.push_back(std::move(*r));
+    }
+    for (const std::string& w : baseline->warnings) std::cerr << "kvscope-cli: warning: " << w << "\n";
+    const bool isSweep = !o->sweep.empty();
+    if (!o->json.empty()) {
+      std::string text;
+      if (isSweep) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (size_t i = 0; i < results.size(); ++i) {
+          nlohmann::json one = nlohmann::json::parse(e2eToJson(results[i]));
+          one["label"] = labels[i];
+          arr.push_back(std::move(one));
+        }
+        text = nlohmann::json{{"kvscope_e2e_sweep", 1}, {"results", arr}}.dump(2) + "\n";
+      } else {
+        text = e2eToJson(results.front());
+      }
+      if (Status s = writeOutput(o->json, text); !s.isOk()) return fail(s);
+    }
+    if (o->json != "-") std::cout << (isSweep ? sweepTable(results, labels) : textReport(results.front()));
+    return kExitOk;
+  };
+};
+
+const Registrar registrar{"e2e",
+                          "replay a recorded sequence with a quantized KV cache and measure the next-token damage",
+                          setup};
+
+}  // namespace
+}  // namespace kvscope::cli
