@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Replays the committed fuzz regression corpus (tests/fuzz/regressions/<target>/*) through the
+// same entry points the libFuzzer targets use, in the normal build, so CI guards every input
+// that once broke something. Also runs small deterministic mutation loops over spec strings
+// and mappings, so the parsers are exercised without clang or libFuzzer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "tests/core/reliability/hostile_corpus.h"
+#include "tests/fuzz/fuzz_entries.h"
+#include "tests/support/test_support.h"
+
+namespace kvscope {
+namespace {
+namespace fs = std::filesystem;
+
+using Entry = std::string (*)(const uint8_t*, size_t);
+
+std::string run(Entry entry, const std::string& bytes) {
+  return entry(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+/// Runs every file of regressions/<target>; returns how many there were.
+int replay(const std::string& target, Entry entry) {
+  const fs::path dir = fs::path(KVSCOPE_SOURCE_DIR) / "tests" / "fuzz" / "regressions" / target;
+  int n = 0;
+  if (!fs::is_directory(dir)) return 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename().string().front() == '.') continue;
+    if (e.path().extension() == ".md") continue;  // notes beside the inputs
+    SCOPED_TRACE(e.path().string());
+    EXPECT_EQ(run(entry, test::hostile::slurpBytes(e.path().string())), "") << e.path();
+    ++n;
+  }
+  return n;
+}
+
+TEST(FuzzRegressions, DumpInputsAreHandled) {
+  std::printf("[ replayed ] %d dump inputs\n", replay("dump", fuzz::fuzzDump));
+}
+
+TEST(FuzzRegressions, MappingInputsAreHandled) {
+  std::printf("[ replayed ] %d mapping inputs\n", replay("mapping", fuzz::fuzzMapping));
+}
+
+TEST(FuzzRegressions, SpecInputsAreHandled) {
+  std::printf("[ replayed ] %d spec inputs\n", replay("spec", fuzz::fuzzSpec));
+}
+
+TEST(FuzzEntries, ValidInputsPassEveryProperty) {
+  // The properties themselves must hold for good input, or the fuzzers report noise.
+  test::TempDir dir;
+  const std::string dump = dir.file("valid.h5");
+  ASSERT_TRUE(test::hostile::writeDump(dump, {}));
+  EXPECT_EQ(run(fuzz::fuzzDump, test::hostile::slurpBytes(dump)), "");
+  EXPECT_EQ(run(fuzz::fuzzMapping, R"({"key": {"path": "/pkv/key", "axes": "layer,batch,head,token,dim"},
+                                      "value": {"path": "/layers/{layer}/v", "axes": ["head", "token", "dim"]},
+                                      "rope_theta": 500000, "rope_style": "interleaved"})"),
+            "");
+  for (const char* spec : {"int4", "int2,axis=channel,group=32,residual=128", "fp8_e4m3,unitscale",
+                           "nf4", "q4_0", "int4,sym,clip=0.99", "int3,prerope,axis=channel,outliers=0.01,sinks=1",
+                           "int4,rot=hadamard,axis=token,group=128", "mxfp4", "nvfp4", "fp16", "none"})
+    EXPECT_EQ(run(fuzz::fuzzSpec, spec), "") << spec;
+}
+
+TEST(FuzzEntries, BrokenInputsAreRefusedWithAMessage) {
+  // fuzzSpec and fuzzMapping return "" for a clean refusal; these inputs must be refused and the
+  // refusal must explain itself (non-empty, naming the mapping's origin).
+  for (const char* bad : {"", ",", "int", "int0", "int99", "int4,group=-1", "int4,axis=", "int4,,",
+                          "int4,clip=1.5", "int4,clip=nan", "int4,outliers=inf", "fp8_e4m3,sym",
+                          "int4,group=99999999999999999999", "int4,sinks=-3", "\xff\xfe"}) {
+    auto spec = parseSpec(bad);
+    EXPECT_FALSE(spec.hasValue()) << "accepted '" << bad << "' as " << (spec ? toString(*spec) : "");
+    if (!spec) {
+      EXPECT_FALSE(spec.status().message().empty()) << bad;
+    }
+  }
+  for (const char* bad : {"", "{", "[]", "null", R"({"key": 1})", R"({"key": {"path": "/k"}})",
+                          R"({"key": {"path": "/k", "axes": "head,token"}, "value": {"path": "/v", "axes": "head,token,dim"}})"}) {
+    auto m = parseMapping(bad, fuzz::kOrigin);
+    ASSERT_FALSE(m.hasValue()) << bad;
+    EXPECT_NE(m.status().message().find(fuzz::kOrigin), std::string::npos) << m.status().message();
+  }
+}
+
+// Deterministic mutations (byte flips, inserts, deletes, splices of known tokens) of good spec
+// strings: nothing crashes, every rejection has a message, every acceptance round-trips.
+TEST(FuzzEntries, MutatedSpecStringsNeverBreakTheParser) {
+  const std::vector<std::string> seeds = {
+      "int4", "int2,axis=channel,group=32,residual=128", "fp8_e5m2,scale=bf16", "nf4,group=64,clip=mse",
+      "int8,sym,axis=head", "q8_0", "iq4_nl", "int3,prerope,axis=channel,outliers=0.01,sinks=1",
+      "int4,rot=hadamard,axis=token,group=128", "bf16", "nvfp4,sinks=4"};
+  const std::vector<std::string> pieces = {",", "=", "int", "axis", "group", "clip", "sym", "asym", "mse",
+                                           "0", "-1", "1e308", "nan", "0.5", "tensor", "token", "prerope",
+                                           "scale=fp32", "residual=", "outliers=1", "9999999999", " "};
+  std::mt19937 rng(20261129);
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = s.empty() ? 0 : rng() % (s.size() + 1);
+      switch (rng() % 4) {
+        case 0: if (!s.empty() && at < s.size()) s[at] = static_cast<char>(rng() % 256); break;
+        case 1: s.insert(at, pieces[rng() % pieces.size()]); break;
+        case 2: if (at < s.size()) s.erase(at, 1 + rng() % 3); break;
+        default: s.insert(at, 1, static_cast<char>(rng() % 256)); break;
+      }
+    }
+    const std::string bad = run(fuzz::fuzzSpec, s);
+    ASSERT_EQ(bad, "") << "input: '" << s << "'";
+    (parseSpec(s) ? accepted : refused)++;
+  }
+  std::printf("[ mutated  ] 20000 spec strings: %d accepted, %d refused\n", accepted, refused);
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);
+}
+
+TEST(FuzzEntries, MutatedMappingsNeverBreakTheParser) {
+  const std::string seed = R"({"key": {"path": "/past_key_values/key", "axes": "layer,batch,head,token,dim"},
+ "value": {"path": "/past_key_values/value", "axes": ["layer", "batch", "head", "token", "dim"]},
+ "query": {"path": "/q/{layer}", "axes": "head,token,dim"}, "layers": 4, "model": "m",
+ "rope_theta": 10000.0, "rope_style": "half", "softmax_scale": 0.125})";
+  const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"", ",", ":", "null", "true", "-1", "1e999",
+                                           "\"layer\"", "{layer}", "\\u0000", "\"key\"", "0.0", "\"axes\""};
+  std::mt19937 rng(1129);
+  int accepted = 0;
+  for (int i = 0; i < 5000; ++i) {
+    std::string s = seed;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % (s.size() + 1);
+      switch (rng() % 3) {
+        case 0: if (at < s.size()) s[at] = static_cast<char>(rng() % 128); break;
+        case 1: s.insert(at, pieces[rng() % pieces.size()]); break;
+        default: if (at < s.size()) s.erase(at, 1 + rng() % 8); break;
+      }
+    }
+    ASSERT_EQ(run(fuzz::fuzzMapping, s), "") << "input: " << s;
+    if (parseMapping(s, fuzz::kOrigin)) ++accepted;
+  }
+  std::printf("[ mutated  ] 5000 mappings: %d accepted\n", accepted);
+  EXPECT_GT(accepted, 0);
+}
+
+}  // namespace
+}  // namespace kvscope

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The entry points the libFuzzer targets drive, shared with the normal build's regression test
+// (tests/core/reliability/fuzz_regression_test.cpp) so a committed crash input replays through
+// exactly the same code. Each returns "" when the input was handled correctly and otherwise a
+// description of the broken property (the fuzzer aborts on it, the test fails on it). Crashes,
+// hangs and sanitizer reports are caught by the fuzzer itself.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/io/dump.h"
+#include "core/io/mapping.h"
+#include "core/quant/spec.h"
+
+namespace kvscope::fuzz {
+
+/// The name every fuzzed file or mapping is opened under, so messages can be checked for it.
+inline constexpr const char* kOrigin = "fuzz-input";
+
+/// A file that exists only in memory (memfd), reachable by path through /proc/self/fd. The dump
+/// reader opens paths, so this needs no in-memory entry point in core (see docs/reliability.md).
+class MemoryFile {
+ public:
+  MemoryFile(const uint8_t* data, size_t size) {
+    fd_ = ::memfd_create(kOrigin, MFD_CLOEXEC);
+    if (fd_ < 0) return;
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::write(fd_, data + done, size - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
+  }
+  ~MemoryFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+inline std::string checkFailure(const Status& st, const std::string& what, const std::string& mustName) {
+  if (st.isOk()) return "";
+  if (st.message().empty()) return what + ": failed with an empty message";
+  if (st.code() == StatusCode::Internal) return what + ": internal error: " + st.message();
+  if (!mustName.empty() && st.message().find(mustName) == std::string::npos)
+    return what + ": message does not name '" + mustName + "': " + st.message();
+  return "";
+}
+
+/// Opens the bytes as a dump and reads every tensor of every layer of the first and last sequence.
+inline std::string fuzzDump(const uint8_t* data, size_t size) {
+  MemoryFile file(data, size);
+  if (file.path().empty()) return "";  // no memfd: nothing to test
+  auto dump = Dump::open(file.path());
+  if (!dump) return checkFailure(dump.status(), "open", file.path());
+  const DumpInfo& info = (*dump)->info();
+  if (info.layers <= 0 || info.kvHeads <= 0 || info.tokens <= 0 || info.headDim <= 0)
+    return "open accepted a dump with an empty axis";
+  if (info.hasQuery && (info.heads % info.kvHeads != 0 || info.queries > info.tokens || info.queries < 1))
+    return "open accepted inconsistent query shape";
+  std::vector<TensorKind> kinds = {TensorKind::Key, TensorKind::Value};
+  if (info.hasQuery) kinds.push_back(TensorKind::Query);
+  if (info.hasKeyPreRope) kinds.push_back(TensorKind::KeyPreRope);
+  for (int seq : {0, info.sequences - 1}) {
+    for (int l = 0; l < info.layers; ++l) {
+      for (TensorKind kind : kinds) {
+        auto t = (*dump)->read(l, kind, seq);
+        if (!t) {
+          std::string bad = checkFailure(t.status(), std::string("read ") + tensorKindName(kind), file.path());
+          if (!bad.empty()) return bad;
+          continue;
+        }
+        const bool q = kind == TensorKind::Query;
+        if (t->heads != (q ? info.heads : info.kvHeads) || t->tokens != (q ? info.queries : info.tokens) ||
+            t->dim != info.headDim || t->data.size() != static_cast<size_t>(t->heads * t->tokens * t->dim))
+          return std::string("read ") + tensorKindName(kind) + ": tensor shape disagrees with info()";
+        (void)scanNonFinite(*t);
+      }
+    }
+  }
+  // Optional extras must fail cleanly too.
+  if (auto tok = (*dump)->tokens(0); !tok) {
+    if (auto bad = checkFailure(tok.status(), "tokens", ""); !bad.empty()) return bad;
+  }
+  if (auto txt = (*dump)->tokenText(0); !txt) {
+    if (auto bad = checkFailure(txt.status(), "token_text", ""); !bad.empty()) return bad;
+  }
+  if (info.hasLogits) {
+    if (auto lg = (*dump)->logits(0); !lg) {
+      if (auto bad = checkFailure(lg.status(), "logits", ""); !bad.empty()) return bad;
+    }
+  }
+  return "";
+}
+
+/// Parses the bytes as a mapping; an accepted mapping must survive mappingToJson and re-parse
+/// to the same JSON.
+inline std::string fuzzMapping(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto m = parseMapping(text, kOrigin);
+  if (!m) return checkFailure(m.status(), "parseMapping", kOrigin);
+  const std::string once = mappingToJson(*m);
+  auto again = parseMapping(once, kOrigin);
+  if (!again) return "mappingToJson wrote what parseMapping rejects: " + again.status().message() + "\n" + once;
+  const std::string twice = mappingToJson(*again);
+  if (once != twice) return "mapping round trip changed:\n" + once + "\n" + twice;
+  return "";
+}
+
+/// Parses the bytes as a spec string; an accepted spec is validated against a few tensor shapes
+/// and its canonical string must re-parse to the same spec (and print the same again).
+inline std::string fuzzSpec(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto spec = parseSpec(text);
+  if (!spec) return checkFailure(spec.status(), "parseSpec", "");
+  for (const SpecContext& ctx : {SpecContext{true, 0, 0, true}, SpecContext{true, 8, 64, true},
+                                 SpecContext{false, 2, 48, false}, SpecContext{true, 1, 1, false}}) {
+    Status st = validateSpec(*spec, ctx);
+    if (auto bad = checkFailure(st, "validateSpec", ""); !bad.empty()) return bad;
+  }
+  const std::string canonical = toString(*spec);
+  auto again = parseSpec(canonical);
+  if (!again) return "toString gave '" + canonical + "', which parseSpec rejects: " + again.status().message();
+  if (!(*again == *spec)) return "'" + std::string(text) + "' -> '" + canonical + "' re-parses to a different spec";
+  if (toString(*again) != canonical) return "canonical string is not stable: '" + canonical + "'";
+  return "";
+}
+
+}  // namespace kvscope::fuzz
+
+/// Defines LLVMFuzzerTestOneInput for one of the entry points above: a broken property aborts
+/// with its description, which libFuzzer records as a crash.
+#define KVSCOPE_FUZZ_TARGET(entry)                                              \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {     \
+    const std::string bad = ::kvscope::fuzz::entry(data, size);                 \
+    if (!bad.empty()) {                                                         \
+      std::fprintf(stderr, "kvscope fuzz property broken: %s\n", bad.c_str()); \
+      std::abort();                                                             \
+    }                                                                           \
+    return 0;                                                                   \
+  }
