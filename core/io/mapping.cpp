@@ -108,7 +108,7 @@ Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& o
   json j;
   try {
     j = json::parse(jsonText);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     return Status::invalidArgument(origin + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) return Status::invalidArgument(origin + ": expected a JSON object at the top level");
