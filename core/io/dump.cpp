@@ -63,9 +63,11 @@ std::string shapeText(const std::vector<hsize_t>& d) {
 }
 
 std::string gib(double bytes) {
+  const double g = bytes / double(int64_t{1} << 30);
   std::ostringstream os;
-  os.precision(3);
-  os << bytes / double(int64_t{1} << 30) << " GiB";
+  os.setf(std::ios::fixed);
+  os.precision(g >= 100 ? 0 : g >= 1 ? 1 : 3);
+  os << g << " GiB";
   return os.str();
 }
 
@@ -136,14 +138,14 @@ Expected<h5::Id> openDataset(const Impl& impl, const OpenOptions& options, const
   const hid_t f = impl.file.get();
   if (!h5::exists(f, path)) {
     if (!options.allowExternalStorage && !h5::externalLinkOn(f, path).empty())
-      return impl.bad(path, "is an external link to another file; refused (allow external storage to follow it)" + suffix);
+      return impl.bad(path, "is an external link to another file; refused (pass --allow-external / allow external storage to follow it)" + suffix);
     return impl.bad(path, "missing" + suffix);
   }
   if (!options.allowExternalStorage) {
     std::string ext = h5::externalLinkOn(f, path);
     if (!ext.empty())
       return impl.bad(path, (ext == path ? std::string("is") : ext + " is") +
-                                " an external link to another file; refused (allow external storage to follow it)" + suffix);
+                                " an external link to another file; refused (pass --allow-external / allow external storage to follow it)" + suffix);
   }
   H5O_info_t oinfo{};
   if (H5Oget_info_by_name(f, path.c_str(), &oinfo, H5P_DEFAULT) < 0)
@@ -157,9 +159,9 @@ Expected<h5::Id> openDataset(const Impl& impl, const OpenOptions& options, const
   if (dcpl) {
     H5D_layout_t layout = H5Pget_layout(dcpl.get());
     if (layout == H5D_VIRTUAL && !options.allowExternalStorage)
-      return impl.bad(path, "is a virtual dataset (data in other files); refused (allow external storage to read it)" + suffix);
+      return impl.bad(path, "is a virtual dataset (data in other files); refused (pass --allow-external / allow external storage to read it)" + suffix);
     if (H5Pget_external_count(dcpl.get()) > 0 && !options.allowExternalStorage)
-      return impl.bad(path, "stores its data in external raw files; refused (allow external storage to read it)" + suffix);
+      return impl.bad(path, "stores its data in external raw files; refused (pass --allow-external / allow external storage to read it)" + suffix);
     int nfilters = H5Pget_nfilters(dcpl.get());
     for (int i = 0; i < nfilters; ++i) {
       unsigned flags = 0, config = 0;
@@ -350,7 +352,7 @@ Expected<int> countLayers(const Impl& impl, const OpenOptions& options) {
   H5L_info_t linfo{};
   if (H5Lget_info(f, "layers", &linfo, H5P_DEFAULT) >= 0 && linfo.type == H5L_TYPE_EXTERNAL &&
       !options.allowExternalStorage)
-    return impl.bad("/layers", "is an external link to another file; refused (allow external storage to follow it)");
+    return impl.bad("/layers", "is an external link to another file; refused (pass --allow-external / allow external storage to follow it)");
   H5O_info_t oinfo{};
   if (H5Oget_info_by_name(f, "layers", &oinfo, H5P_DEFAULT) < 0 || oinfo.type != H5O_TYPE_GROUP)
     return impl.bad("/layers", "is not a group");
@@ -598,7 +600,7 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path, const 
   if (fs::is_directory(path, ec)) return Status::ioError(path + ": cannot open: is a folder");
   h5::Lock lock;
   if (H5Fis_hdf5(path.c_str()) <= 0)
-    return Status::invalidData(path + ": (file): not an HDF5 file");
+    return Status::invalidData(path + ": not an HDF5 file");
   auto impl = std::make_unique<Impl>();
   impl->info.path = path;
   impl->file = h5::fileId(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
