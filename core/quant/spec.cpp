@@ -183,7 +183,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     // sym and asym are one choice: giving both is a duplicate.
     std::string slot = (key == "asym") ? "sym" : key;
     for (const auto& s : seen) {
-      if (s == slot) return bad("option '" + key + "' is given more than once (each option may appear once)");
+      if (s == slot) return bad("option '" + key + "' is given more than once (allowed: each option at most once)");
     }
     seen.push_back(slot);
 
@@ -192,21 +192,21 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return Status::ok();
     };
     auto noValue = [&]() -> Status {
-      if (hasValue) return bad("option '" + key + "' takes no value (write just '" + key + "')");
+      if (hasValue) return bad("option '" + key + "' takes no value (allowed: just '" + key + "')");
       return Status::ok();
     };
     auto groupedOnly = [&]() -> Status {
       if (!grouped) {
         return bad("option '" + key + "' does not apply to " + formatName +
-                   " (axis=, group=, clip= and scale= apply to int<b>, fp8_e4m3, fp8_e5m2 and nf4; "
-                   "block and elementwise formats fix their own layout)");
+                   " (axis=, group=, clip= and scale= are allowed with int<b>, fp8_e4m3, fp8_e5m2 and "
+                   "nf4 only; block and elementwise formats fix their own layout)");
       }
       return Status::ok();
     };
 
     if (key == "sym" || key == "asym") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (!info->hasBits) return bad("'" + key + "' applies only to int<b> formats, not to " + formatName);
+      if (!info->hasBits) return bad("'" + key + "' does not apply to " + formatName + " (allowed with int1 … int8 only)");
       if (key == "sym" && bits < 2) {
         return bad("int1 cannot be symmetric (allowed: sym with int2 … int8; int1 is asym only)");
       }
@@ -277,7 +277,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     } else if (key == "unitscale") {
       KVS_RETURN_IF_ERROR(noValue());
       if (!isFp8(info->id)) {
-        return bad("'unitscale' applies only to fp8_e4m3 and fp8_e5m2, not to " + formatName);
+        return bad("'unitscale' does not apply to " + formatName + " (allowed with fp8_e4m3 and fp8_e5m2 only)");
       }
       spec.unitscale = true;
     } else {
@@ -292,7 +292,8 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
   if (grouped) {
     if (groupGiven && spec.group > 0 && (spec.axis == Axis::Tensor || spec.axis == Axis::Head)) {
       return bad("group=" + std::to_string(spec.group) + " needs axis=token or axis=channel (axis=" +
-                 axisName(spec.axis) + " makes one group per " + axisName(spec.axis) + ")");
+                 axisName(spec.axis) + " makes one group per " + axisName(spec.axis) +
+                 "; allowed: group=G with axis=token or axis=channel)");
     }
     if (!groupGiven) spec.group = defaultGroup(spec.format, spec.axis);
   }

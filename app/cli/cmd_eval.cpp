@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `kvscope-cli eval`: quantize a dump's K and V with specs or a preset and report the damage
+// (quantization.md §8; docs/report.md).
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "app/cli/command.h"
+#include "core/quant/presets.h"
+#include "core/report/eval.h"
+#include "core/report/report_format.h"
+
+namespace kvscope::cli {
+namespace {
+
+struct Options {
+  std::string dump;
+  std::string key;
+  std::string value;
+  std::string preset;
+  std::string mapping;
+  std::string layers = "all";
+  int sequence = 0;
+  std::string queries = "all";
+  std::string nonfinite = "refuse";
+  std::string json;
+  std::string csv;
+};
+
+/// Builds EvalOptions from the command line; every error names the option and what is allowed.
+Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
+  EvalOptions options;
+  const bool specs = !o.key.empty() || !o.value.empty();
+  if (specs && !o.preset.empty()) {
+    return Status::invalidArgument("give either --key and --value, or --preset, not both");
+  }
+  if (!o.preset.empty()) {
+    auto p = presetSpecs(o.preset);
+    if (!p) return p.status();
+    options.key = p->key;
+    options.value = p->value;
+    options.preset = o.preset;
+  } else {
+    if (o.key.empty() || o.value.empty()) {
+      return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME "
+                                     "(run 'kvscope-cli presets' for the list)");
+    }
+    auto key = parseSpec(o.key);
+    if (!key) return key.status().withContext("--key");
+    auto value = parseSpec(o.value);
+    if (!value) return value.status().withContext("--value");
+    options.key = *key;
+    options.value = *value;
+  }
+  auto layers = parseLayerList(o.layers, info.layers);
+  if (!layers) return layers.status();
+  options.layers = *layers;
+  options.sequence = o.sequence;
+  auto queries = parseQueryCount(o.queries);
+  if (!queries) return queries.status();
+  options.lastQueries = *queries;
+  auto policy = parseNonFinitePolicy(o.nonfinite);
+  if (!policy) return policy.status().withContext("--nonfinite");
+  options.nonFinite = *policy;
+  return options;
+}
+
+CommandSetup setup = [](CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
+  sub.add_option("--key", o->key, "spec string for keys, e.g. int4,axis=channel,group=32");
+  sub.add_option("--value", o->value, "spec string for values, e.g. int4,axis=token,group=32");
+  sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
+  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  sub.add_option("--layers", o->layers, "layers to evaluate: all (default) or a list like 0,2,5-7");
+  sub.add_option("--sequence", o->sequence, "sequence (batch index) to evaluate (default 0)");
+  sub.add_option("--queries", o->queries, "queries for attention metrics: all (default) or last:N");
+  sub.add_option("--nonfinite", o->nonfinite,
+                 "NaN/Inf in the dump: refuse (default) or skip-heads (evaluate the other heads)");
+  sub.add_option("--json", o->json, "write the JSON report to FILE ('-' = standard output)");
+  sub.add_option("--csv", o->csv, "write one CSV row per (layer, kv head) to FILE ('-' = standard output)");
+  return [o]() -> int {
+    if (o->json == "-" && o->csv == "-") {
+      return fail(Status::invalidArgument("--json - and --csv - cannot both use standard output"));
+    }
+    auto dump = openDump(o->dump, o->mapping);
+    if (!dump) return fail(dump.status());
+    auto options = evalOptions(*o, (*dump)->info());
+    if (!options) return fail(options.status());
+    auto report = evaluate(**dump, *options, cancellationProgress());
+    if (!report) return fail(report.status());
+    // Files are written only after the whole evaluation: a cancelled run leaves none behind.
+    if (!o->json.empty()) {
+      if (Status s = writeOutput(o->json, toJson(*report)); !s.isOk()) return fail(s);
+    }
+    if (!o->csv.empty()) {
+      if (Status s = writeOutput(o->csv, toCsv(*report)); !s.isOk()) return fail(s);
+    }
+    if (o->json.empty() && o->csv.empty()) std::cout << toText(*report);
+    return kExitOk;
+  };
+};
+
+const Registrar registrar{"eval", "quantize a dump's K and V and report tensor and attention damage", setup};
+
+}  // namespace
+}  // namespace kvscope::cli

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The pipeline of quantization.md §1 around the formats: RoPE, Hadamard, kept tokens, outliers,
+// pre-RoPE keys, and cancellation.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/quant/quantize.h"
+
+namespace kvscope {
+namespace {
+
+Tensor3 randomTensor(int64_t h, int64_t t, int64_t d, uint32_t seed, float scale = 1.0f) {
+  Tensor3 x(h, t, d);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, scale);
+  for (float& v : x.data) v = n(rng);
+  return x;
+}
+
+QuantSpec spec(const std::string& text) {
+  auto s = parseSpec(text);
+  EXPECT_TRUE(s.hasValue()) << text << ": " << s.status().message();
+  return s.hasValue() ? *s : QuantSpec{};
+}
+
+double maxAbsDiff(const Tensor3& a, const Tensor3& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a.data[i]) - double(b.data[i])));
+  return m;
+}
+
+TEST(Hadamard, RowsOfIdentityGiveSylvesterMatrixAndSquareToIdentity) {
+  for (int64_t d : {1, 2, 8, 128}) {
+    Tensor3 x(1, d, d);
+    for (int64_t i = 0; i < d; ++i) x.at(0, i, i) = 1.0f;
+    hadamardInPlace(x);  // row i is now e_i·H = row i of H
+    const double norm = 1.0 / std::sqrt(double(d));
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t j = 0; j < d; ++j) {
+        // Sylvester: H[i][j] = (-1)^popcount(i & j) / sqrt(D).
+        const double want = (std::popcount(uint64_t(i & j)) % 2 ? -norm : norm);
+        ASSERT_NEAR(x.at(0, i, j), want, 1e-7) << "D=" << d << " i=" << i << " j=" << j;
+      }
+    }
+    hadamardInPlace(x);  // H·H = I
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t j = 0; j < d; ++j) ASSERT_NEAR(x.at(0, i, j), i == j ? 1.0 : 0.0, 1e-6) << "D=" << d;
+    }
+  }
+}
+
+TEST(Hadamard, RoundTripIsIdentityAndPreservesNorm) {
+  Tensor3 x = randomTensor(3, 17, 64, 7);
+  Tensor3 y = x;
+  hadamardInPlace(y);
+  double nx = 0, ny = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    nx += double(x.data[i]) * x.data[i];
+    ny += double(y.data[i]) * y.data[i];
+  }
+  EXPECT_NEAR(ny / nx, 1.0, 1e-6);
+  hadamardInPlace(y);
+  EXPECT_LT(maxAbsDiff(x, y), 1e-6);
+}
+
+TEST(Rope, MatchesHandComputationForHeadDim4BothStyles) {
+  // Token 0 does not move; token 1 turns pair 0 by 1 rad and pair 1 by 10000^(-2/4) = 0.01 rad.
+  const double a0 = 1.0, a1 = 0.01;
+  for (RopeStyle style : {RopeStyle::Half, RopeStyle::Interleaved}) {
+    Tensor3 x(1, 2, 4);
+    for (int t = 0; t < 2; ++t) {
+      for (int c = 0; c < 4; ++c) x.at(0, t, c) = float(c + 1);
+    }
+    applyRope(x, {10000.0, style});
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(x.at(0, 0, c), float(c + 1));
+    std::vector<double> want(4);
+    if (style == RopeStyle::Half) {  // pairs (0,2), (1,3)
+      want = {1 * std::cos(a0) - 3 * std::sin(a0), 2 * std::cos(a1) - 4 * std::sin(a1),
+              1 * std::sin(a0) + 3 * std::cos(a0), 2 * std::sin(a1) + 4 * std::cos(a1)};
+    } else {  // pairs (0,1), (2,3)
+      want = {1 * std::cos(a0) - 2 * std::sin(a0), 1 * std::sin(a0) + 2 * std::cos(a0),
+              3 * std::cos(a1) - 4 * std::sin(a1), 3 * std::sin(a1) + 4 * std::cos(a1)};
+    }
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(x.at(0, 1, c), want[size_t(c)], 1e-6) << ropeStyleName(style) << " c=" << c;
+  }
+}
+
+TEST(Rope, PositionOffsetShiftsTokens) {
+  Tensor3 x = randomTensor(2, 5, 8, 3);
+  Tensor3 whole = x;
+  applyRope(whole, {500.0, RopeStyle::Half});
+  Tensor3 tail(2, 2, 8);
+  for (int h = 0; h < 2; ++h) {
+    for (int t = 0; t < 2; ++t) {
+      for (int c = 0; c < 8; ++c) tail.at(h, t, c) = x.at(h, t + 3, c);
+    }
+  }
+  applyRope(tail, {500.0, RopeStyle::Half}, 3);
+  for (int h = 0; h < 2; ++h) {
+    for (int t = 0; t < 2; ++t) {
+      for (int c = 0; c < 8; ++c) EXPECT_FLOAT_EQ(tail.at(h, t, c), whole.at(h, t + 3, c));
+    }
+  }
+}
+
+TEST(Rope, InverseUndoesRopeAtLongPositions) {
+  for (RopeStyle style : {RopeStyle::Half, RopeStyle::Interleaved}) {
+    Tensor3 x = randomTensor(2, 300, 64, 11);
+    Tensor3 y = x;
+    applyRope(y, {500000.0, style}, 30000);
+    EXPECT_GT(maxAbsDiff(x, y), 0.1) << "RoPE should move the vectors";
+    applyInverseRope(y, {500000.0, style}, 30000);
+    EXPECT_LT(maxAbsDiff(x, y), 1e-5) << ropeStyleName(style);
+  }
+}
+
+TEST(Pipeline, NoneIsBitIdentical) {
+  Tensor3 x = randomTensor(4, 33, 16, 1);
+  QuantInput in{&x, nullptr, {}};
+  for (const char* s : {"none", "none,sinks=3,residual=5", "none,outliers=0.1", "none,rot=hadamard"}) {
+    auto out = quantizeTensor(in, spec(s));
+    ASSERT_TRUE(out.hasValue()) << out.status().message();
+    EXPECT_EQ(out->reconstruction.data, x.data) << s;
+  }
+}
+
+TEST(Pipeline, PreRopeWithNoneReproducesKeyUpToRopeRounding) {
+  Tensor3 pre = randomTensor(2, 64, 32, 5);
+  Tensor3 key = pre;
+  const RopeParams rope{10000.0, RopeStyle::Interleaved};
+  applyRope(key, rope);
+  QuantInput in{&key, &pre, rope};
+  auto out = quantizeTensor(in, spec("none,prerope"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  EXPECT_LT(maxAbsDiff(out->reconstruction, key), 1e-6);
+  // Without key_pre_rope, prerope is an input error, not a crash.
+  QuantInput missing{&key, nullptr, rope};
+  auto bad = quantizeTensor(missing, spec("int4,prerope"));
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_EQ(bad.status().code(), StatusCode::InvalidArgument);
+}
+
+TEST(Pipeline, KeptTokensAreBitIdenticalAndOthersChange) {
+  Tensor3 x = randomTensor(2, 40, 16, 2);
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, spec("int2,sinks=3,residual=5"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  const Tensor3& r = out->reconstruction;
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t t = 0; t < 40; ++t) {
+      bool same = true;
+      for (int64_t c = 0; c < 16; ++c) same = same && r.at(h, t, c) == x.at(h, t, c);
+      if (t < 3 || t >= 35) {
+        EXPECT_TRUE(same) << "kept token " << t << " of head " << h;
+      } else {
+        EXPECT_FALSE(same) << "2-bit token " << t << " of head " << h << " was not quantized";
+      }
+    }
+  }
+}
+
+TEST(Pipeline, KeptTokensDoNotEnterStatistics) {
+  // Huge sink and residual values must not widen the range of the quantized tokens: with
+  // axis=tensor, one group; the middle tokens hold only 0 and 1, which int1 represents exactly.
+  Tensor3 x(1, 10, 4);
+  for (int64_t t = 0; t < 10; ++t) {
+    for (int64_t c = 0; c < 4; ++c) x.at(0, t, c) = float((t + c) % 2);
+  }
+  for (int64_t c = 0; c < 4; ++c) {
+    x.at(0, 0, c) = 1000.0f;
+    x.at(0, 9, c) = -1000.0f;
+  }
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, spec("int1,axis=tensor,sinks=1,residual=1"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  EXPECT_EQ(out->reconstruction.data, x.data);
+}
+
+TEST(Pipeline, EverythingKeptWhenSinksAndResidualCoverAllTokens) {
+  Tensor3 x = randomTensor(2, 8, 16, 4);
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, spec("int2,sinks=5,residual=5"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  EXPECT_EQ(out->reconstruction.data, x.data);
+  EXPECT_EQ(out->storage.bitsPerElement(), 16.0);
+}
+
+TEST(Outliers, CountIsCeilOfFractionTimesN) {
+  EXPECT_EQ(outlierCount(0.0, 100), 0);
+  EXPECT_EQ(outlierCount(0.01, 100), 1);
+  EXPECT_EQ(outlierCount(0.01, 101), 2);
+  EXPECT_EQ(outlierCount(0.5, 3), 2);
+  EXPECT_EQ(outlierCount(0.001, 1), 1);
+  EXPECT_EQ(outlierCount(0.01, 0), 0);
+}
+
+TEST(Outliers, SelectionPicksLargestMagnitudesWithTiesToLowerIndex) {
+  //                       0     1    2     3    4    5     6    7
+  std::vector<float> v = {0.5f, -3.f, 3.f, 1.f, -3.f, 2.f, -2.f, 0.f};
+  EXPECT_EQ(selectOutliers(v.data(), 8, 1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 2), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 3), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 4), (std::vector<int64_t>{1, 2, 4, 5}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 5), (std::vector<int64_t>{1, 2, 4, 5, 6}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 0), (std::vector<int64_t>{}));
+  EXPECT_EQ(selectOutliers(v.data(), 8, 20).size(), 8u);
+  // All equal magnitudes: the first indices win.
+  std::vector<float> same(1000, 1.0f);
+  for (size_t i = 0; i < same.size(); i += 2) same[i] = -1.0f;
+  auto picked = selectOutliers(same.data(), 1000, 10);
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(picked[size_t(i)], i);
+}
+
+TEST(Outliers, ExactlyCeilFractionPerHeadAreRestoredExactly) {
+  // Distinct, well-separated magnitudes make the expected outliers unambiguous; int1 per tensor
+  // cannot represent them, so exactly the outliers (and no other value) come back exact.
+  const int64_t kvh = 2, t = 10, d = 8, n = t * d;
+  Tensor3 x(kvh, t, d);
+  std::mt19937 rng(9);
+  std::vector<std::vector<int>> perms;
+  for (int64_t h = 0; h < kvh; ++h) {
+    std::vector<int>& perm = perms.emplace_back(size_t(n));
+    for (int i = 0; i < n; ++i) perm[size_t(i)] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t i = 0; i < n; ++i) {
+      const float mag = 1.0f + 0.37f * float(perm[size_t(i)]);
+      x.data[x.index(h, 0, 0) + size_t(i)] = (i % 3 ? mag : -mag);
+    }
+  }
+  QuantInput in{&x, nullptr, {}};
+  const double f = 0.07;  // ceil(0.07 * 80) = ceil(5.6000000000000005) = 6
+  auto out = quantizeTensor(in, spec("int1,axis=head,outliers=0.07"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  for (int64_t h = 0; h < kvh; ++h) {
+    const float* xv = x.data.data() + x.index(h, 0, 0);
+    auto expected = selectOutliers(xv, n, outlierCount(f, n));
+    ASSERT_EQ(expected.size(), 6u);
+    std::set<int64_t> exp(expected.begin(), expected.end());
+    // Independent check: the 6 largest magnitudes are those with perm >= n - 6.
+    for (int64_t i : expected) EXPECT_GE(perms[size_t(h)][size_t(i)], n - 6);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool same = out->reconstruction.data[x.index(h, 0, 0) + size_t(i)] == xv[i];
+      if (exp.count(i)) {
+        EXPECT_TRUE(same) << "outlier " << i << " of head " << h << " not exact";
+      }
+      exact += same;
+    }
+    EXPECT_EQ(exact, 6) << "head " << h << ": only outliers should be exact under int1";
+  }
+  EXPECT_EQ(out->storage.outlierBits, 48.0 * 6 * kvh);
+}
+
+TEST(Pipeline, HadamardWithOutliersReconstructsOutliersInRotatedSpace) {
+  // A rotation plus a lossless format is (up to float rounding) the identity.
+  Tensor3 x = randomTensor(2, 12, 32, 12);
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, spec("fp16,rot=hadamard,outliers=0.05"));
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  EXPECT_LT(maxAbsDiff(out->reconstruction, x), 5e-3);
+  auto bad = quantizeTensor(in, spec("int4,rot=hadamard"));
+  ASSERT_TRUE(bad.hasValue());
+  Tensor3 odd = randomTensor(1, 4, 12, 1);
+  QuantInput oddIn{&odd, nullptr, {}};
+  auto refused = quantizeTensor(oddIn, spec("int4,rot=hadamard"));
+  ASSERT_FALSE(refused.hasValue());
+  EXPECT_NE(refused.status().message().find("power of two"), std::string::npos);
+}
+
+TEST(Pipeline, RefusesNonFiniteInput) {
+  Tensor3 x = randomTensor(1, 4, 4, 1);
+  x.at(0, 2, 1) = std::nanf("");
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, spec("int4"));
+  ASSERT_FALSE(out.hasValue());
+  EXPECT_NE(out.status().message().find("token 2, channel 1"), std::string::npos) << out.status().message();
+}
+
+TEST(Pipeline, ProgressCanCancelBetweenHeads) {
+  Tensor3 x = randomTensor(4, 16, 16, 1);
+  QuantInput in{&x, nullptr, {}};
+  int calls = 0;
+  auto out = quantizeTensor(in, spec("int4,outliers=0.01"), [&](double, std::string_view) { return ++calls < 2; });
+  ASSERT_FALSE(out.hasValue());
+  EXPECT_EQ(out.status().code(), StatusCode::Cancelled);
+  EXPECT_EQ(calls, 2);
+}
+
+}  // namespace
+}  // namespace kvscope
