@@ -272,6 +272,19 @@ class SuiteRunner {
       }
       result_.rows.push_back(std::move(row));
     }
+    SuiteRow drift;
+    drift.group = "interactive";
+    drift.name = "drift series (whole layer)";
+    drift.shape = shapeStr;
+    drift.seconds = figures->driftSeries.best;
+    drift.medianSeconds = figures->driftSeries.median;
+    drift.runs = figures->driftSeries.runs;
+    drift.figures = {{"milliseconds", 1000 * figures->driftSeries.best}};
+    drift.measured = fixed(1000 * figures->driftSeries.best, 1) + " ms";
+    drift.target = "none (separate worker)";
+    drift.verdict = Verdict::Info;
+    drift.note = "attentionPositionSeries over all kv heads, which the drift view recomputes after the layer";
+    result_.rows.push_back(std::move(drift));
   }
 
   std::string tempDir() const {

@@ -86,18 +86,18 @@ Expected<AttentionFigures> benchAttention(const AttentionShape& shape, const Bud
 
 namespace {
 
-// Head `head` of `x` as a one-head tensor.
-Tensor3 headSlice(const Tensor3& x, int64_t head) {
+// Heads [first, first + count) of `x` as a tensor of their own.
+Tensor3 headSlice(const Tensor3& x, int64_t first, int64_t count = 1) {
   Tensor3 y;
-  y.heads = 1;
+  y.heads = count;
   y.tokens = x.tokens;
   y.dim = x.dim;
-  const float* begin = x.row(head, 0);
-  y.data.assign(begin, begin + x.tokens * x.dim);
+  const float* begin = x.row(first, 0);
+  y.data.assign(begin, begin + count * x.tokens * x.dim);
   return y;
 }
 
-// The GUI's computeHeatmap in HeatmapValue::Error mode, same loop order (ui/compute/heatmap_data).
+// ui/compute/heatmap_data computeHeatmap in HeatmapValue::Error mode, same loop order.
 HeatmapCells errorHeatmap(const Tensor3& x, int64_t head, const Tensor3& xHat, int64_t headHat,
                           int maxColumns) {
   HeatmapCells out;
@@ -128,65 +128,72 @@ HeatmapCells errorHeatmap(const Tensor3& x, int64_t head, const Tensor3& xHat, i
   return out;
 }
 
-HistogramCounts histogram(const float* x, const float* xHat, int64_t n, int bins) {
+// ui/compute/histogram_data computeHistogram, scope "whole head": copies, shared bins, moments,
+// and max/median of |x| by nth_element.
+HistogramCounts histogram(const float* xBegin, const float* hatBegin, int64_t n, int bins) {
   HistogramCounts h;
-  h.original.assign(static_cast<size_t>(bins), 0);
-  h.reconstructed.assign(static_cast<size_t>(bins), 0);
-  if (n == 0) return h;
-  float lo = x[0], hi = x[0];
-  for (int64_t i = 1; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+  if (n == 0 || bins < 1) return h;
+  const std::vector<float> values(xBegin, xBegin + n);
+  const std::vector<float> hat(hatBegin, hatBegin + n);
+  const auto [mn, mx] = std::minmax_element(values.begin(), values.end());
+  const auto [hmn, hmx] = std::minmax_element(hat.begin(), hat.end());
+  double lo = std::min(*mn, *hmn), hi = std::max(*mx, *hmx);
+  if (!(hi > lo)) {
+    lo -= 0.5;
+    hi += 0.5;
   }
   h.lo = lo;
   h.hi = hi;
-  const double width = hi > lo ? (static_cast<double>(hi) - lo) / bins : 1.0;
-  auto bin = [&](float v) {
-    const auto b = static_cast<int64_t>(std::floor((static_cast<double>(v) - lo) / width));
-    return static_cast<size_t>(std::clamp<int64_t>(b, 0, bins - 1));
+  const auto binOf = [&](double v) {
+    const auto b = static_cast<int>((v - lo) / (hi - lo) * bins);
+    return static_cast<size_t>(std::clamp(b, 0, bins - 1));
   };
-  for (int64_t i = 0; i < n; ++i) {
-    ++h.original[bin(x[i])];
-    ++h.reconstructed[bin(xHat[i])];
+  h.original.assign(static_cast<size_t>(bins), 0.0);
+  h.reconstructed.assign(static_cast<size_t>(bins), 0.0);
+  for (float v : values) h.original[binOf(v)] += 1;
+  for (float v : hat) h.reconstructed[binOf(v)] += 1;
+  double mean = 0;
+  for (float v : values) mean += v;
+  mean /= static_cast<double>(n);
+  double m2 = 0, m4 = 0;
+  for (float v : values) {
+    const double d = v - mean;
+    m2 += d * d;
+    m4 += d * d * d * d;
   }
+  m2 /= static_cast<double>(n);
+  m4 /= static_cast<double>(n);
+  h.kurtosis = m2 > 0 ? m4 / (m2 * m2) : 0.0;
+  std::vector<float> magnitudes(values.size());
+  std::transform(values.begin(), values.end(), magnitudes.begin(), [](float v) { return std::fabs(v); });
+  const float maxAbs = *std::max_element(magnitudes.begin(), magnitudes.end());
+  const auto mid = static_cast<std::ptrdiff_t>(magnitudes.size() / 2);
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + mid, magnitudes.end());
+  const double median = magnitudes[static_cast<size_t>(mid)];
+  h.maxOverMedian = median > 0 ? maxAbs / median : 0.0;
   return h;
 }
 
-// Softmax of scale·q·k_j over keys 0 … last of one head, in double.
-std::vector<double> probabilities(const float* q, const Tensor3& k, int64_t head, int64_t last,
-                                  double scale) {
-  std::vector<double> p(static_cast<size_t>(last + 1));
-  double maxScore = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j <= last; ++j) {
-    const float* kj = k.row(head, j);
-    double dot = 0;
-    for (int64_t c = 0; c < k.dim; ++c) dot += static_cast<double>(q[c]) * kj[c];
-    p[static_cast<size_t>(j)] = scale * dot;
-    maxScore = std::max(maxScore, p[static_cast<size_t>(j)]);
+// ui/model formatInput for a spec without rotation or outliers: the quantized tokens [S, T-R)
+// of every head of `source`, copied row by row.
+Tensor3 formatInput(const Tensor3& source, const QuantSpec& spec, int64_t* firstToken) {
+  const int64_t s = std::clamp<int64_t>(spec.sinks, 0, source.tokens);
+  const int64_t r = std::clamp<int64_t>(spec.residual, 0, source.tokens - s);
+  const int64_t n = source.tokens - s - r;
+  *firstToken = s;
+  Tensor3 x(source.heads, n, source.dim);
+  for (int64_t h = 0; h < source.heads; ++h) {
+    for (int64_t j = 0; j < n; ++j) std::copy_n(source.row(h, s + j), source.dim, x.row(h, j));
   }
-  double sum = 0;
-  for (double& v : p) {
-    v = std::exp(v - maxScore);
-    sum += v;
-  }
-  for (double& v : p) v /= sum;
-  return p;
-}
-
-std::vector<double> weightedSum(const std::vector<double>& p, const Tensor3& v, int64_t head) {
-  std::vector<double> o(static_cast<size_t>(v.dim), 0.0);
-  for (size_t j = 0; j < p.size(); ++j) {
-    const float* vj = v.row(head, static_cast<int64_t>(j));
-    for (int64_t c = 0; c < v.dim; ++c) o[static_cast<size_t>(c)] += p[j] * vj[c];
-  }
-  return o;
+  if (spec.hadamard) hadamardInPlace(x);
+  return x;
 }
 
 }  // namespace
 
 Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, const Tensor3& query,
                                    int64_t head, std::string_view keySpec,
-                                   std::string_view valueSpec, bool wholeLayer,
+                                   std::string_view valueSpec, bool wholeLayer, bool withPreRope,
                                    const InteractiveShape& shape) {
   if (head < 0 || head >= key.heads || !key.sameShape(value) || query.dim != key.dim ||
       query.heads % key.heads != 0 || query.tokens < 1 || query.tokens > key.tokens) {
@@ -196,46 +203,61 @@ Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, con
   if (!ks) return ks.status().withContext("K");
   auto vs = parseSpec(valueSpec);
   if (!vs) return vs.status().withContext("V");
+  const int64_t group = query.heads / key.heads;
 
-  // Quantize: the visible head alone, or the layer as ui/model quantizeLayer does.
-  Tensor3 keyHead, valueHead;
-  QuantInput keyInput, valueInput;
-  if (wholeLayer) {
-    keyInput.tensor = &key;
-    valueInput.tensor = &value;
-  } else {
+  // The layer worker: quantize K and V (one head, or all as quantizeLayer does).
+  Tensor3 keyHead, valueHead, queryGroup;
+  const Tensor3* keyIn = &key;
+  const Tensor3* valueIn = &value;
+  const Tensor3* queryIn = &query;
+  if (!wholeLayer) {
     keyHead = headSlice(key, head);
     valueHead = headSlice(value, head);
-    keyInput.tensor = &keyHead;
-    valueInput.tensor = &valueHead;
+    queryGroup = headSlice(query, head * group, group);
+    keyIn = &keyHead;
+    valueIn = &valueHead;
+    queryIn = &queryGroup;
   }
+  const int64_t viewHead = wholeLayer ? head : 0;
+  QuantInput keyInput, valueInput;
+  keyInput.tensor = keyIn;
+  valueInput.tensor = valueIn;
   auto kq = quantizeTensor(keyInput, *ks);
   if (!kq) return kq.status().withContext("K");
   auto vq = quantizeTensor(valueInput, *vs);
   if (!vq) return vq.status().withContext("V");
-
   ViewData out;
   out.keyHat = std::move(kq->reconstruction);
   out.valueHat = std::move(vq->reconstruction);
-  const int64_t hatHead = wholeLayer ? head : 0;
-  out.keyHeatmap = errorHeatmap(key, head, out.keyHat, hatHead, shape.columns);
-  out.valueHeatmap = errorHeatmap(value, head, out.valueHat, hatHead, shape.columns);
-  const int64_t perHead = key.tokens * key.dim;
-  out.keyHistogram = histogram(key.row(head, 0), out.keyHat.row(hatHead, 0), perHead, shape.bins);
-  out.valueHistogram =
-      histogram(value.row(head, 0), out.valueHat.row(hatHead, 0), perHead, shape.bins);
+  if (wholeLayer && withPreRope) {
+    Tensor3 pre = out.keyHat;  // quantizeLayer keeps K̂ with RoPE undone for the pre-RoPE view
+    applyInverseRope(pre, RopeParams{});
+  }
 
-  // Attention detail: the last query of the head's first query head, at position T − 1.
-  const int64_t queryHead = head * (query.heads / key.heads);
-  const float* q = query.row(queryHead, query.tokens - 1);
-  const int64_t last = key.tokens - 1;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(key.dim));
-  out.detail.p = probabilities(q, key, head, last, scale);
-  out.detail.pHat = probabilities(q, out.keyHat, hatHead, last, scale);
-  out.detail.output = weightedSum(out.detail.p, value, head);
-  out.detail.outputKeyOnly = weightedSum(out.detail.pHat, value, head);
-  out.detail.outputValueOnly = weightedSum(out.detail.p, out.valueHat, hatHead);
-  out.detail.outputJoint = weightedSum(out.detail.pHat, out.valueHat, hatHead);
+  // The views of K: heat map, histogram, and the scale group under the cursor.
+  out.heatmap = errorHeatmap(*keyIn, viewHead, out.keyHat, viewHead, shape.columns);
+  out.histogram = histogram(keyIn->row(viewHead, 0), out.keyHat.row(viewHead, 0),
+                            keyIn->tokens * keyIn->dim, shape.bins);
+  int64_t first = 0;
+  const Tensor3 input = formatInput(*keyIn, *ks, &first);
+  const int64_t token = keyIn->tokens / 2, channel = 3;
+  if (token >= first && token - first < input.tokens) {
+    auto detail = describeGroup(input, *ks, viewHead, token - first, channel);
+    if (!detail) return detail.status().withContext("describeGroup");
+    out.group = std::move(detail).value();
+  }
+
+  // The drift view's row: the last query of the head's first query head.
+  AttentionInput attention;
+  attention.query = queryIn;
+  attention.key = keyIn;
+  attention.value = valueIn;
+  attention.keyHat = &out.keyHat;
+  attention.valueHat = &out.valueHat;
+  const auto queryHead = static_cast<int>(wholeLayer ? head * group : 0);
+  auto row = attentionRowDetail(attention, queryHead, static_cast<int>(query.tokens - 1));
+  if (!row) return row.status().withContext("attention detail");
+  out.detail = std::move(row).value();
   return out;
 }
 
@@ -253,13 +275,36 @@ Expected<InteractiveFigures> benchInteractive(const InteractiveShape& shape,
   for (const bool whole : {false, true}) {
     auto time = timeRepeated(
         [&]() -> Status {
-          auto views = computeViewData(key, value, query, head, keySpec, valueSpec, whole, shape);
+          auto views = computeViewData(key, value, query, head, keySpec, valueSpec, whole,
+                                       /*withPreRope=*/whole, shape);
           return views ? Status::ok() : views.status();
         },
         budget);
     if (!time) return time.status();
     (whole ? figures.wholeLayer : figures.oneHead) = *time;
   }
+
+  // The drift view's lines over the whole layer (a separate worker in the GUI).
+  auto views = computeViewData(key, value, query, head, keySpec, valueSpec, true, false, shape);
+  if (!views) return views.status();
+  AttentionInput attention;
+  attention.query = &query;
+  attention.key = &key;
+  attention.value = &value;
+  attention.keyHat = &views->keyHat;
+  attention.valueHat = &views->valueHat;
+  Budget once = budget;
+  once.minRuns = 1;
+  once.minSeconds = 0;
+  once.maxRuns = 1;
+  auto drift = timeRepeated(
+      [&]() -> Status {
+        auto series = attentionPositionSeries(attention, SeriesGrouping::KvHead);
+        return series ? Status::ok() : series.status();
+      },
+      once);
+  if (!drift) return drift.status().withContext("attentionPositionSeries");
+  figures.driftSeries = *drift;
   return figures;
 }
 

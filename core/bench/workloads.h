@@ -9,7 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/attention/detail.h"
 #include "core/bench/measure.h"
+#include "core/quant/formats.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
 
@@ -63,7 +65,7 @@ struct InteractiveShape {
   int queries = 64;    ///< Tq
   int dim = 128;       ///< D
   int columns = 1200;  ///< heat map width in token bins (pixels)
-  int bins = 256;      ///< histogram bins
+  int bins = 128;      ///< histogram bins (the GUI's default)
 };
 
 /// Heat map data of one head: |x̂ − x| binned along tokens with a per-bin max (the GUI's
@@ -75,46 +77,45 @@ struct HeatmapCells {
   std::vector<int> cellToken;
 };
 
-/// Histogram of one head's original and reconstructed values over the original's range.
+/// Histogram of one head's original and reconstructed values on shared bins, with the shape
+/// statistics the GUI's histogram shows (ui/compute/histogram_data, scope "whole head").
 struct HistogramCounts {
   double lo = 0, hi = 0;
-  std::vector<int64_t> original;
-  std::vector<int64_t> reconstructed;
+  std::vector<double> original;
+  std::vector<double> reconstructed;
+  double kurtosis = 0;
+  double maxOverMedian = 0;
 };
 
-/// Attention of one query (of one query head) against K/V and their reconstructions: the
-/// per-key probabilities P and P̂ (from K, K̂) and the outputs of the four (K, V) combinations.
-struct AttentionDetail {
-  std::vector<double> p;        ///< softmax over keys 0 … position with exact K
-  std::vector<double> pHat;     ///< with K̂
-  std::vector<double> output;   ///< P·V
-  std::vector<double> outputKeyOnly, outputValueOnly, outputJoint;
-};
-
-/// Everything the visible views of one (layer, head) need after a spec change.
+/// Everything the visible views of one (layer, kv head) need after a spec change, with K the
+/// tensor on screen: K̂ and V̂, K's error heat map and histogram, the scale group under the
+/// cursor, and the attention detail of one query row.
 struct ViewData {
-  Tensor3 keyHat;    ///< reconstruction of the quantized K (one head or the whole layer)
+  Tensor3 keyHat;    ///< reconstruction of K (one head or the whole layer)
   Tensor3 valueHat;
-  HeatmapCells keyHeatmap, valueHeatmap;
-  HistogramCounts keyHistogram, valueHistogram;
-  AttentionDetail detail;
+  HeatmapCells heatmap;
+  HistogramCounts histogram;
+  GroupDetail group;
+  AttentionRowDetail detail;
 };
 
-/// Recomputes the views of kv head `head` after a spec change: quantizes K and V (only that head
-/// when `wholeLayer` is false; the whole layer, as ui/model quantizeLayer does, when true), then
-/// the error heat maps, the histograms and the attention detail of the last query of the head's
-/// first query head. Mirrors what the GUI's workers compute; no Qt.
+/// Recomputes the views of kv head `head` after a spec change, mirroring the GUI (MainWindow::
+/// recomputeLayer, HeatmapCanvas::rebuild, HistogramView::refresh, the drift view's row) without
+/// Qt. `wholeLayer` false quantizes only that head; true quantizes every kv head first, as
+/// ui/model quantizeLayer does (plus the inverse RoPE of K̂ it computes when the dump has
+/// pre-RoPE keys, `withPreRope`). The detail row is the last query of the head's first query head.
 Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, const Tensor3& query,
                                    int64_t head, std::string_view keySpec,
-                                   std::string_view valueSpec, bool wholeLayer,
+                                   std::string_view valueSpec, bool wholeLayer, bool withPreRope,
                                    const InteractiveShape& shape);
 
-/// The interactive path timed both ways (one head, whole layer).
+/// The interactive path timed both ways (one head, whole layer), and the drift view's series.
 struct InteractiveFigures {
   InteractiveShape shape;
   std::string keySpec, valueSpec;
-  Sample oneHead;    ///< spec change → views ready, quantizing only the visible head
-  Sample wholeLayer; ///< the same when the whole layer is quantized first (the GUI today)
+  Sample oneHead;     ///< spec change → views ready, quantizing only the visible head
+  Sample wholeLayer;  ///< the same when the whole layer is quantized first (the GUI today)
+  Sample driftSeries; ///< attentionPositionSeries over the layer (the drift view's lines)
 };
 
 /// Times computeViewData on synthetic data of `shape`.

@@ -192,12 +192,13 @@ void BM_Interactive(benchmark::State& state) {
   static const Tensor3 query = syntheticTensor(shape.heads, shape.queries, shape.dim, 23);
   const auto [keySpec, valueSpec] = interactiveSpecs();
   for (auto _ : state) {
-    auto views = computeViewData(key, value, query, shape.kvHeads / 2, keySpec, valueSpec, whole, shape);
+    auto views = computeViewData(key, value, query, shape.kvHeads / 2, keySpec, valueSpec, whole,
+                                 /*withPreRope=*/whole, shape);
     if (!views) {
       state.SkipWithError(views.status().message().c_str());
       return;
     }
-    benchmark::DoNotOptimize(views->detail.p.data());
+    benchmark::DoNotOptimize(views->detail.joint.probabilities.data());
   }
 }
 BENCHMARK(BM_Interactive)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
