@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `kvscope-cli record` and `kvscope-cli e2e` through files, on stories260K.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <fstream>
+
+#include "core/io/dump.h"
+#include "core/model/checkpoint.h"
+#include "core/model/record.h"
+#include "tests/support/test_support.h"
+
+namespace kvscope {
+namespace {
+
+#define REQUIRE_STORIES()                                                                   \
+  if (test::storiesModel().empty())                                                        \
+  GTEST_SKIP() << "../shared/models/stories260K.bin is absent: the real-model tests need it"
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// A llama2.c tokenizer with pieces "<t0>", "<t1>", … for `vocab` tokens.
+std::string writeTokenizer(const test::TempDir& dir, int vocab) {
+  const std::string path = dir.file("tokenizer.bin");
+  std::ofstream out(path, std::ios::binary);
+  int32_t maxLen = 8;
+  out.write(reinterpret_cast<const char*>(&maxLen), 4);
+  for (int i = 0; i < vocab; ++i) {
+    const std::string piece = "<t" + std::to_string(i) + ">";
+    float score = 0;
+    auto len = static_cast<int32_t>(piece.size());
+    out.write(reinterpret_cast<const char*>(&score), 4).write(reinterpret_cast<const char*>(&len), 4);
+    out.write(piece.data(), len);
+  }
+  return path;
+}
+
+TEST(CliRecord, WritesACanonicalDumpThatReadsBackAsRecorded) {
+  REQUIRE_STORIES();
+  test::TempDir dir;
+  const std::string model = test::storiesModel().string(), out = dir.file("s.h5");
+  auto r = test::runCli("record " + quoted(model) + " --out " + quoted(out) +
+                        " --steps 40 --seed 5 --temperature 0.7 --prompt-tokens 403,407 --tokenizer " +
+                        quoted(writeTokenizer(dir, 512)));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+
+  auto info = test::runCli("info --json " + quoted(out));
+  ASSERT_EQ(info.exitCode, 0) << info.err;
+  auto j = nlohmann::json::parse(info.out);
+  EXPECT_EQ(j["layers"], 5);
+  EXPECT_EQ(j["kv_heads"], 4);
+  EXPECT_EQ(j["heads"], 8);
+  EXPECT_EQ(j["tokens"], 40);
+  EXPECT_EQ(j["queries"], 40);
+  EXPECT_EQ(j["head_dim"], 8);
+  EXPECT_EQ(j["rope_style"], "interleaved");
+  EXPECT_EQ(j["rope_theta"], 10000.0);
+  EXPECT_EQ(j["model"], "stories260K");
+  EXPECT_EQ(j["model_path"], test::storiesModel().lexically_normal().string());
+  EXPECT_EQ(j["dtype"], "float32");
+  EXPECT_TRUE(j["has_logits"]);
+  EXPECT_TRUE(j["has_key_pre_rope"]);
+  EXPECT_TRUE(j["has_token_text"]);
+
+  // The file holds exactly what an in-memory recording with the same options holds.
+  auto cp = Checkpoint::load(model);
+  ASSERT_TRUE(cp);
+  RecordOptions o;
+  o.steps = 40;
+  o.seed = 5;
+  o.temperature = 0.7;
+  o.promptTokens = {403, 407};
+  auto rec = recordSequence(*cp, o);
+  ASSERT_TRUE(rec);
+  auto dump = Dump::open(out);
+  ASSERT_TRUE(dump) << dump.status().message();
+  auto tokens = (*dump)->tokens();
+  ASSERT_TRUE(tokens);
+  ASSERT_EQ(tokens->size(), 40u);
+  for (size_t i = 0; i < 40; ++i) EXPECT_EQ((*tokens)[i], rec->tokens[i]);
+  auto text = (*dump)->tokenText();
+  ASSERT_TRUE(text);
+  EXPECT_EQ((*text)[0], "<t1>");
+  EXPECT_EQ((*text)[1], "<t403>");
+  auto logits = (*dump)->logits();
+  ASSERT_TRUE(logits);
+  EXPECT_EQ(*logits, rec->logits);
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_EQ((*dump)->read(l, TensorKind::Key)->data, rec->layers[static_cast<size_t>(l)].key.data);
+    EXPECT_EQ((*dump)->read(l, TensorKind::KeyPreRope)->data, rec->layers[static_cast<size_t>(l)].keyPreRope.data);
+    EXPECT_EQ((*dump)->read(l, TensorKind::Value)->data, rec->layers[static_cast<size_t>(l)].value.data);
+    EXPECT_EQ((*dump)->read(l, TensorKind::Query)->data, rec->layers[static_cast<size_t>(l)].query.data);
+  }
+}
+
+TEST(CliRecord, BadInputsFailWithExitStatus2AndAReason) {
+  REQUIRE_STORIES();
+  test::TempDir dir;
+  const std::string model = quoted(test::storiesModel().string()), out = quoted(dir.file("x.h5"));
+  auto tooLong = test::runCli("record " + model + " --out " + out + " --steps 600");
+  EXPECT_EQ(tooLong.exitCode, 2);
+  EXPECT_NE(tooLong.err.find("seq_len 512"), std::string::npos) << tooLong.err;
+  auto badPrompt = test::runCli("record " + model + " --out " + out + " --prompt-tokens 1,x");
+  EXPECT_EQ(badPrompt.exitCode, 2);
+  EXPECT_NE(badPrompt.err.find("--prompt-tokens"), std::string::npos) << badPrompt.err;
+  auto badTokenizer = test::runCli("record " + model + " --out " + out + " --tokenizer " +
+                                   quoted(writeTokenizer(dir, 100)));
+  EXPECT_EQ(badTokenizer.exitCode, 2);
+  EXPECT_NE(badTokenizer.err.find("tokenizer"), std::string::npos) << badTokenizer.err;
+  const std::string junk = dir.file("junk.bin");
+  std::ofstream(junk) << "not a model";
+  auto notModel = test::runCli("record " + quoted(junk) + " --out " + out);
+  EXPECT_EQ(notModel.exitCode, 2);
+  EXPECT_NE(notModel.err.find("junk.bin"), std::string::npos) << notModel.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.h5"))) << "no dump is written after a failure";
+}
+
+TEST(CliE2e, ReportsJsonForSpecsPresetsAndSweeps) {
+  REQUIRE_STORIES();
+  test::TempDir dir;
+  const std::string model = quoted(test::storiesModel().string()), dump = quoted(dir.file("s.h5"));
+  ASSERT_EQ(test::runCli("record " + model + " --out " + dump + " --steps 64 --seed 1 --temperature 1").exitCode, 0);
+
+  auto one = test::runCli("e2e " + model + " " + dump + " --key q8_0 --value q8_0 --json -");
+  ASSERT_EQ(one.exitCode, 0) << one.err;
+  auto j = nlohmann::json::parse(one.out);
+  EXPECT_LT(j["summary"]["kl_mean"].get<double>(), 1e-2);
+  EXPECT_GT(j["summary"]["kl_mean"].get<double>(), 0.0);
+  EXPECT_EQ(j["positions"].size(), 64u);
+  EXPECT_EQ(j["dump_logits_max_abs_diff"], 0.0);
+  EXPECT_TRUE(one.err.empty()) << one.err;
+
+  auto preset = test::runCli("e2e " + model + " " + dump + " --preset kivi-2");
+  ASSERT_EQ(preset.exitCode, 0) << preset.err;
+  EXPECT_NE(preset.out.find("perplexity ratio"), std::string::npos) << preset.out;
+
+  const std::string jsonFile = dir.file("sweep.json");
+  auto sweep = test::runCli("e2e " + model + " " + dump + " --sweep 'none:none;int8:int8;int2:int2' --json " +
+                            quoted(jsonFile));
+  ASSERT_EQ(sweep.exitCode, 0) << sweep.err;
+  EXPECT_NE(sweep.out.find("ppl_ratio"), std::string::npos) << sweep.out;
+  std::ifstream in(jsonFile);
+  auto s = nlohmann::json::parse(in);
+  ASSERT_EQ(s["results"].size(), 3u);
+  EXPECT_EQ(s["results"][0]["summary"]["kl_mean"], 0.0);
+  EXPECT_LT(s["results"][1]["summary"]["kl_mean"].get<double>(), s["results"][2]["summary"]["kl_mean"].get<double>());
+
+  auto both = test::runCli("e2e " + model + " " + dump + " --preset kivi-2 --key int4 --value int4");
+  EXPECT_EQ(both.exitCode, 2);
+  auto badSpec = test::runCli("e2e " + model + " " + dump + " --key int9 --value int4");
+  EXPECT_EQ(badSpec.exitCode, 2);
+  EXPECT_NE(badSpec.err.find("--key"), std::string::npos) << badSpec.err;
+}
+
+TEST(CliE2e, WarnsWhenTheDumpCameFromAnotherModel) {
+  REQUIRE_STORIES();
+  test::TempDir dir;
+  // A dump recorded from a generated model with stories260K's shapes but other weights.
+  const std::string other = dir.file("other.bin");
+  {
+    std::ifstream src(test::storiesModel(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+    for (size_t i = 28 + 4 * 512 * 64; i + 4 <= bytes.size(); i += 4 * 97) bytes[i + 3] ^= 0x01;  // perturb weights
+    std::ofstream(other, std::ios::binary) << bytes;
+  }
+  const std::string dump = quoted(dir.file("o.h5"));
+  ASSERT_EQ(test::runCli("record " + quoted(other) + " --out " + dump + " --steps 16").exitCode, 0);
+  auto r = test::runCli("e2e " + quoted(test::storiesModel().string()) + " " + dump + " --key none --value none");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("another model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvscope
