@@ -159,7 +159,7 @@ class SuiteRunner {
   }
 
   void quantize() {
-    const int kvh = 8, tokens = options_.quick ? 1024 : 32768, dim = 128;
+    const int kvh = 8, tokens = options_.quick ? 512 : 32768, dim = 128;
     const std::string shape = shapeText(kvh, tokens, dim);
     const std::string target = "≥ " + percent(kQuantizeBandwidthTarget) + " of copy";
     const Tensor3 x = syntheticTensor(kvh, tokens, dim, 1);

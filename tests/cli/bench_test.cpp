@@ -40,7 +40,7 @@ TEST(CliBench, QuickQuantizeReportsOneRowPerSpecWithVerdicts) {
     EXPECT_GT(row.at("seconds").get<double>(), 0.0);
     EXPECT_LE(row.at("seconds").get<double>(), row.at("median_seconds").get<double>());
     const auto& f = row.at("figures");
-    const double n = 8.0 * 1024 * 128;  // the quick shape
+    const double n = 8.0 * 512 * 128;  // the quick shape
     EXPECT_NEAR(f.at("elements_per_s").get<double>() * row.at("seconds").get<double>(), n, n * 1e-9);
     EXPECT_NEAR(f.at("bandwidth_ratio").get<double>(),
                 f.at("bytes_per_s").get<double>() / machine.at("copy_bytes_per_s").get<double>(),

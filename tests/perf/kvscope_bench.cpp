@@ -35,9 +35,9 @@ std::string scratchFolder() {
   return "/tmp";
 }
 
-// One layer of K: KVH=8, T=32768 (quick 1024), D=128, made once.
+// One layer of K: KVH=8, T=32768 (quick 512), D=128, made once.
 const Tensor3& layerKey() {
-  static const Tensor3 x = syntheticTensor(8, quick() ? 1024 : 32768, 128, 1);
+  static const Tensor3 x = syntheticTensor(8, quick() ? 512 : 32768, 128, 1);
   return x;
 }
 

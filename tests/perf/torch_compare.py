@@ -119,7 +119,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    qt = 1024 if args.quick else 32768
+    qt = 512 if args.quick else 32768
     at, atq = (1024, 16) if args.quick else (8192, 64)
 
     k = torch.randn(8, qt, 128)
