@@ -285,7 +285,10 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
   std::atomic<int64_t> done{0};
   if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
 
-#pragma omp parallel for schedule(dynamic, 1) if (items > 1)
+  // Threads only pay off beyond a few million multiply-adds (waking them costs more below).
+  const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
+  const bool parallel = items > 1 && work > 2e6;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     if (cancelled.load(std::memory_order_relaxed)) continue;
     partials[static_cast<size_t>(item)] =

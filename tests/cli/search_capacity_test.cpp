@@ -2,6 +2,8 @@
 // `kvscope-cli search` and `kvscope-cli capacity` end to end.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_support.h"
@@ -48,6 +50,68 @@ TEST(CliCapacity, BadSizesAndMissingHardwareAreClearErrors) {
              "--device tpu9");
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("h200"), std::string::npos) << r.err;
+}
+
+class CliSearch : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    dump_ = dir_->file("s.h5");
+    auto r = runCli("synth -q --layers 2 --kv-heads 2 --heads 4 --tokens 64 --queries 8 "
+                    "--head-dim 32 '" + dump_ + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    candidates_ = dir_->file("candidates.txt");
+    std::ofstream(candidates_) << "# cheapest first does not matter\nfp16\nint2\nint8 # ok\n";
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline test::TempDir* dir_ = nullptr;
+  static inline std::string dump_, candidates_;
+};
+
+TEST_F(CliSearch, JsonNamesTheChosenSpecsAndTheirTables) {
+  auto r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e9 --value-budget "
+                  "output_rel_error=0 --candidates '" + candidates_ + "' --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kvscope_search"], 1);
+  EXPECT_EQ(j["key"]["spec"], "int2");          // any damage allowed: the cheapest
+  EXPECT_EQ(j["value"]["spec"], "fp16");        // no damage allowed: exact fp16 of an fp16 dump
+  EXPECT_EQ(j["key"]["budget"]["kind"], "maximum");
+  EXPECT_EQ(j["key"]["candidates"].size(), 3u);
+  EXPECT_EQ(j["value"]["judged_on"], "value_only");
+  EXPECT_FALSE(j["joint"].is_null());
+  EXPECT_DOUBLE_EQ(j["bytes_per_token"]["baseline_fp16"].get<double>(), 512.0);
+}
+
+TEST_F(CliSearch, TextSaysWhenNoCandidateMeets) {
+  auto r = runCli("search '" + dump_ + "' --key-budget top1_agreement=1 --candidates '" +
+                  candidates_ + "' --layers 0");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("K budget top1_agreement ≥ 1"), std::string::npos) << r.out;
+  auto none = runCli("search '" + dump_ + "' --key-budget kl_mean=0 --value-budget "
+                     "output_rel_error=0 --candidates '" + candidates_ + "' --layers 0");
+  ASSERT_EQ(none.exitCode, 0) << none.err;
+  // fp16 is exact, so both budgets are met; a list without it meets neither.
+  std::ofstream(dir_->file("lossy.txt")) << "int2\n";
+  auto lossy = runCli("search '" + dump_ + "' --key-budget kl_mean=0 --candidates '" +
+                      dir_->file("lossy.txt") + "'");
+  ASSERT_EQ(lossy.exitCode, 0) << lossy.err;
+  EXPECT_NE(lossy.out.find("NO CANDIDATE MEETS THE BUDGET"), std::string::npos) << lossy.out;
+}
+
+TEST_F(CliSearch, BadBudgetsAndCandidateFilesAreClearErrors) {
+  auto r = runCli("search '" + dump_ + "' --key-budget kl=1");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("kl_mean"), std::string::npos) << r.err;
+  r = runCli("search '" + dump_ + "'");
+  EXPECT_EQ(r.exitCode, 2);
+  std::ofstream(dir_->file("bad.txt")) << "int4\nint4,axis=diagonal\n";
+  r = runCli("search '" + dump_ + "' --key-budget kl_mean=1 --candidates '" + dir_->file("bad.txt") + "'");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("bad.txt:2"), std::string::npos) << r.err;
 }
 
 }  // namespace
