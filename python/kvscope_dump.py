@@ -19,7 +19,7 @@ try:
 except ImportError as exc:  # pragma: no cover - reported to the user as is
     raise ImportError("kvscope_dump needs h5py (Debian: python3-h5py, pip: h5py)") from exc
 
-__all__ = ["write_dump", "apply_rope", "LlamaCapture", "DUMP_VERSION"]
+__all__ = ["write_dump", "apply_rope", "cache_layers", "LlamaCapture", "DUMP_VERSION"]
 
 DUMP_VERSION = 1
 _ROPE_STYLES = ("half", "interleaved")
@@ -43,8 +43,8 @@ def _to_numpy(x, what):
     return a
 
 
-def _layers_of(past_key_values):
-    """[(key, value), …] from the cache forms Hugging Face has used."""
+def cache_layers(past_key_values):
+    """[(key, value), …] per layer from the cache forms Hugging Face has used (see write_dump)."""
     if hasattr(past_key_values, "key_cache") and hasattr(past_key_values, "value_cache"):
         return list(zip(past_key_values.key_cache, past_key_values.value_cache))
     layers = getattr(past_key_values, "layers", None)
@@ -106,7 +106,7 @@ def write_dump(path, past_key_values, queries=None, key_pre_rope=None, model=Non
     A batch of 1 is written without the batch axis; a larger batch keeps it ([B, …] datasets, which
     kvscope shows one sequence at a time). bfloat16 is converted to float32; float16/32/64 are kept.
     """
-    pairs = _layers_of(past_key_values)
+    pairs = cache_layers(past_key_values)
     if not pairs:
         raise ValueError("past_key_values: no layers")
     keys = [_as_batched(_to_numpy(k, "key[%d]" % i), "key[%d]" % i) for i, (k, _) in enumerate(pairs)]

@@ -88,6 +88,23 @@ class NumpyInput(unittest.TestCase):
         self.assertGreater(report["summary"]["key"]["rel_error"], 0.0)
         self.assertLess(report["summary"]["key"]["rel_error"], 0.5)
 
+    def test_newer_dynamic_cache_layers_are_read(self):
+        class Layer:  # transformers >= 4.56: DynamicCache.layers[i].keys / .values
+            def __init__(self, k, v):
+                self.keys, self.values = k, v
+
+        class Cache:
+            def __init__(self, pairs):
+                self.layers = [Layer(k, v) for k, v in pairs]
+
+        pairs = random_cache(self.rng, layers=2)
+        self.assertEqual(len(kvscope_dump.cache_layers(Cache(pairs))), 2)
+        out = self.path("layers.h5")
+        kvscope_dump.write_dump(out, Cache(pairs))
+        with h5py.File(out) as f:
+            np.testing.assert_array_equal(f["layers/1/key"][()], pairs[1][0][0])
+            np.testing.assert_array_equal(f["layers/1/value"][()], pairs[1][1][0])
+
     def test_batch_axis_is_kept_when_batch_exceeds_one(self):
         out = self.path("b3.h5")
         kvscope_dump.write_dump(out, random_cache(self.rng, batch=3), token_text=[["a"] * 24, ["b"] * 24, ["c"] * 24])
