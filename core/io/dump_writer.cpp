@@ -116,13 +116,17 @@ struct DumpWriter::Impl {
     // Never write fill values: every element is written once by us, and huge dumps stay one pass.
     // (HDF5 refuses "never" for variable-length strings, which are small anyway.)
     if (H5Tis_variable_str(type) <= 0) H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+    // No timestamps in object headers: the same content gives the same bytes (synth determinism).
+    H5Pset_obj_track_times(dcpl.get(), false);
     h5::Id ds = h5::datasetId(H5Dcreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
     if (!ds) return ioFail(name, "cannot create dataset");
     return ds;
   }
 
   Status setUp() {
-    file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
+    h5::Id fcpl = h5::plistId(H5Pcreate(H5P_FILE_CREATE));
+    H5Pset_obj_track_times(fcpl.get(), false);  // the root group too
+    file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT));
     if (!file) return ioFail("(file)", "cannot create temporary file " + tmp);
     const int64_t version = 1;
     KVS_RETURN_IF_ERROR(writeNumberAttribute("kvdump_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version));
@@ -133,14 +137,16 @@ struct DumpWriter::Impl {
       KVS_RETURN_IF_ERROR(writeNumberAttribute("softmax_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &*o.softmaxScale));
     for (const auto& [name, value] : o.stringAttributes) KVS_RETURN_IF_ERROR(writeStringAttribute(name.c_str(), value));
 
-    h5::Id layersGroup = h5::groupId(H5Gcreate2(file.get(), "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    h5::Id gcpl = h5::plistId(H5Pcreate(H5P_GROUP_CREATE));
+    H5Pset_obj_track_times(gcpl.get(), false);
+    h5::Id layersGroup = h5::groupId(H5Gcreate2(file.get(), "layers", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
     if (!layersGroup) return ioFail("/layers", "cannot create group");
     h5::Id elemType = o.dtype == DiskType::Float16 ? h5::halfType(H5T_ORDER_LE) : h5::typeId(H5Tcopy(H5T_IEEE_F32LE));
     datasets.resize(static_cast<size_t>(o.layers));
     written.resize(static_cast<size_t>(o.layers));
     for (int l = 0; l < o.layers; ++l) {
       const std::string g = "/layers/" + std::to_string(l);
-      h5::Id group = h5::groupId(H5Gcreate2(file.get(), g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      h5::Id group = h5::groupId(H5Gcreate2(file.get(), g.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
       if (!group) return ioFail(g, "cannot create group");
       for (TensorKind kind : {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
         if (!hasKind(kind)) continue;

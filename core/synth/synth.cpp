@@ -97,6 +97,7 @@ struct HeadModel {
   std::vector<double> scale, mean, local, sink, valueScale;
   std::vector<int> outliers;            // regular outlier channels
   std::vector<double> outlierValue;     // their signed magnitude
+  std::vector<char> quiet;              // channels of pairs holding an outlier (queries stay small there)
   int bias = -1;
 };
 
@@ -139,9 +140,17 @@ HeadModel headModel(const SynthOptions& o, int layer, int kvHead) {
     m.outlierValue.push_back((ro.uniform() < 0.5 ? -1.0 : 1.0) * factor * 5.0);
   }
   m.bias = synthBiasChannel(o, layer);
-  auto special = [&](int c) {
-    return c == m.bias || std::find(m.outliers.begin(), m.outliers.end(), c) != m.outliers.end();
-  };
+  // Both channels of an outlier's RoPE pair are kept out of c and s: after rotation the partner
+  // carries part of the outlier, which would otherwise leak into the sink and locality scores.
+  m.quiet.assign(size_t(d), false);
+  for (int p = 0; p < d / 2; ++p) {
+    auto [a, b] = pairChannels(p, d, o.ropeStyle);
+    const bool hit = a == m.bias || b == m.bias ||
+                     std::find(m.outliers.begin(), m.outliers.end(), a) != m.outliers.end() ||
+                     std::find(m.outliers.begin(), m.outliers.end(), b) != m.outliers.end();
+    m.quiet[size_t(a)] = m.quiet[size_t(b)] = hit;
+  }
+  auto special = [&](int c) { return bool(m.quiet[size_t(c)]); };
   // Locality vector c on high-frequency pairs (i < D/4), sink direction s on the rest.
   m.local.assign(size_t(d), 0.0);
   m.sink.assign(size_t(d), 0.0);
@@ -221,10 +230,8 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
     const HeadModel& m = models[size_t(g)];
     Rng rk(mix({o.seed, kKeyRow, L, B, uint64_t(g), uint64_t(j)}));
     float* kp = out.keyPreRope.row(g, j);
-    const double boost = j == massive ? 3.0 : 1.0;
     for (int c = 0; c < d; ++c) {
       double x = m.mean[size_t(c)] + m.scale[size_t(c)] * rk.normal() + m.local[size_t(c)];
-      x *= boost;
       if (j == kSynthSinkToken) x += kSinkMagnitude * m.sink[size_t(c)];
       kp[c] = float(x);
     }
@@ -261,16 +268,16 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
       const int64_t pos = int64_t(t - tq + i);
       const HeadModel& m = models[size_t(g)];
       Rng rh(mix({o.seed, kHead, L, uint64_t(qh)}));
-      // Target scores: the sink beats an average token by log(T) + 1…3, the current token by 2…5.
-      const double sinkScore = logT + 1.0 + 2.0 * rh.uniform();
-      const double localScore = 2.0 + 3.0 * rh.uniform();
+      // Target scores: the sink beats an average token by log(T) + 2…4, the current token by 3…5.
+      const double sinkScore = logT + 2.0 + 2.0 * rh.uniform();
+      const double localScore = 3.0 + 2.0 * rh.uniform();
       const double beta = sinkScore / (kSinkMagnitude * softmaxScale);
       const double gamma = localScore / (kLocalityNorm * kLocalityNorm * softmaxScale);
       Rng rq(mix({o.seed, kQueryRow, L, B, uint64_t(qh), uint64_t(i)}));
       float* q = out.query.row(qh, i);
       for (int c = 0; c < d; ++c) q[c] = float(gamma * m.local[size_t(c)] + 0.6 * rq.normal());
-      for (int c : m.outliers) q[c] *= 0.15f;
-      if (m.bias >= 0) q[m.bias] *= 0.15f;
+      for (int c = 0; c < d; ++c)
+        if (m.quiet[size_t(c)]) q[c] *= 0.15f;
       rope(q, d, pos, o.ropeTheta, o.ropeStyle);
       for (int c = 0; c < d; ++c) q[c] += float(beta * m.sink[size_t(c)]);
     }
