@@ -305,6 +305,26 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   auto bad = [&](const std::string& why) {
     return Status::invalidArgument("spec '" + text + "': " + why);
   };
+  // Specs built in code (the GUI's widgets, the search) skip the parser: check its invariants.
+  const FormatInfo& format = formatInfo(spec.format);
+  if (format.hasBits && (spec.bits < kMinIntBits || spec.bits > kMaxIntBits)) {
+    return bad("bit width " + std::to_string(spec.bits) + " is out of range (allowed: int1 … int8)");
+  }
+  if (spec.symmetric && (!format.hasBits || spec.bits < 2)) {
+    return bad("sym is allowed with int2 … int8 only");
+  }
+  if (spec.unitscale && !isFp8(spec.format)) {
+    return bad("unitscale is allowed with fp8_e4m3 and fp8_e5m2 only");
+  }
+  if (spec.clip.kind == Clip::Kind::Percentile && !(spec.clip.p > 0 && spec.clip.p <= 1)) {
+    return bad("clip p is out of range (allowed: 0 < p ≤ 1)");
+  }
+  if (!(spec.outliers >= 0 && spec.outliers < 1)) {
+    return bad("the outlier fraction is out of range (allowed: 0 ≤ f < 1)");
+  }
+  if (spec.sinks < 0 || spec.residual < 0 || spec.group < 0) {
+    return bad("sinks, residual and group must be ≥ 0 (allowed: whole numbers ≥ 0)");
+  }
   if (spec.prerope && !context.isKey) {
     return bad("prerope applies to keys only (values have no RoPE); remove it from the value spec");
   }

@@ -205,6 +205,31 @@ TEST(SpecValidate, PreRopeOnlyOnKeysOfDumpsWithPreRopeKeys) {
   EXPECT_TRUE(validateSpec(mustParse("int4"), {false, 8, 128, false}).isOk());
 }
 
+TEST(SpecValidate, SpecsBuiltInCodeAreCheckedToo) {
+  const SpecContext any{true, 0, 0, true};
+  QuantSpec s = defaultSpec(FormatId::Int, 4);
+  EXPECT_TRUE(validateSpec(s, any).isOk());
+  s.bits = 9;
+  EXPECT_FALSE(validateSpec(s, any).isOk());
+  s = defaultSpec(FormatId::Int, 1);
+  s.symmetric = true;
+  EXPECT_FALSE(validateSpec(s, any).isOk());
+  s = defaultSpec(FormatId::Nf4);
+  s.unitscale = true;
+  EXPECT_FALSE(validateSpec(s, any).isOk());
+  s = defaultSpec(FormatId::Int, 4);
+  s.clip = {Clip::Kind::Percentile, 1.5};
+  EXPECT_FALSE(validateSpec(s, any).isOk());
+  s = defaultSpec(FormatId::Int, 4);
+  s.outliers = 1.0;
+  EXPECT_FALSE(validateSpec(s, any).isOk());
+  s = defaultSpec(FormatId::Int, 4);
+  s.sinks = -1;
+  Status st = validateSpec(s, any);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("allowed"), std::string::npos) << st.message();
+}
+
 TEST(SpecNames, AxisAndMetaTypeNames) {
   EXPECT_STREQ(axisName(Axis::Tensor), "tensor");
   EXPECT_STREQ(axisName(Axis::Head), "head");
