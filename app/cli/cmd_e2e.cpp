@@ -55,6 +55,7 @@ std::string textReport(const E2eResult& r) {
                   l.attentionKlMax, l.attentionTop1, l.outputRelError, l.hiddenRelError);
     os << line;
   }
+  for (const std::string& n : r.notes) os << "note: " << n << "\n";
   for (const std::string& w : r.warnings) os << "warning: " << w << "\n";
   return os.str();
 }

@@ -166,8 +166,17 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
     for (const LayerRecording& lr : recording.layers)
       calibration.push_back({&lr.key, lr.keyPreRope.heads > 0 ? &lr.keyPreRope : nullptr, &lr.value});
   }
-  QuantizedKvStore store(c, key, value, RopeParams{recording.ropeTheta, RopeStyle::Interleaved},
+  // The model's own RoPE, whatever the dump's attributes say.
+  QuantizedKvStore store(c, key, value, RopeParams{kLlamaRopeTheta, RopeStyle::Interleaved},
                          std::move(calibration));
+  for (const auto& [name, s] : {std::pair<const char*, const QuantSpec*>{"key", &key}, {"value", &value}}) {
+    if (streamingModeFor(*s) != StreamingMode::ChannelGroups) continue;
+    const int eligible = std::max(0, T - s->sinks - s->residual);
+    if (const int tail = eligible % s->group; tail > 0)
+      r.notes.push_back(std::string(name) + ": the last " + std::to_string(tail) + " tokens before the residual " +
+                        "window form an incomplete channel group of " + std::to_string(s->group) +
+                        " and stay in full precision (bits_per_element counts them as quantized)");
+  }
   Transformer tf(model, &store);
 
   std::vector<LayerAccumulator> acc(static_cast<size_t>(L));
@@ -308,6 +317,7 @@ std::string e2eToJson(const E2eResult& r) {
              {"ppl_ratio", r.summary.pplRatio}}},
            {"dump_logits_max_abs_diff", r.dumpLogitsMaxAbsDiff ? json(*r.dumpLogitsMaxAbsDiff) : json(nullptr)},
            {"warnings", r.warnings},
+           {"notes", r.notes},
            {"positions", positions},
            {"layers", layers}};
   if (!r.preset.empty()) out["preset"] = r.preset;

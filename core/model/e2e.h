@@ -68,6 +68,7 @@ struct E2eResult {
   std::vector<E2eLayer> layers;
   std::optional<double> dumpLogitsMaxAbsDiff;  ///< the fp replay against the dump's /logits
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;     ///< how the replay differs from the offline accounting
 };
 
 /// The exact replay, computed once and shared by every spec of a sweep.

@@ -361,6 +361,14 @@ TEST(QuantizedKvStore, ChannelGroupsCountFromTheFirstTokenOutsideTheWindow) {
   expectRowsEqual(lc, lc.key, q->reconstruction, 0, 73, "groups");
 }
 
+TEST(E2e, NotesAnIncompleteChannelGroup) {
+  REQUIRE_STORIES();
+  E2eResult r = run("int2,axis=channel,group=20", "int2,axis=channel,group=48");
+  ASSERT_EQ(r.notes.size(), 1u) << "96 tokens: 16 left over for keys, none for values";
+  EXPECT_NE(r.notes[0].find("key: the last 16 tokens"), std::string::npos) << r.notes[0];
+  EXPECT_EQ(r.key.mode, "channel-groups");
+}
+
 TEST(E2e, DumpFromAnotherModelIsRefusedOrWarned) {
   REQUIRE_STORIES();
   const Fixture& f = fixture();
