@@ -35,11 +35,14 @@ Expected<Recording> recordSequence(const std::shared_ptr<const Checkpoint>& mode
   if (T < 1 || T > c.seqLen)
     return Status::invalidArgument("--steps " + std::to_string(T) + ": must be between 1 and the model's seq_len " +
                                    std::to_string(c.seqLen) + " (positions in the dump, BOS included)");
-  if (static_cast<int64_t>(options.promptTokens.size()) > T - 1)
-    return Status::invalidArgument("the prompt has " + std::to_string(options.promptTokens.size()) +
+  // A prompt copied from a tokenizer often starts with BOS already; the dump holds one.
+  std::vector<int> prompt = options.promptTokens;
+  if (!prompt.empty() && prompt.front() == kBosToken) prompt.erase(prompt.begin());
+  if (static_cast<int64_t>(prompt.size()) > T - 1)
+    return Status::invalidArgument("the prompt has " + std::to_string(prompt.size()) +
                                    " tokens but --steps " + std::to_string(T) + " leaves room for " +
                                    std::to_string(T - 1) + " after BOS");
-  for (int t : options.promptTokens) {
+  for (int t : prompt) {
     if (t < 0 || t >= c.vocabSize)
       return Status::invalidArgument("prompt token " + std::to_string(t) + " is outside the vocabulary [0, " +
                                      std::to_string(c.vocabSize) + ")");
@@ -96,7 +99,7 @@ Expected<Recording> recordSequence(const std::shared_ptr<const Checkpoint>& mode
               rec.logits.begin() + static_cast<ptrdiff_t>(pos) * c.vocabSize);
     if (pos + 1 < T) {
       const size_t next = static_cast<size_t>(pos);
-      token = next < options.promptTokens.size() ? options.promptTokens[next]
+      token = next < prompt.size() ? prompt[next]
                                                   : sampleToken(tf.logits(), options.temperature, rng);
     }
     if (!report(progress, static_cast<double>(pos + 1) / T, "running the model")) return Status::cancelled();

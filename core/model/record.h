@@ -22,7 +22,7 @@ struct RecordOptions {
   int steps = 256;                 ///< positions in the dump, BOS included (≤ seq_len)
   uint64_t seed = 0;               ///< seed of the sampler
   double temperature = 0.0;        ///< 0 = greedy
-  std::vector<int> promptTokens;   ///< forced after BOS, before sampling starts
+  std::vector<int> promptTokens;   ///< forced after BOS (a leading BOS here is not repeated)
   std::string tokenizerPath;       ///< llama2.c tokenizer.bin for token_text; empty = none
 };
 

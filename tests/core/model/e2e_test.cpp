@@ -107,6 +107,18 @@ TEST(Record, GreedyRecordingPicksTheArgmaxEachStep) {
   }
 }
 
+TEST(Record, APromptStartingWithBosDoesNotRepeatIt) {
+  REQUIRE_STORIES();
+  RecordOptions o;
+  o.steps = 8;
+  o.promptTokens = {1, 403, 407};
+  auto rec = recordSequence(fixture().model, o);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->tokens[0], 1);
+  EXPECT_EQ(rec->tokens[1], 403);
+  EXPECT_EQ(rec->tokens[2], 407);
+}
+
 TEST(Record, RejectsBadOptions) {
   REQUIRE_STORIES();
   RecordOptions o;
