@@ -114,5 +114,24 @@ TEST_F(CliSearch, BadBudgetsAndCandidateFilesAreClearErrors) {
   EXPECT_NE(r.err.find("bad.txt:2"), std::string::npos) << r.err;
 }
 
+TEST_F(CliSearch, OutliersReportsChannelsTokensAndUtilisation) {
+  auto r = runCli("outliers '" + dump_ + "' --spec int4,axis=channel --layers 1 --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kvscope_outliers"], 1);
+  ASSERT_EQ(j["layers"].size(), 1u);
+  EXPECT_EQ(j["layers"][0]["layer"], 1);
+  EXPECT_TRUE(j["layers"][0]["key_code_utilisation"].is_number());
+  const auto& key = j["layers"][0]["heads"][0]["key"];
+  EXPECT_EQ(key["channel_ratio"].size(), 32u);
+  EXPECT_FALSE(key["outlier_channels"].empty());  // synthetic keys carry outlier channels
+  EXPECT_FALSE(j["layers"][0]["heads"][0]["key_pre_rope"].is_null());
+  auto bad = runCli("outliers '" + dump_ + "' --spec fp16");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("no codes"), std::string::npos) << bad.err;
+  bad = runCli("outliers '" + dump_ + "' --threshold 0");
+  EXPECT_EQ(bad.exitCode, 2);
+}
+
 }  // namespace
 }  // namespace kvscope
