@@ -19,11 +19,7 @@ std::string humanBytes(double bytes) {
     ++u;
   }
   std::ostringstream os;
-  os << std::setprecision(u == 0 ? 0 : 3) << std::fixed << bytes << " " << units[u];
-  if (u > 0) {
-    std::string s = os.str();
-    return s;
-  }
+  os << std::fixed << std::setprecision(u == 0 ? 0 : 1) << bytes << " " << units[u];
   return os.str();
 }
 

@@ -77,16 +77,31 @@ std::pair<int, int> pairChannels(int pair, int dim, RopeStyle style) {
   return {pair, pair + dim / 2};
 }
 
-/// Rotates `row` (D values) to position `pos` in double precision.
-void rope(float* row, int dim, int64_t pos, double theta, RopeStyle style) {
+/// RoPE frequencies theta^(-2i/D) of the D/2 pairs.
+std::vector<double> ropeFrequencies(int dim, double theta) {
+  std::vector<double> f(size_t(dim / 2));
+  for (int i = 0; i < dim / 2; ++i) f[size_t(i)] = std::pow(theta, -2.0 * i / dim);
+  return f;
+}
+
+/// cos and sin of every pair's angle at position `pos`.
+void ropeAngles(int64_t pos, const std::vector<double>& freq, std::vector<double>& cosv, std::vector<double>& sinv) {
+  cosv.resize(freq.size());
+  sinv.resize(freq.size());
+  for (size_t i = 0; i < freq.size(); ++i) {
+    const double angle = double(pos) * freq[i];
+    cosv[i] = std::cos(angle);
+    sinv[i] = std::sin(angle);
+  }
+}
+
+/// Rotates `row` (D values) by the given pair angles, in double precision.
+void rope(float* row, int dim, const std::vector<double>& cosv, const std::vector<double>& sinv, RopeStyle style) {
   for (int i = 0; i < dim / 2; ++i) {
-    const double freq = std::pow(theta, -2.0 * i / dim);
-    const double angle = double(pos) * freq;
-    const double c = std::cos(angle), s = std::sin(angle);
     auto [a, b] = pairChannels(i, dim, style);
     const double x0 = row[a], x1 = row[b];
-    row[a] = float(x0 * c - x1 * s);
-    row[b] = float(x0 * s + x1 * c);
+    row[a] = float(x0 * cosv[size_t(i)] - x1 * sinv[size_t(i)]);
+    row[b] = float(x0 * sinv[size_t(i)] + x1 * cosv[size_t(i)]);
   }
 }
 
@@ -224,9 +239,13 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
   for (int g = 0; g < kvh; ++g) models.push_back(headModel(o, layer, g));
 
   SynthLayer out{Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3()};
+  const std::vector<double> freq = ropeFrequencies(d, o.ropeTheta);
+  // Tokens in parallel, heads inside, so each token's RoPE angles are computed once.
 #pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < int64_t(kvh) * t; ++row) {
-    const int g = int(row / t), j = int(row % t);
+  for (int j = 0; j < t; ++j) {
+    std::vector<double> cosv, sinv;
+    ropeAngles(j, freq, cosv, sinv);
+    for (int g = 0; g < kvh; ++g) {
     const HeadModel& m = models[size_t(g)];
     Rng rk(mix({o.seed, kKeyRow, L, B, uint64_t(g), uint64_t(j)}));
     float* kp = out.keyPreRope.row(g, j);
@@ -241,7 +260,7 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
     for (int c = 0; c < d; ++c) kp[c] = storageRound(kp[c], o.dtype);
     float* k = out.key.row(g, j);
     std::copy(kp, kp + d, k);
-    rope(k, d, j, o.ropeTheta, o.ropeStyle);
+    rope(k, d, cosv, sinv, o.ropeStyle);
 
     Rng rv(mix({o.seed, kValueRow, L, B, uint64_t(g), uint64_t(j)}));
     float* v = out.value.row(g, j);
@@ -255,6 +274,7 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
     if (j == massive) {
       Rng rm(mix({o.seed, kMassive, L, uint64_t(g)}));
       for (int n = 0; n < 2; ++n) v[rm.next() % uint64_t(d)] = float((rm.uniform() < 0.5 ? -1 : 1) * (40.0 + 40.0 * rm.uniform()));
+    }
     }
   }
 
@@ -278,7 +298,9 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
       for (int c = 0; c < d; ++c) q[c] = float(gamma * m.local[size_t(c)] + 0.6 * rq.normal());
       for (int c = 0; c < d; ++c)
         if (m.quiet[size_t(c)]) q[c] *= 0.15f;
-      rope(q, d, pos, o.ropeTheta, o.ropeStyle);
+      std::vector<double> cosv, sinv;
+      ropeAngles(pos, freq, cosv, sinv);
+      rope(q, d, cosv, sinv, o.ropeStyle);
       for (int c = 0; c < d; ++c) q[c] += float(beta * m.sink[size_t(c)]);
     }
   }

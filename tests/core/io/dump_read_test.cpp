@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/io/dump.h"
@@ -248,6 +250,47 @@ TEST(TensorKindNames, MatchTheFormatsDatasetNames) {
   EXPECT_STREQ(tensorKindName(TensorKind::KeyPreRope), "key_pre_rope");
   EXPECT_STREQ(ropeStyleName(RopeStyle::Half), "half");
   EXPECT_STREQ(ropeStyleName(RopeStyle::Interleaved), "interleaved");
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+int64_t residentBytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * 4096;
+}
+
+TEST(DumpRead, OpeningASixteenGigabyteDumpReadsNoData) {
+  // 32 layers of fp16 K, V, pre-RoPE K [8, 131072, 128]: 16 GiB of K+V declared, none allocated.
+  test::TempDir dir;
+  const std::string path = dir.file("huge.h5");
+  {
+    test::H5Builder b(path);
+    b.intAttr("kvdump_version", 1);
+    hid_t half = test::makeHalfType(H5T_ORDER_LE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[3] = {1, 1024, 128};
+    H5Pset_chunk(dcpl, 3, chunk);
+    for (int l = 0; l < 32; ++l)
+      for (const char* name : {"key", "value", "key_pre_rope"})
+        b.floats("/layers/" + std::to_string(l) + "/" + name, {8, 131072, 128}, {}, half, dcpl);
+    H5Pclose(dcpl);
+    H5Tclose(half);
+  }
+  ASSERT_LT(std::filesystem::file_size(path), size_t{1} << 20);
+  const int64_t before = residentBytes();
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  EXPECT_LT(residentBytes() - before, int64_t{100} << 20);
+  const DumpInfo& info = (*dump)->info();
+  EXPECT_EQ(info.layers, 32);
+  EXPECT_EQ(info.tokens, 131072);
+  EXPECT_EQ(info.bytesPerTokenFp16() * info.tokens, int64_t{16} << 30);
 }
 
 }  // namespace
