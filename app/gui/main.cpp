@@ -1,11 +1,83 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// kvscope: the desktop app. Placeholder window until the GUI issue lands.
+// kvscope: the desktop app. `kvscope [DUMP] [--mapping M] [--key S --value S | --preset P]`
+// opens a window; with --export-dir it writes the chosen views and exits without one.
 #include <QApplication>
-#include <QLabel>
+#include <QCommandLineParser>
+#include <QIcon>
+#include <QTimer>
+
+#include <cstdio>
+
+#include "core/io/mapping.h"
+#include "core/quant/presets.h"
+#include "ui/headless.h"
+#include "ui/main_window.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  QLabel label("kvscope");
-  label.show();
+  QApplication::setApplicationName(QStringLiteral("kvscope"));
+  QApplication::setOrganizationName(QStringLiteral("kvscope"));
+  QApplication::setApplicationVersion(QStringLiteral(KVSCOPE_VERSION));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/kvscope/kvscope.svg")));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Explore KV-cache quantization of transformer dumps."));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("dump"), QStringLiteral("KV dump (HDF5); the built-in sample when absent."),
+                               QStringLiteral("[dump]"));
+  const QCommandLineOption mapping(QStringLiteral("mapping"), QStringLiteral("Mapping file for a non-canonical dump."),
+                                   QStringLiteral("file"));
+  const QCommandLineOption key(QStringLiteral("key"), QStringLiteral("Key spec, e.g. int4,axis=channel."), QStringLiteral("spec"));
+  const QCommandLineOption value(QStringLiteral("value"), QStringLiteral("Value spec."), QStringLiteral("spec"));
+  const QCommandLineOption preset(QStringLiteral("preset"), QStringLiteral("Preset name (see kvscope-cli presets)."),
+                                  QStringLiteral("name"));
+  const QCommandLineOption session(QStringLiteral("session"), QStringLiteral("Session file to restore."), QStringLiteral("file"));
+  const QCommandLineOption exportDir(QStringLiteral("export-dir"),
+                                     QStringLiteral("Write the views into this folder and exit (no window)."),
+                                     QStringLiteral("dir"));
+  const QCommandLineOption views(QStringLiteral("views"),
+                                 QStringLiteral("Views to export: histogram,heatmap,drift,summary,budget (default: all)."),
+                                 QStringLiteral("list"));
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Image size for exports, WxH (default 1600x1000)."),
+                                QStringLiteral("WxH"), QStringLiteral("1600x1000"));
+  const QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                     QStringLiteral("Grab the whole window into this PNG once ready, then exit."),
+                                     QStringLiteral("file"));
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-4)."),
+                               QStringLiteral("index"), QStringLiteral("-1"));
+  parser.addOptions({mapping, key, value, preset, session, exportDir, views, size, screenshot, tab});
+  parser.process(app);
+
+  kvscope::ui::LaunchOptions options;
+  const QStringList positional = parser.positionalArguments();
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "kvscope: expected at most one dump, got %lld\n", static_cast<long long>(positional.size()));
+    return 2;
+  }
+  options.dump = positional.value(0);
+  options.mapping = parser.value(mapping);
+  options.key = parser.value(key);
+  options.value = parser.value(value);
+  options.preset = parser.value(preset);
+  options.session = parser.value(session);
+  options.exportDir = parser.value(exportDir);
+  options.views = parser.value(views).split(QLatin1Char(','), Qt::SkipEmptyParts);
+  options.size = parser.value(size);
+  options.screenshot = parser.value(screenshot);
+  options.tab = parser.value(tab).toInt();
+
+  auto resolved = kvscope::ui::resolveLaunch(options);
+  if (!resolved) {
+    std::fprintf(stderr, "kvscope: %s\n", resolved.status().message().c_str());
+    return 2;
+  }
+  if (!options.screenshot.isEmpty()) return kvscope::ui::runScreenshot(*resolved);
+  if (!options.exportDir.isEmpty()) return kvscope::ui::runHeadless(*resolved);
+
+  kvscope::ui::MainWindow window;
+  window.show();
+  if (resolved->tab >= 0) window.showTab(resolved->tab);
+  kvscope::ui::startInteractive(window, *resolved);
   return QApplication::exec();
 }

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The GUI's pure computations (heat map binning, histograms) against hand-computed values.
+#include <QtTest>
+
+#include "ui/compute/heatmap_data.h"
+#include "ui/compute/histogram_data.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+class ComputeTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void heatmapBinKeepsLoneOutlier() {
+    // 1 head, 1000 tokens, 2 channels; one spike at token 537 of channel 1.
+    Tensor3 x(1, 1000, 2, 0.1f);
+    x.at(0, 537, 1) = -50.0f;
+    const HeatmapData d = computeHeatmap(x, nullptr, 0, HeatmapValue::Magnitude, 10);
+    QCOMPARE(d.columns, 10);
+    QCOMPARE(d.binStart(5), 500);
+    // Bin 5 covers tokens 500..599 and must show the spike, at its token.
+    QCOMPARE(d.cell(1, 5), 50.0f);
+    QCOMPARE(d.cellToken[static_cast<size_t>(1 * 10 + 5)], 537);
+    QCOMPARE(d.cell(1, 4), 0.1f);
+    QCOMPARE(d.channelMax[1], 50.0f);
+    QCOMPARE(d.channelMax[0], 0.1f);
+    QCOMPARE(d.maxValue, 50.0f);
+  }
+
+  void heatmapErrorIsAbsoluteDifference() {
+    Tensor3 x(2, 3, 1, 1.0f), hat(2, 3, 1, 1.0f);
+    hat.at(1, 2, 0) = 0.25f;
+    const HeatmapData d = computeHeatmap(x, &hat, 1, HeatmapValue::Error, 100);
+    QCOMPARE(d.columns, 3);  // never more columns than tokens
+    QCOMPARE(d.cell(0, 2), 0.75f);
+    QCOMPARE(d.cell(0, 0), 0.0f);
+  }
+
+  void heatmapNormalizedDividesBySigma() {
+    // Channel values 1, -1, 1, -1: mean 0, σ 1; doubled channel: σ 2, so |x|/σ is 1 for both.
+    Tensor3 x(1, 4, 2);
+    const float v[4] = {1, -1, 1, -1};
+    for (int t = 0; t < 4; ++t) {
+      x.at(0, t, 0) = v[t];
+      x.at(0, t, 1) = 2 * v[t];
+    }
+    const HeatmapData d = computeHeatmap(x, nullptr, 0, HeatmapValue::Normalized, 4);
+    for (int t = 0; t < 4; ++t) {
+      QCOMPARE(d.cell(0, t), 1.0f);
+      QCOMPARE(d.cell(1, t), 1.0f);
+    }
+  }
+
+  void histogramCountsAndShape() {
+    // Token 1 of head 0 holds 0, 1, 2, 3: four bins of width 0.75 get one value each.
+    Tensor3 x(1, 2, 4);
+    for (int c = 0; c < 4; ++c) {
+      x.at(0, 0, c) = 100;
+      x.at(0, 1, c) = static_cast<float>(c);
+    }
+    Tensor3 hat = x;
+    hat.at(0, 1, 1) = 0;  // the reconstruction moves 1 to 0
+    const HistogramData h = computeHistogram(x, &hat, 0, HistogramScope::Token, 1, 4);
+    QCOMPARE(h.count, 4);
+    QCOMPARE(h.edges.front(), 0.0);
+    QCOMPARE(h.edges.back(), 3.0);
+    QCOMPARE(h.original, (std::vector<double>{1, 1, 1, 1}));
+    QCOMPARE(h.reconstructed, (std::vector<double>{2, 0, 1, 1}));
+    // Pearson kurtosis of {0,1,2,3}: m2 = 1.25, m4 = 2.5625, m4/m2² = 1.64.
+    QVERIFY(std::abs(h.kurtosis - 1.64) < 1e-12);
+    // max |x| = 3, median |x| = 1.5.
+    QCOMPARE(h.maxOverMedian, 2.0);
+  }
+
+  void histogramChannelScope() {
+    Tensor3 x(1, 3, 2, 0.0f);
+    x.at(0, 0, 1) = -1;
+    x.at(0, 1, 1) = 1;
+    x.at(0, 2, 1) = 1;
+    const HistogramData h = computeHistogram(x, nullptr, 0, HistogramScope::Channel, 1, 2);
+    QCOMPARE(h.count, 3);
+    QCOMPARE(h.original, (std::vector<double>{1, 2}));
+    QVERIFY(h.reconstructed.empty());
+  }
+};
+
+QTEST_GUILESS_MAIN(ComputeTest)
+#include "compute_test.moc"

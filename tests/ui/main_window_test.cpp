@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The window driven through its widgets on the built-in sample: what the views show must be
+// what core computes for the chosen specs.
+#include <QtTest>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QProcess>
+#include <QSlider>
+#include <QStandardPaths>
+#include <QSvgRenderer>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+
+#include "core/attention/detail.h"
+#include "core/io/dump.h"
+#include "core/quant/presets.h"
+#include "core/quant/quantize.h"
+#include "core/synth/synth.h"
+#include "ui/compute/histogram_data.h"
+#include "ui/export/exporter.h"
+#include "ui/main_window.h"
+#include "ui/views/drift_view.h"
+#include "ui/views/heatmap_view.h"
+#include "ui/views/histogram_view.h"
+#include "ui/views/summary_view.h"
+#include "ui/widgets/spec_panel.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+constexpr int kWaitMs = 30000;
+
+// Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
+Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, const QuantSpec& spec) {
+  auto dump = Dump::open(path);
+  if (!dump) qFatal("%s", dump.status().message().c_str());
+  const DumpInfo& info = (*dump)->info();
+  auto x = (*dump)->read(layer, kind);
+  std::optional<Tensor3> pre;
+  if (info.hasKeyPreRope && kind == TensorKind::Key) pre = *(*dump)->read(layer, TensorKind::KeyPreRope);
+  QuantInput input{&*x, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
+  auto out = quantizeTensor(input, spec);
+  if (!out) qFatal("%s", out.status().message().c_str());
+  return out->reconstruction;
+}
+
+// Bin counts of the step series the histogram draws (two points per bin).
+std::vector<double> seriesCounts(QLineSeries* s) {
+  std::vector<double> out;
+  const QList<QPointF> points = s->points();
+  for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
+  return out;
+}
+
+bool waitFor(MainWindow& w, void (MainWindow::*signal)()) {
+  QSignalSpy spy(&w, signal);
+  return spy.wait(kWaitMs);
+}
+
+}  // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir dir_;
+  QString sample_;
+
+  void openSample(MainWindow& w) {
+    QSignalSpy layer(&w, &MainWindow::layerReady);
+    QSignalSpy drift(&w, &MainWindow::driftReady);
+    w.openDump(sample_);
+    QVERIFY(layer.wait(kWaitMs));
+    if (drift.isEmpty()) QVERIFY(drift.wait(kWaitMs));
+  }
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QVERIFY(dir_.isValid());
+    auto path = ensureSampleDump(dir_.filePath(QStringLiteral("sample")).toStdString());
+    QVERIFY2(path.hasValue(), path.status().message().c_str());
+    sample_ = QString::fromStdString(*path);
+  }
+
+  void bitsAndGranularityDriveEveryView() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    openSample(w);
+    QVERIFY(w.layerQuant());
+    const std::string path = sample_.toStdString();
+
+    // K̂ is core's reconstruction for the panel's spec.
+    QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()).data);
+    HistogramView* hist = w.histogramView();
+    const std::vector<double> before = seriesCounts(hist->reconstructedSeries());
+    const std::vector<double> original = seriesCounts(hist->originalSeries());
+    QCOMPARE(static_cast<int>(before.size()), 128);
+    // The drawn original counts are the histogram of the dump's K head 0.
+    const HistogramData expected = computeHistogram(w.layerQuant()->tensors->key, &w.layerQuant()->keyHat, 0,
+                                                    HistogramScope::Head, 0, 128);
+    QCOMPARE(original, expected.original);
+    QCOMPARE(before, expected.reconstructed);
+    QVERIFY(hist->group().has_value());
+    QCOMPARE(hist->group()->codesTotal, 16);  // int4
+    QCOMPARE(static_cast<int>(hist->levelSeries()->count()), 3 * 16);  // every level inside the range
+
+    w.heatmapView()->valueBox()->setCurrentIndex(2);  // |x̂ − x|
+    QImage canvas(800, 400, QImage::Format_ARGB32);
+    {
+      QPainter p(&canvas);
+      w.heatmapView()->renderTo(p, QRectF(0, 0, 800, 400));
+    }
+    const QImage heatBefore = w.heatmapView()->canvas()->image();
+    const float errBefore = w.heatmapView()->canvas()->data().maxValue;
+    const std::vector<double> driftBefore = [&] {
+      std::vector<double> v;
+      for (const QPointF& p : w.driftView()->scoreCase()->points()) v.push_back(p.y());
+      return v;
+    }();
+    QVERIFY(!driftBefore.empty());
+
+    // Two bits, per channel: through the widgets only.
+    QSignalSpy layerSpy(&w, &MainWindow::layerReady);
+    QSignalSpy driftSpy(&w, &MainWindow::driftReady);
+    w.keyPanel()->bitsSlider()->setValue(2);
+    w.keyPanel()->axisBox()->setCurrentIndex(w.keyPanel()->axisBox()->findData(static_cast<int>(Axis::Channel)));
+    QCOMPARE(w.keyPanel()->spec().bits, 2);
+    QCOMPARE(w.keyPanel()->spec().axis, Axis::Channel);
+    QCOMPARE(w.keyPanel()->specEdit()->text(), QString::fromStdString(toString(w.keyPanel()->spec())));
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->keySpec == w.keyPanel()->spec(), kWaitMs);
+    QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()).data);
+    const std::vector<double> after = seriesCounts(hist->reconstructedSeries());
+    QVERIFY(after != before);
+    QCOMPARE(hist->group()->codesTotal, 4);
+
+    {
+      QPainter p(&canvas);
+      w.heatmapView()->renderTo(p, QRectF(0, 0, 800, 400));
+    }
+    QVERIFY(w.heatmapView()->canvas()->image() != heatBefore);
+    QVERIFY(w.heatmapView()->canvas()->data().maxValue > errBefore);  // 2 bits err more than 4
+
+    // The drift view shows core's row detail for the new reconstruction.
+    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row.keyOnly.scores.size() > 0 &&
+                                 [&] {
+                                   std::vector<double> v;
+                                   for (const QPointF& p : w.driftView()->scoreCase()->points()) v.push_back(p.y());
+                                   return v != driftBefore;
+                                 }(),
+                             kWaitMs);
+    AttentionInput input;
+    const LayerQuant& lq = *w.layerQuant();
+    input.query = &*lq.tensors->query;
+    input.key = &lq.tensors->key;
+    input.value = &lq.tensors->value;
+    input.keyHat = &lq.keyHat;
+    input.valueHat = &lq.valueHat;
+    input.softmaxScale = w.dump()->info().softmaxScale;
+    auto row = attentionRowDetail(input, w.driftView()->queryHead(), w.driftView()->queryIndex());
+    QVERIFY(row.hasValue());
+    const QList<QPointF> drawn = w.driftView()->scoreCase()->points();
+    QCOMPARE(static_cast<size_t>(drawn.size()), row->keyOnly.scores.size());
+    for (qsizetype j = 0; j < drawn.size(); ++j) QCOMPARE(drawn[j].y(), row->keyOnly.scores[static_cast<size_t>(j)]);
+  }
+
+  void presetFillsBothPanels() {
+    MainWindow w(false);
+    QVERIFY(w.applyPreset(QStringLiteral("kivi-2")));
+    auto specs = presetSpecs("kivi-2");
+    QVERIFY(specs.hasValue());
+    QVERIFY(w.keyPanel()->spec() == specs->key);
+    QVERIFY(w.valuePanel()->spec() == specs->value);
+    QCOMPARE(w.keyPanel()->specEdit()->text(), QString::fromStdString(toString(specs->key)));
+    QCOMPARE(w.valuePanel()->specEdit()->text(), QString::fromStdString(toString(specs->value)));
+    QCOMPARE(w.keyPanel()->bitsSlider()->value(), 2);
+    QVERIFY(!w.applyPreset(QStringLiteral("no-such-preset")));
+    QVERIFY(w.lastError().contains(QStringLiteral("no-such-preset")));
+  }
+
+  void typedSpecSetsControlsAndBadTextShowsParserMessage() {
+    MainWindow w(false);
+    SpecPanel* v = w.valuePanel();
+    v->specEdit()->setText(QStringLiteral("int3,axis=channel,group=16"));
+    v->specEdit()->setModified(true);
+    emit v->specEdit()->returnPressed();
+    QCOMPARE(v->spec().bits, 3);
+    QCOMPARE(v->spec().axis, Axis::Channel);
+    QCOMPARE(v->spec().group, 16);
+    QCOMPARE(v->bitsSlider()->value(), 3);
+    QCOMPARE(v->axisBox()->currentData().toInt(), static_cast<int>(Axis::Channel));
+    const QuantSpec kept = v->spec();
+    v->specEdit()->setText(QStringLiteral("int3,axis=diagonal"));
+    v->specEdit()->setModified(true);
+    emit v->specEdit()->returnPressed();
+    QVERIFY(v->spec() == kept);
+    const QString message = v->messageLabel()->text();
+    QCOMPARE(message, QString::fromStdString(parseSpec("int3,axis=diagonal").status().message()));
+    QVERIFY(!message.isEmpty());
+    // Options that do not apply are disabled, not hidden.
+    v->formatBox()->setCurrentIndex(v->formatBox()->findData(static_cast<int>(FormatId::Q4_0)));
+    QVERIFY(!v->bitsSlider()->isEnabled());
+    QVERIFY(!v->axisBox()->isEnabled());
+    QVERIFY(!v->bitsSlider()->isHidden());
+  }
+
+  void badFileShowsErrorAndAppStaysUsable() {
+    MainWindow w(false);
+    const QString bad = dir_.filePath(QStringLiteral("not-a-dump.h5"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("this is not HDF5");
+    }
+    QSignalSpy errors(&w, &MainWindow::errorShown);
+    w.openDump(bad);
+    QVERIFY(errors.wait(kWaitMs));
+    QVERIFY2(w.lastError().contains(QStringLiteral("not-a-dump.h5")), qPrintable(w.lastError()));
+    QVERIFY(!w.dump());
+    openSample(w);
+    QVERIFY(w.dump());
+  }
+
+  void exportsAreValidFiles() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int4,axis=channel"), *parseSpec("int4"));
+    QSignalSpy summary(&w, &MainWindow::summaryFinished);
+    openSample(w);
+    if (!w.summaryComplete()) QVERIFY(summary.wait(kWaitMs));
+    const QString out = dir_.filePath(QStringLiteral("export"));
+    const Status s = w.exportAll(out, {}, QSize(640, 400));
+    QVERIFY2(s.isOk(), s.message().c_str());
+    const QDir d(out);
+    for (const QString& view : {QStringLiteral("histogram"), QStringLiteral("heatmap"), QStringLiteral("drift"),
+                                QStringLiteral("summary")}) {
+      const QImage png(d.filePath(view + QStringLiteral(".png")));
+      QCOMPARE(png.size(), QSize(640, 400));
+      QSvgRenderer svg(d.filePath(view + QStringLiteral(".svg")));
+      QVERIFY2(svg.isValid(), qPrintable(view));
+      QFile pdf(d.filePath(view + QStringLiteral(".pdf")));
+      QVERIFY(pdf.open(QIODevice::ReadOnly));
+      const QByteArray bytes = pdf.readAll();
+      QVERIFY(bytes.startsWith("%PDF-"));
+      QVERIFY(bytes.trimmed().endsWith("%%EOF"));
+      QFile csv(d.filePath(view + QStringLiteral(".csv")));
+      QVERIFY(csv.open(QIODevice::ReadOnly));
+      QVERIFY(csv.size() > 20);
+    }
+    // The heat map image is not blank: its pixels take many colours.
+    const QImage heat(d.filePath(QStringLiteral("heatmap.png")));
+    QSet<QRgb> colours;
+    for (int x = 100; x < 500; x += 7) colours.insert(heat.pixel(x, 200));
+    QVERIFY(colours.size() > 5);
+    // summary.csv: a header and one row per (layer, kv head).
+    QFile csv(d.filePath(QStringLiteral("summary.csv")));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = csv.readAll().trimmed().split('\n');
+    const DumpInfo& info = w.dump()->info();
+    QCOMPARE(lines.size(), 1 + info.layers * info.kvHeads);
+    QVERIFY(lines[0].startsWith("layer,kv_head,K_rel_error"));
+    QFile report(d.filePath(QStringLiteral("report.json")));
+    QVERIFY(report.open(QIODevice::ReadOnly));
+    const auto json = nlohmann::json::parse(report.readAll().toStdString());
+    QCOMPARE(json["kvscope_report"].get<int>(), 1);
+    QCOMPARE(json["key"]["spec"].get<std::string>(), std::string("int4,axis=channel"));
+    QCOMPARE(static_cast<int>(json["layers"].size()), info.layers);
+    QFile specs(d.filePath(QStringLiteral("specs.txt")));
+    QVERIFY(specs.open(QIODevice::ReadOnly));
+    QVERIFY(specs.readAll().contains("key: int4,axis=channel"));
+    // The open dump is never an export target.
+    auto* heatmap = w.heatmapView();
+    const Status refused = exportView(*heatmap, sample_, ExportFormat::Png, QSize(100, 100), sample_);
+    QVERIFY(!refused.isOk());
+  }
+
+  void sessionRoundTripAndMovedDump() {
+    const QString session = dir_.filePath(QStringLiteral("session.json"));
+    {
+      MainWindow w(false);
+      w.setSpecs(*parseSpec("int3,axis=channel"), *parseSpec("nf4"));
+      openSample(w);
+      w.select(2, 1);
+      QVERIFY(w.saveSession(session).isOk());
+    }
+    {
+      MainWindow w(false);
+      QSignalSpy opened(&w, &MainWindow::dumpOpened);
+      QVERIFY(w.loadSession(session).isOk());
+      QVERIFY(opened.wait(kWaitMs));
+      QCOMPARE(QString::fromStdString(toString(w.keyPanel()->spec())), QStringLiteral("int3,axis=channel"));
+      QCOMPARE(QString::fromStdString(toString(w.valuePanel()->spec())), QStringLiteral("nf4"));
+      QCOMPARE(w.selection().layer, 2);
+      QCOMPARE(w.selection().kvHead, 1);
+    }
+    // The same session pointing at a dump that moved: a clear message, specs still restored.
+    QFile f(session);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto j = nlohmann::json::parse(f.readAll().toStdString());
+    f.close();
+    j["dump"] = dir_.filePath(QStringLiteral("moved-away.h5")).toStdString();
+    const QString moved = dir_.filePath(QStringLiteral("moved.json"));
+    QFile g(moved);
+    QVERIFY(g.open(QIODevice::WriteOnly));
+    g.write(QByteArray::fromStdString(j.dump()));
+    g.close();
+    MainWindow w(false);
+    QVERIFY(w.loadSession(moved).isOk());
+    QVERIFY(w.lastError().contains(QStringLiteral("moved")));
+    QCOMPARE(QString::fromStdString(toString(w.keyPanel()->spec())), QStringLiteral("int3,axis=channel"));
+  }
+
+  void headlessExportWritesFilesWithoutWindow() {
+    const QString out = dir_.filePath(QStringLiteral("headless"));
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(KVSCOPE_GUI_PATH),
+            {sample_, QStringLiteral("--preset"), QStringLiteral("kivi-4"), QStringLiteral("--export-dir"), out,
+             QStringLiteral("--views"), QStringLiteral("heatmap,summary"), QStringLiteral("--size"),
+             QStringLiteral("500x300")});
+    QVERIFY(p.waitForFinished(kWaitMs * 2));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QCOMPARE(QImage(QDir(out).filePath(QStringLiteral("heatmap.png"))).size(), QSize(500, 300));
+    QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("summary.svg"))));
+    QVERIFY(!QFile::exists(QDir(out).filePath(QStringLiteral("histogram.png"))));
+    QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("report.json"))));
+
+    // A bad spec fails with exit status 2 and the parser's message.
+    QProcess bad;
+    bad.setProcessEnvironment(env);
+    bad.start(QStringLiteral(KVSCOPE_GUI_PATH), {sample_, QStringLiteral("--key"), QStringLiteral("int99"),
+                                                  QStringLiteral("--value"), QStringLiteral("int4"),
+                                                  QStringLiteral("--export-dir"), out});
+    QVERIFY(bad.waitForFinished(kWaitMs));
+    QCOMPARE(bad.exitCode(), 2);
+    QVERIFY(bad.readAllStandardError().contains("--key"));
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"

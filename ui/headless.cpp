@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/headless.h"
+
+#include <QCoreApplication>
+#include <QEventLoop>
+#include <QBuffer>
+#include <QFileInfo>
+#include <QImage>
+
+#include <cstdio>
+#include <functional>
+
+#include "core/quant/presets.h"
+#include "core/util/atomic_file.h"
+#include "ui/main_window.h"
+
+namespace kvscope::ui {
+
+namespace {
+const QStringList kViewNames{QStringLiteral("histogram"), QStringLiteral("heatmap"), QStringLiteral("drift"),
+                             QStringLiteral("summary"), QStringLiteral("budget")};
+}
+
+Expected<Launch> resolveLaunch(const LaunchOptions& options) {
+  Launch out;
+  out.dump = options.dump;
+  out.session = options.session;
+  out.exportDir = options.exportDir;
+  out.screenshot = options.screenshot;
+  out.tab = options.tab;
+  if (!options.mapping.isEmpty()) {
+    auto mapping = loadMapping(options.mapping.toStdString());
+    if (!mapping) return mapping.status();
+    out.mapping = *mapping;
+  }
+  if (!options.preset.isEmpty()) {
+    if (!options.key.isEmpty() || !options.value.isEmpty()) {
+      return Status::invalidArgument("--preset cannot be combined with --key/--value");
+    }
+    auto specs = presetSpecs(options.preset.toStdString());
+    if (!specs) return specs.status();
+    out.key = specs->key;
+    out.value = specs->value;
+  } else if (!options.key.isEmpty() || !options.value.isEmpty()) {
+    if (options.key.isEmpty() || options.value.isEmpty()) {
+      return Status::invalidArgument("--key and --value go together (or use --preset)");
+    }
+    auto key = parseSpec(options.key.toStdString());
+    if (!key) return key.status().withContext("--key");
+    auto value = parseSpec(options.value.toStdString());
+    if (!value) return value.status().withContext("--value");
+    out.key = *key;
+    out.value = *value;
+  }
+  for (const QString& v : options.views) {
+    if (!kViewNames.contains(v.trimmed())) {
+      return Status::invalidArgument("--views: unknown view '" + v.toStdString() + "' (allowed: " +
+                                     kViewNames.join(QLatin1Char(',')).toStdString() + ")");
+    }
+    out.views << v.trimmed();
+  }
+  const QStringList parts = options.size.toLower().split(QLatin1Char('x'));
+  bool okW = false, okH = false;
+  if (parts.size() == 2) out.size = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
+  if (!okW || !okH || out.size.width() < 16 || out.size.height() < 16 || out.size.width() > 20000 ||
+      out.size.height() > 20000) {
+    return Status::invalidArgument("--size: expected WxH between 16 and 20000, e.g. 1600x1000; got '" +
+                                   options.size.toStdString() + "'");
+  }
+  if (!out.exportDir.isEmpty() && !out.key && out.session.isEmpty() && out.screenshot.isEmpty()) {
+    return Status::invalidArgument("--export-dir needs --key and --value, --preset or --session");
+  }
+  if (!out.dump.isEmpty() && !QFileInfo::exists(out.dump)) {
+    return Status::ioError(out.dump.toStdString() + ": no such file");
+  }
+  return out;
+}
+
+void startInteractive(MainWindow& window, const Launch& launch) {
+  if (!launch.session.isEmpty()) {
+    const Status s = window.loadSession(launch.session);
+    if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
+  }
+  if (launch.key) window.setSpecs(*launch.key, *launch.value);
+  if (!launch.dump.isEmpty()) window.openDump(launch.dump, launch.mapping);
+  else if (launch.session.isEmpty()) window.openSample();
+}
+
+namespace {
+
+// Runs the event loop until the window's views are all computed, then calls `done`.
+int waitUntilReady(MainWindow& window, const Launch& launch, const std::function<Status()>& done) {
+  QEventLoop loop;
+  int exitCode = 0;
+  bool layerSeen = false, driftSeen = false;
+  const auto finishIfReady = [&] {
+    if (!layerSeen || !driftSeen || !window.summaryComplete()) return;
+    const Status s = done();
+    if (!s.isOk()) {
+      std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
+      exitCode = 2;
+    }
+    loop.quit();
+  };
+  QObject::connect(&window, &MainWindow::layerReady, &loop, [&] { layerSeen = true; finishIfReady(); });
+  QObject::connect(&window, &MainWindow::driftReady, &loop, [&] { driftSeen = true; finishIfReady(); });
+  QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
+  QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
+    std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());
+    exitCode = 2;
+    loop.quit();
+  });
+  startInteractive(window, launch);
+  if (exitCode == 0) loop.exec();
+  return exitCode;
+}
+
+}  // namespace
+
+int runScreenshot(const Launch& launch) {
+  MainWindow window(false);
+  window.resize(launch.size);
+  window.show();
+  if (launch.tab >= 0) window.showTab(launch.tab);
+  return waitUntilReady(window, launch, [&]() -> Status {
+    const QImage image = window.grab().toImage();
+    QByteArray png;
+    QBuffer buffer(&png);
+    buffer.open(QIODevice::WriteOnly);
+    image.save(&buffer, "PNG");
+    return writeFileAtomic(launch.screenshot.toStdString(), std::string_view(png.constData(), static_cast<size_t>(png.size())));
+  });
+}
+
+int runHeadless(const Launch& launch) {
+  MainWindow window(false);
+  window.resize(launch.size);
+  return waitUntilReady(window, launch, [&] { return window.exportAll(launch.exportDir, launch.views, launch.size); });
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Command-line launch: checking the options, opening the window with them, or exporting the
+// views without a window (`--export-dir`).
+#pragma once
+
+#include <QSize>
+#include <QString>
+#include <QStringList>
+
+#include <optional>
+
+#include "core/io/mapping.h"
+#include "core/quant/spec.h"
+#include "core/util/status.h"
+
+namespace kvscope::ui {
+
+class MainWindow;
+
+/// The options as typed.
+struct LaunchOptions {
+  QString dump;
+  QString mapping;
+  QString key, value, preset;
+  QString session;
+  QString exportDir;
+  QStringList views;
+  QString size = QStringLiteral("1600x1000");
+  QString screenshot;  ///< grab the whole window into this PNG once every view is ready, then exit
+  int tab = -1;        ///< the view tab shown in the screenshot
+};
+
+/// The options checked and parsed.
+struct Launch {
+  QString dump;  ///< empty = the built-in sample
+  std::optional<Mapping> mapping;
+  std::optional<QuantSpec> key, value;
+  QString session;
+  QString exportDir;
+  QStringList views;
+  QSize size;
+  QString screenshot;
+  int tab = -1;
+};
+
+/// Checks the options: spec strings parse, --preset excludes --key/--value, views and size are valid.
+Expected<Launch> resolveLaunch(const LaunchOptions& options);
+
+/// Applies `launch` to a shown window (session, specs, then the dump or the sample).
+void startInteractive(MainWindow& window, const Launch& launch);
+
+/// Opens the dump without showing a window, waits for every view, exports, returns the exit code
+/// (0 ok, 2 error, with the message on stderr).
+int runHeadless(const Launch& launch);
+
+/// Shows the window at `launch.size`, waits for every view, grabs it into `launch.screenshot`
+/// (for the documentation's images) and returns the exit code.
+int runScreenshot(const Launch& launch);
+
+}  // namespace kvscope::ui

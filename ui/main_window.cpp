@@ -1,0 +1,852 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "core/attention/attention.h"
+#include "core/attention/detail.h"
+#include "core/io/dataset_tree.h"
+#include "core/quant/presets.h"
+#include "core/quant/quantize.h"
+#include "core/report/eval.h"
+#include "core/report/report_format.h"
+#include "core/synth/synth.h"
+#include "core/util/atomic_file.h"
+#include "ui/export/exporter.h"
+#include "ui/views/budget_view.h"
+#include "ui/views/drift_view.h"
+#include "ui/views/heatmap_view.h"
+#include "ui/views/histogram_view.h"
+#include "ui/views/summary_view.h"
+#include "ui/widgets/dataset_panel.h"
+#include "ui/widgets/mapping_dialog.h"
+#include "ui/widgets/spec_panel.h"
+#include "ui/workers/job_runner.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+constexpr int kMaxRecent = 8;
+constexpr int kLayerCacheSize = 4;
+
+struct Opened {
+  std::shared_ptr<const Dump> dump;
+  QStringList tokenText;
+};
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+}  // namespace
+
+MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent), interactive_(interactive) {
+  setObjectName(QStringLiteral("kvscopeMainWindow"));
+  setWindowTitle(QStringLiteral("kvscope"));
+  setAcceptDrops(true);
+  resize(1400, 900);
+
+  tabs_ = new QTabWidget(this);
+  histogram_ = new HistogramView(this);
+  heatmap_ = new HeatmapView(this);
+  drift_ = new DriftView(this);
+  summary_ = new SummaryView(this);
+  budget_ = new BudgetView(this);
+  tabs_->addTab(histogram_, tr("Histogram"));
+  tabs_->addTab(heatmap_, tr("Outlier heat map"));
+  tabs_->addTab(drift_, tr("Attention drift"));
+  tabs_->addTab(summary_, tr("Layer summary"));
+  tabs_->addTab(budget_, tr("Budget && capacity"));
+  setCentralWidget(tabs_);
+
+  openRunner_ = new JobRunner(tr("opening"), this);
+  layerRunner_ = new JobRunner(tr("quantizing layer"), this);
+  driftRunner_ = new JobRunner(tr("attention drift"), this);
+  summaryRunner_ = new JobRunner(tr("layer summary"), this);
+
+  statusText_ = new QLabel(this);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1000);
+  progress_->setMaximumWidth(220);
+  progress_->setVisible(false);
+  cancel_ = new QToolButton(this);
+  cancel_->setText(tr("Cancel"));
+  cancel_->setToolTip(tr("Stop the background computations; views keep their last results."));
+  cancel_->setVisible(false);
+  statusBar()->addWidget(statusText_, 1);
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancel_);
+  connect(cancel_, &QToolButton::clicked, this, [this] {
+    for (JobRunner* r : runners_) r->cancel();
+    showStatus(tr("Cancelled."));
+  });
+  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_}) trackBusy(r);
+
+  buildDocks();
+  buildMenus();
+
+  // Slider drags arrive in bursts; one recomputation starts 40 ms after the last change.
+  recomputeTimer_.setSingleShot(true);
+  recomputeTimer_.setInterval(40);
+  connect(&recomputeTimer_, &QTimer::timeout, this, [this] {
+    recomputeLayer();
+    recomputeSummary();
+  });
+
+  connect(heatmap_, &HeatmapView::cellClicked, this, [this](int channel, int token) {
+    selection_.channel = channel;
+    selection_.token = token;
+    histogram_->setLayer(layerQuant_, selection_.kvHead, channel, token);
+    showStatus(tr("Selected channel %1, token %2 for the histogram.").arg(channel).arg(token));
+  });
+  connect(summary_, &SummaryView::selected, this, &MainWindow::select);
+  connect(dataset_, &DatasetPanel::selected, this, [this](int layer, int head) {
+    select(layer, head < 0 ? selection_.kvHead : head);
+  });
+  connect(drift_, &DriftView::queryChanged, this, [this](int head, int row) {
+    selection_.queryHead = head;
+    selection_.queryIndex = row;
+    if (dump_ && dump_->info().groupSize() > 0) {
+      const int kvHead = head / dump_->info().groupSize();
+      if (kvHead != selection_.kvHead) {
+        selection_.kvHead = kvHead;
+        dataset_->setSelection(selection_.layer, kvHead);
+        pushLayerToViews();
+      }
+    }
+    recomputeDrift();
+  });
+
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+}
+
+MainWindow::~MainWindow() {
+  for (JobRunner* r : runners_) r->cancel();
+  for (JobRunner* r : runners_) r->waitForIdle();
+}
+
+void MainWindow::trackBusy(JobRunner* runner) {
+  runners_.append(runner);
+  connect(runner, &JobRunner::progressed, this, [this, runner](double fraction, const QString& what) {
+    progress_->setValue(static_cast<int>(fraction * 1000));
+    progress_->setFormat(runner->name() + QStringLiteral(": %p%"));
+    progress_->setToolTip(what);
+  });
+  connect(runner, &JobRunner::busyChanged, this, [this] {
+    const bool any = busy();
+    progress_->setVisible(any);
+    cancel_->setVisible(any);
+    if (!any) progress_->setValue(0);
+  });
+  connect(runner, &JobRunner::failed, this, [this, runner](const QString& message) {
+    showError(runner->name(), message);
+  });
+}
+
+bool MainWindow::busy() const {
+  return std::any_of(runners_.begin(), runners_.end(), [](const JobRunner* r) { return r->busy(); });
+}
+
+void MainWindow::buildDocks() {
+  dataset_ = new DatasetPanel(this);
+  auto* datasetDock = new QDockWidget(tr("Dataset"), this);
+  datasetDock->setObjectName(QStringLiteral("datasetDock"));
+  datasetDock->setWidget(dataset_);
+  addDockWidget(Qt::LeftDockWidgetArea, datasetDock);
+
+  keyPanel_ = new SpecPanel(true, this);
+  valuePanel_ = new SpecPanel(false, this);
+  storage_ = new QLabel(this);
+  storage_->setWordWrap(true);
+  storage_->setObjectName(QStringLiteral("storageSummary"));
+  storage_->setToolTip(tr("Bits per element of K and V, KV bytes per token over all layers, and the compression against fp16."));
+  auto* specTabs = new QTabWidget(this);
+  specTabs->addTab(keyPanel_, tr("Key"));
+  specTabs->addTab(valuePanel_, tr("Value"));
+  auto* specBox = new QWidget(this);
+  auto* specLayout = new QVBoxLayout(specBox);
+  specLayout->setContentsMargins(0, 0, 0, 0);
+  specLayout->addWidget(specTabs);
+  specLayout->addWidget(storage_);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(specBox);
+  scroll->setWidgetResizable(true);
+  auto* specDock = new QDockWidget(tr("Quantization"), this);
+  specDock->setObjectName(QStringLiteral("specDock"));
+  specDock->setWidget(scroll);
+  addDockWidget(Qt::RightDockWidgetArea, specDock);
+
+  valuePanel_->setLinkedToKey(false);
+  connect(keyPanel_, &SpecPanel::specChanged, this, &MainWindow::onKeySpecChanged);
+  connect(valuePanel_, &SpecPanel::specChanged, this, [this] {
+    updateStorage();
+    scheduleRecompute();
+  });
+  connect(valuePanel_, &SpecPanel::linkToggled, this, [this](bool linked) {
+    if (linked) onKeySpecChanged();
+  });
+  updateStorage();
+}
+
+void MainWindow::onKeySpecChanged() {
+  if (valuePanel_->linkedToKey()) {
+    QuantSpec v = keyPanel_->spec();
+    v.prerope = false;
+    valuePanel_->setSpec(v);
+  }
+  updateStorage();
+  scheduleRecompute();
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open…"), this, &MainWindow::openInteractive);
+  open->setShortcut(QKeySequence::Open);
+  open->setToolTip(tr("Open a KV dump (HDF5)."));
+  file->addAction(tr("Open with &mapping…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a non-canonical HDF5 file"));
+    if (!path.isEmpty()) openWithMappingInteractive(path);
+  });
+  file->addAction(tr("Open the built-in &sample"), this, &MainWindow::openSample);
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  rebuildRecentMenu();
+  file->addSeparator();
+  file->addAction(tr("&Load session…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Load session"), {}, tr("Sessions (*.json)"));
+    if (path.isEmpty()) return;
+    const Status s = loadSession(path);
+    if (!s.isOk()) showError(tr("session"), q(s.message()));
+  });
+  file->addAction(tr("Save &session…"), this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save session"), QStringLiteral("session.json"),
+                                                      tr("Sessions (*.json)"));
+    if (path.isEmpty()) return;
+    const Status s = saveSession(path);
+    if (!s.isOk()) showError(tr("session"), q(s.message()));
+    else showStatus(tr("Session saved to %1.").arg(path));
+  });
+  file->addSeparator();
+  QAction* exportView = file->addAction(tr("&Export view…"), this, &MainWindow::exportCurrentView);
+  exportView->setShortcut(QKeySequence(tr("Ctrl+E")));
+  QAction* exportAllAction = file->addAction(tr("Export &All…"), this, &MainWindow::exportAllInteractive);
+  exportAllAction->setShortcut(QKeySequence(tr("Ctrl+Shift+E")));
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* presets = menuBar()->addMenu(tr("&Presets"));
+  for (const Preset& p : presetTable()) {
+    const QString name = QString::fromUtf8(p.name.data(), static_cast<qsizetype>(p.name.size()));
+    QAction* a = presets->addAction(name, this, [this, name] { applyPreset(name); });
+    a->setToolTip(QString::fromUtf8(p.description.data(), static_cast<qsizetype>(p.description.size())));
+    a->setStatusTip(a->toolTip());
+  }
+  presets->setToolTipsVisible(true);
+
+  QMenu* nav = menuBar()->addMenu(tr("&Navigate"));
+  nav->addAction(tr("Next layer"), QKeySequence(tr("Alt+Down")), this, [this] { stepLayer(1); });
+  nav->addAction(tr("Previous layer"), QKeySequence(tr("Alt+Up")), this, [this] { stepLayer(-1); });
+  nav->addAction(tr("Next kv head"), QKeySequence(tr("Alt+Right")), this, [this] { stepHead(1); });
+  nav->addAction(tr("Previous kv head"), QKeySequence(tr("Alt+Left")), this, [this] { stepHead(-1); });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About kvscope"), this, &MainWindow::about);
+  help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+void MainWindow::about() {
+  QFile notice(QStringLiteral(":/kvscope/LICENSE-NOTICE.txt"));
+  QString licenses;
+  if (notice.open(QIODevice::ReadOnly)) licenses = QString::fromUtf8(notice.readAll()).toHtmlEscaped();
+  auto* box = new QMessageBox(this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setWindowTitle(tr("About kvscope"));
+  box->setTextFormat(Qt::RichText);
+  box->setText(tr("<h3>kvscope %1</h3><p>Explore how quantizing a transformer's KV cache changes its keys, "
+                  "values and attention.</p><p>kvscope is free software under the GNU General Public License, "
+                  "version 3 or later (GPL-3.0-or-later). It uses Qt %2 (LGPLv3/GPLv3) and Qt Charts (GPLv3).</p>")
+                   .arg(QStringLiteral(KVSCOPE_VERSION), QString::fromLatin1(qVersion())));
+  box->setDetailedText(licenses);
+  box->open();
+}
+
+void MainWindow::showStatus(const QString& message) { statusText_->setText(message); }
+
+void MainWindow::showError(const QString& context, const QString& message) {
+  const QString text = context.isEmpty() ? message : context + QStringLiteral(": ") + message;
+  lastError_ = text;
+  statusText_->setText(QStringLiteral("⚠ ") + text);
+  emit errorShown(text);
+  if (interactive_) {
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("kvscope"), text, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();  // not exec(): the window stays responsive behind it
+  }
+}
+
+void MainWindow::openSample() {
+  const QString folder = QStandardPaths::writableLocation(QStandardPaths::CacheLocation);
+  showStatus(tr("Preparing the built-in sample…"));
+  openRunner_->start<std::string>(
+      [folder](const Progress&) -> Expected<std::string> { return ensureSampleDump(folder.toStdString()); },
+      [this](std::string path) { openDump(q(path)); });
+}
+
+void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
+  showStatus(tr("Opening %1…").arg(path));
+  const std::string file = path.toStdString();
+  openRunner_->start<std::shared_ptr<Opened>>(
+      [file, mapping](const Progress& progress) -> Expected<std::shared_ptr<Opened>> {
+        OpenOptions options;
+        options.mapping = mapping;
+        auto dump = Dump::open(file, options);
+        if (!dump) return dump.status();
+        if (!report(progress, 0.5, "reading token text")) return Status::cancelled();
+        auto opened = std::make_shared<Opened>();
+        opened->dump = *dump;
+        if ((*dump)->info().hasTokenText) {
+          auto text = (*dump)->tokenText();
+          if (text) {
+            for (const std::string& t : *text) opened->tokenText << QString::fromStdString(t);
+          }
+        }
+        return opened;
+      },
+      [this, mapping](std::shared_ptr<Opened> opened) {
+        onDumpOpened(opened->dump, opened->tokenText, mapping);
+      });
+}
+
+void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText,
+                              std::optional<Mapping> mapping) {
+  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_}) r->cancel();
+  dump_ = std::move(dump);
+  mapping_ = std::move(mapping);
+  tokenText_ = std::move(tokenText);
+  layerCache_.clear();
+  layerQuant_.reset();
+  const DumpInfo& info = dump_->info();
+  selection_.layer = std::clamp(selection_.layer, 0, info.layers - 1);
+  selection_.kvHead = std::clamp(selection_.kvHead, 0, info.kvHeads - 1);
+  selection_.queryHead = std::clamp(selection_.queryHead, 0, std::max(0, info.heads - 1));
+  if (selection_.queryIndex >= info.queries) selection_.queryIndex = -1;
+  selection_.channel = std::clamp(selection_.channel, 0, info.headDim - 1);
+  selection_.token = std::clamp(selection_.token, 0, info.tokens - 1);
+  dataset_->setDump(info);
+  dataset_->setSelection(selection_.layer, selection_.kvHead);
+  SpecContext context;
+  context.kvHeads = info.kvHeads;
+  context.headDim = info.headDim;
+  context.hasKeyPreRope = info.hasKeyPreRope;
+  keyPanel_->setContext(context);
+  valuePanel_->setContext(context);
+  heatmap_->setHasPreRope(info.hasKeyPreRope);
+  histogram_->setHasPreRope(info.hasKeyPreRope);
+  drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
+  drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
+  summary_->reset(info.layers);
+  setWindowTitle(QStringLiteral("kvscope — %1").arg(QFileInfo(q(info.path)).fileName()));
+  addRecent(q(info.path));
+  QString status = tr("Opened %1.").arg(q(info.path));
+  for (const std::string& w : info.warnings) status += QStringLiteral(" ⚠ ") + q(w);
+  if (!pendingSessionMessage_.isEmpty()) {
+    status += QStringLiteral(" ") + pendingSessionMessage_;
+    pendingSessionMessage_.clear();
+  }
+  showStatus(status);
+  updateStorage();
+  emit dumpOpened();
+  recomputeTimer_.stop();
+  recomputeLayer();
+  recomputeSummary();
+}
+
+void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value) {
+  keyPanel_->setSpec(key);
+  valuePanel_->setLinkedToKey(false);
+  valuePanel_->setSpec(value);
+  updateStorage();
+  scheduleRecompute();
+}
+
+bool MainWindow::applyPreset(const QString& name) {
+  auto specs = presetSpecs(name.toStdString());
+  if (!specs) {
+    showError(tr("preset"), q(specs.status().message()));
+    return false;
+  }
+  setSpecs(specs->key, specs->value);
+  showStatus(tr("Preset %1.").arg(name));
+  return true;
+}
+
+void MainWindow::select(int layer, int kvHead) {
+  if (!dump_) return;
+  const DumpInfo& info = dump_->info();
+  layer = std::clamp(layer, 0, info.layers - 1);
+  kvHead = std::clamp(kvHead, 0, info.kvHeads - 1);
+  const bool layerChanged = layer != selection_.layer;
+  const bool headChanged = kvHead != selection_.kvHead;
+  selection_.layer = layer;
+  selection_.kvHead = kvHead;
+  if (headChanged && info.groupSize() > 0) {
+    selection_.queryHead = kvHead * info.groupSize();
+    drift_->setQuery(selection_.queryHead, drift_->queryIndex());
+  }
+  dataset_->setSelection(layer, kvHead);
+  if (layerChanged) {
+    recomputeLayer();
+  } else if (headChanged) {
+    pushLayerToViews();
+    recomputeDrift();
+  }
+}
+
+void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }
+
+void MainWindow::stepLayer(int delta) {
+  if (dump_) select((selection_.layer + delta + dump_->info().layers) % dump_->info().layers, selection_.kvHead);
+}
+
+void MainWindow::stepHead(int delta) {
+  if (dump_) select(selection_.layer, (selection_.kvHead + delta + dump_->info().kvHeads) % dump_->info().kvHeads);
+}
+
+void MainWindow::scheduleRecompute() {
+  if (dump_) recomputeTimer_.start();
+}
+
+void MainWindow::updateStorage() {
+  if (!dump_) {
+    storage_->setText(tr("Open a dump to see storage."));
+    keyPanel_->setStorageText({});
+    valuePanel_->setStorageText({});
+    return;
+  }
+  const DumpInfo& info = dump_->info();
+  budget_->setInputs(info, keyPanel_->spec(), valuePanel_->spec());
+  const StorageCount k = storageFor(keyPanel_->spec(), info.kvHeads, info.tokens, info.headDim);
+  const StorageCount v = storageFor(valuePanel_->spec(), info.kvHeads, info.tokens, info.headDim);
+  // §5: bytes per token = Σ over layers of K and V bits / 8 / T (every layer has the same shape).
+  const double bytesPerToken = info.layers * (k.totalBits() + v.totalBits()) / 8.0 / info.tokens;
+  const double baseline = static_cast<double>(info.bytesPerTokenFp16());
+  keyPanel_->setStorageText(tr("K: %1 bits per element").arg(k.bitsPerElement(), 0, 'f', 3));
+  valuePanel_->setStorageText(tr("V: %1 bits per element").arg(v.bitsPerElement(), 0, 'f', 3));
+  storage_->setText(tr("<b>K</b> %1 bpe · <b>V</b> %2 bpe<br>%3 bytes/token (fp16: %4) · %5× smaller")
+                        .arg(k.bitsPerElement(), 0, 'f', 3)
+                        .arg(v.bitsPerElement(), 0, 'f', 3)
+                        .arg(bytesPerToken, 0, 'f', 1)
+                        .arg(baseline, 0, 'f', 0)
+                        .arg(bytesPerToken > 0 ? baseline / bytesPerToken : 0.0, 0, 'f', 2));
+}
+
+void MainWindow::recomputeLayer() {
+  if (!dump_) return;
+  if (!keyPanel_->isValid() || !valuePanel_->isValid()) {
+    showStatus(tr("Fix the spec first: %1").arg(!keyPanel_->isValid() ? keyPanel_->messageLabel()->text()
+                                                                       : valuePanel_->messageLabel()->text()));
+    return;
+  }
+  const int layer = selection_.layer;
+  LayerTensorsPtr cached;
+  if (auto it = layerCache_.find(layer); it != layerCache_.end()) cached = it->second;
+  auto dump = dump_;
+  const QuantSpec key = keyPanel_->spec(), value = valuePanel_->spec();
+  layerRunner_->start<LayerQuantPtr>(
+      [dump, cached, key, value, layer](const Progress& progress) -> Expected<LayerQuantPtr> {
+        LayerTensorsPtr tensors = cached;
+        if (!tensors) {
+          auto read = readLayer(*dump, layer, progress);
+          if (!read) return read.status();
+          tensors = *read;
+        }
+        return quantizeLayer(dump->info(), tensors, key, value, progress);
+      },
+      [this](LayerQuantPtr result) {
+        layerCache_[result->tensors->layer] = result->tensors;
+        while (static_cast<int>(layerCache_.size()) > kLayerCacheSize) {
+          auto victim = layerCache_.begin();
+          if (victim->first == selection_.layer) ++victim;
+          layerCache_.erase(victim);
+        }
+        if (result->tensors->layer != selection_.layer) return;
+        layerQuant_ = std::move(result);
+        pushLayerToViews();
+        recomputeDrift();
+        emit layerReady();
+      });
+}
+
+void MainWindow::pushLayerToViews() {
+  if (!layerQuant_) return;
+  histogram_->setLayer(layerQuant_, selection_.kvHead, selection_.channel, selection_.token);
+  heatmap_->setLayer(layerQuant_, selection_.kvHead, tokenText_);
+}
+
+void MainWindow::recomputeDrift() {
+  if (!dump_ || !layerQuant_) return;
+  const DumpInfo& info = dump_->info();
+  if (!info.hasQuery || !layerQuant_->tensors->query) {
+    drift_->setMessage(tr("This dump has no queries, so attention cannot be reconstructed."));
+    emit driftReady();
+    return;
+  }
+  auto layer = layerQuant_;
+  const int queryHead = std::clamp(drift_->queryHead(), 0, info.heads - 1);
+  const int queryIndex = std::clamp(drift_->queryIndex(), 0, info.queries - 1);
+  const double scale = info.softmaxScale;
+  driftRunner_->start<DriftDataPtr>(
+      [layer, queryHead, queryIndex, scale](const Progress& progress) -> Expected<DriftDataPtr> {
+        AttentionInput input;
+        input.query = &*layer->tensors->query;
+        input.key = &layer->tensors->key;
+        input.value = &layer->tensors->value;
+        input.keyHat = &layer->keyHat;
+        input.valueHat = &layer->valueHat;
+        input.softmaxScale = scale;
+        auto drift = std::make_shared<DriftData>();
+        drift->layer = layer->tensors->layer;
+        auto row = attentionRowDetail(input, queryHead, queryIndex);
+        if (!row) return row.status();
+        drift->row = std::move(row).value();
+        auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
+        if (!series) return series.status();
+        drift->series = std::move(series).value();
+        return DriftDataPtr(std::move(drift));
+      },
+      [this, layer](DriftDataPtr drift) {
+        if (layer != layerQuant_) return;
+        drift_->setData(std::move(drift), tokenText_);
+        emit driftReady();
+      });
+}
+
+void MainWindow::recomputeSummary() {
+  if (!dump_ || !keyPanel_->isValid() || !valuePanel_->isValid()) return;
+  auto dump = dump_;
+  const DumpInfo& info = dump->info();
+  summary_->reset(info.layers);
+  EvalOptions options;
+  options.key = keyPanel_->spec();
+  options.value = valuePanel_->spec();
+  // The selected layer first, so its row appears before the rest.
+  std::vector<int> order{selection_.layer};
+  for (int l = 0; l < info.layers; ++l) {
+    if (l != selection_.layer) order.push_back(l);
+  }
+  summaryRunner_->startStreaming(
+      [this, dump, options, order](const Progress& progress, const JobRunner::Post& post) -> Status {
+        const DumpInfo& di = dump->info();
+        for (size_t i = 0; i < order.size(); ++i) {
+          const int layer = order[i];
+          const double base = static_cast<double>(i) / static_cast<double>(order.size());
+          const double span = 1.0 / static_cast<double>(order.size());
+          const Progress sub = [&](double f, std::string_view what) { return report(progress, base + span * f, what); };
+          auto tensors = readLayer(*dump, layer, sub);
+          if (!tensors) return tensors.status();
+          LayerData layerData;
+          layerData.key = (*tensors)->key;
+          layerData.value = (*tensors)->value;
+          layerData.query = (*tensors)->query;
+          layerData.keyPreRope = (*tensors)->keyPreRope;
+          LayerContext context;
+          context.layer = layer;
+          context.rope = RopeParams{di.ropeTheta, di.ropeStyle};
+          context.softmaxScale = di.softmaxScale;
+          context.origin = di.path + ": layer " + std::to_string(layer);
+          auto evaluated = evaluateLayer(std::move(layerData), context, options, sub);
+          if (!evaluated) return evaluated.status();
+          post([this, result = evaluated->result] { summary_->addLayer(result); });
+        }
+        return Status::ok();
+      },
+      [this] { emit summaryFinished(); });
+}
+
+bool MainWindow::summaryComplete() const {
+  return dump_ && static_cast<int>(summary_->layers().size()) == dump_->info().layers && !summaryRunner_->busy();
+}
+
+std::vector<ExportableView*> MainWindow::exportableViews() const {
+  return {histogram_, heatmap_, drift_, summary_, budget_};
+}
+
+void MainWindow::exportCurrentView() {
+  auto* view = dynamic_cast<ExportableView*>(tabs_->currentWidget());
+  if (!view) return;
+  if (!view->hasContent()) {
+    showError(tr("export"), tr("this view has nothing to export yet"));
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export view"), view->exportName() + QStringLiteral(".png"),
+      tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf);;CSV data (*.csv)"));
+  if (path.isEmpty()) return;
+  const auto format = exportFormatFor(path);
+  if (!format) {
+    showError(tr("export"), tr("%1: use a .png, .svg, .pdf or .csv file name").arg(path));
+    return;
+  }
+  QSize size(1600, 1000);
+  if (*format != ExportFormat::Csv && interactive_) {
+    const QString text = QInputDialog::getText(this, tr("Export size"), tr("Width × height in pixels:"),
+                                               QLineEdit::Normal, QStringLiteral("1600x1000"));
+    const QStringList parts = text.split(QLatin1Char('x'));
+    if (parts.size() == 2) size = QSize(parts[0].toInt(), parts[1].toInt());
+  }
+  const Status s = exportView(*view, path, *format, size, dump_ ? q(dump_->info().path) : QString());
+  if (!s.isOk()) showError(tr("export"), q(s.message()));
+  else showStatus(tr("Wrote %1.").arg(path));
+}
+
+void MainWindow::exportAllInteractive() {
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Export all views into"));
+  if (folder.isEmpty()) return;
+  const Status s = exportAll(folder, {}, QSize(1600, 1000));
+  if (!s.isOk()) showError(tr("export"), q(s.message()));
+  else showStatus(tr("Exported every view into %1.").arg(folder));
+}
+
+Status MainWindow::exportAll(const QString& folder, const QStringList& views, QSize size) {
+  if (!dump_) return Status::invalidArgument("export: no dump is open");
+  if (!QDir().mkpath(folder)) return Status::ioError(folder.toStdString() + ": cannot create the folder");
+  const QString protectedPath = q(dump_->info().path);
+  const QDir dir(folder);
+  for (ExportableView* view : exportableViews()) {
+    if (!views.isEmpty() && !views.contains(view->exportName())) continue;
+    if (!view->hasContent()) continue;
+    for (ExportFormat f : {ExportFormat::Png, ExportFormat::Svg, ExportFormat::Pdf, ExportFormat::Csv}) {
+      const QString path = dir.filePath(view->exportName() + QLatin1Char('.') + exportSuffix(f));
+      KVS_RETURN_IF_ERROR(exportView(*view, path, f, size, protectedPath));
+    }
+  }
+  const QString specs = QStringLiteral("key: %1\nvalue: %2\n")
+                            .arg(q(toString(keyPanel_->spec())), q(toString(valuePanel_->spec())));
+  KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("specs.txt")), specs.toUtf8(), protectedPath));
+  if (summaryComplete()) {
+    const DumpInfo& info = dump_->info();
+    EvalReport report;
+    report.dump = info;
+    report.key = keyPanel_->spec();
+    report.value = valuePanel_->spec();
+    report.keyStorage = storageFor(report.key, info.kvHeads, info.tokens, info.headDim);
+    report.valueStorage = storageFor(report.value, info.kvHeads, info.tokens, info.headDim);
+    report.bytesPerTokenBaseline = static_cast<double>(info.bytesPerTokenFp16());
+    report.bytesPerTokenQuantized =
+        info.layers * (report.keyStorage.totalBits() + report.valueStorage.totalBits()) / 8.0 / info.tokens;
+    report.layers = summary_->layers();
+    report.summary = summarize(report.layers);
+    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.json")), QByteArray::fromStdString(toJson(report)),
+                                   protectedPath));
+    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")), QByteArray::fromStdString(toCsv(report)),
+                                   protectedPath));
+  }
+  return Status::ok();
+}
+
+std::string MainWindow::sessionJson() const {
+  nlohmann::ordered_json j;
+  j["kvscope_session"] = 1;
+  j["dump"] = dump_ ? dump_->info().path : std::string();
+  if (mapping_) j["mapping"] = nlohmann::json::parse(mappingToJson(*mapping_), nullptr, false);
+  j["key"] = toString(keyPanel_->spec());
+  j["value"] = toString(valuePanel_->spec());
+  j["value_same_as_key"] = valuePanel_->linkedToKey();
+  j["selection"] = {{"layer", selection_.layer},       {"kv_head", selection_.kvHead},
+                    {"query_head", drift_->queryHead()}, {"query_index", drift_->queryIndex()},
+                    {"channel", selection_.channel},   {"token", selection_.token}};
+  nlohmann::ordered_json views;
+  views["tab"] = tabs_->currentIndex();
+  views["heatmap"]["tensor"] = heatmap_->tensorBox()->currentIndex();
+  views["heatmap"]["value"] = heatmap_->valueBox()->currentIndex();
+  views["heatmap"]["scale"] = heatmap_->scaleBox()->currentIndex();
+  views["histogram"]["tensor"] = histogram_->tensorBox()->currentIndex();
+  views["histogram"]["scope"] = histogram_->scopeBox()->currentIndex();
+  views["histogram"]["log"] = histogram_->logBox()->isChecked();
+  views["drift"]["case"] = drift_->caseBox()->currentIndex();
+  views["budgets"]["key"] = summary_->keyBudget();
+  views["budgets"]["value"] = summary_->valueBudget();
+  j["views"] = views;
+  return j.dump(2) + "\n";
+}
+
+Status MainWindow::saveSession(const QString& path) {
+  return writeFileAtomic(path.toStdString(), sessionJson());
+}
+
+Status MainWindow::loadSession(const QString& path) {
+  auto text = readTextFile(path.toStdString());
+  if (!text) return text.status();
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  const std::string origin = path.toStdString();
+  if (j.is_discarded() || !j.is_object() || j.value("kvscope_session", 0) != 1) {
+    return Status::invalidData(origin + ": not a kvscope session (no \"kvscope_session\": 1)");
+  }
+  try {
+    auto key = parseSpec(j.value("key", std::string("none")));
+    if (!key) return key.status().withContext(origin + ": key");
+    auto value = parseSpec(j.value("value", std::string("none")));
+    if (!value) return value.status().withContext(origin + ": value");
+    setSpecs(*key, *value);
+    valuePanel_->setLinkedToKey(j.value("value_same_as_key", false));
+    if (j.contains("selection")) {
+      const auto& s = j["selection"];
+      selection_.layer = s.value("layer", 0);
+      selection_.kvHead = s.value("kv_head", 0);
+      selection_.queryHead = s.value("query_head", 0);
+      selection_.queryIndex = s.value("query_index", -1);
+      selection_.channel = s.value("channel", 0);
+      selection_.token = s.value("token", 0);
+    }
+    if (j.contains("views")) {
+      const auto& v = j["views"];
+      tabs_->setCurrentIndex(v.value("tab", 0));
+      if (v.contains("heatmap")) {
+        heatmap_->tensorBox()->setCurrentIndex(v["heatmap"].value("tensor", 0));
+        heatmap_->valueBox()->setCurrentIndex(v["heatmap"].value("value", 0));
+        heatmap_->scaleBox()->setCurrentIndex(v["heatmap"].value("scale", 0));
+      }
+      if (v.contains("histogram")) {
+        histogram_->tensorBox()->setCurrentIndex(v["histogram"].value("tensor", 0));
+        histogram_->scopeBox()->setCurrentIndex(v["histogram"].value("scope", 0));
+        histogram_->logBox()->setChecked(v["histogram"].value("log", false));
+      }
+      if (v.contains("drift")) drift_->caseBox()->setCurrentIndex(v["drift"].value("case", 0));
+      if (v.contains("budgets")) summary_->setBudgets(v["budgets"].value("key", 0.05), v["budgets"].value("value", 0.05));
+    }
+    std::optional<Mapping> mapping;
+    if (j.contains("mapping") && j["mapping"].is_object()) {
+      auto parsed = parseMapping(j["mapping"].dump(), origin + ": mapping");
+      if (!parsed) return parsed.status();
+      mapping = *parsed;
+    }
+    const std::string dumpPath = j.value("dump", std::string());
+    if (!dumpPath.empty()) {
+      if (!QFileInfo::exists(q(dumpPath))) {
+        // The rest of the session still applies; say plainly what is missing.
+        showError(tr("session"), tr("%1: the dump %2 was moved or deleted; specs and view settings were restored, "
+                                    "open the dump from its new place")
+                                     .arg(path, q(dumpPath)));
+        return Status::ok();
+      }
+      pendingSessionMessage_ = tr("(session %1)").arg(QFileInfo(path).fileName());
+      openDump(q(dumpPath), mapping);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalidData(origin + ": " + e.what());
+  }
+  return Status::ok();
+}
+
+void MainWindow::openInteractive() {
+  QSettings settings;
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open KV dump"),
+                                                    settings.value(QStringLiteral("lastFolder")).toString(),
+                                                    tr("HDF5 files (*.h5 *.hdf5 *.hdf);;All files (*)"));
+  if (path.isEmpty()) return;
+  settings.setValue(QStringLiteral("lastFolder"), QFileInfo(path).absolutePath());
+  // A file without kvdump_version goes through the mapping dialog.
+  auto tree = listDatasets(path.toStdString());
+  if (tree && !tree->canonical) {
+    openWithMappingInteractive(path);
+    return;
+  }
+  openDump(path);
+}
+
+void MainWindow::openWithMappingInteractive(const QString& path) {
+  auto tree = listDatasets(path.toStdString());
+  if (!tree) {
+    showError(tr("open"), q(tree.status().message()));
+    return;
+  }
+  auto* dialog = new MappingDialog(path, *tree, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &MappingDialog::mappingAccepted, this, [this, path](const Mapping& mapping) {
+    openDump(path, mapping);
+  });
+  dialog->open();
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue(QStringLiteral("recentFiles"), recent);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  if (!recentMenu_) return;
+  recentMenu_->clear();
+  const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& path : recent) {
+    recentMenu_->addAction(path, this, [this, path] { openDump(path); });
+  }
+  recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls() && event->mimeData()->urls().value(0).isLocalFile()) {
+    event->acceptProposedAction();
+  }
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const QString path = event->mimeData()->urls().value(0).toLocalFile();
+  if (path.isEmpty()) return;
+  event->acceptProposedAction();
+  if (path.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive)) {
+    const Status s = loadSession(path);
+    if (!s.isOk()) showError(tr("session"), q(s.message()));
+    return;
+  }
+  auto tree = listDatasets(path.toStdString());
+  if (tree && !tree->canonical && interactive_) openWithMappingInteractive(path);
+  else openDump(path);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("window/state"), saveState());
+  for (JobRunner* r : runners_) r->cancel();
+  QMainWindow::closeEvent(event);
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The kvscope window: dataset panel, K and V spec panels, the views, and the background lanes
+// that feed them. It is the one place where a failed Status becomes a dialog or status message.
+#pragma once
+
+#include <QMainWindow>
+#include <QStringList>
+#include <QTimer>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/io/dump.h"
+#include "core/io/mapping.h"
+#include "core/quant/spec.h"
+#include "ui/model/layer_data.h"
+#include "ui/views/drift_view.h"
+
+class QLabel;
+class QMenu;
+class QProgressBar;
+class QToolButton;
+class QTabWidget;
+
+namespace kvscope::ui {
+
+class DatasetPanel;
+class DriftView;
+class ExportableView;
+class HeatmapView;
+class HistogramView;
+class JobRunner;
+class SpecPanel;
+class SummaryView;
+class BudgetView;
+
+/// What is selected; every view follows it.
+struct Selection {
+  int layer = 0;
+  int kvHead = 0;
+  int queryHead = 0;
+  int queryIndex = -1;  ///< -1 = the last query row
+  int channel = 0;
+  int token = 0;
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  /// `interactive` = false (tests, headless export): errors never open dialogs.
+  explicit MainWindow(bool interactive = true, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// Opens a dump in the background; dumpOpened() or an error follows.
+  void openDump(const QString& path, std::optional<Mapping> mapping = std::nullopt);
+  /// Opens the built-in sample (written once into the cache folder).
+  void openSample();
+  /// Sets both specs (as a preset or the command line does) and recomputes.
+  void setSpecs(const QuantSpec& key, const QuantSpec& value);
+  /// Applies a §9 preset by name; false (and an error message) when unknown.
+  bool applyPreset(const QString& name);
+  void select(int layer, int kvHead);
+  /// Brings view tab `index` to the front (0 histogram … 4 budget).
+  void showTab(int index);
+
+  /// Writes every view (PNG, SVG, PDF, CSV), the JSON/CSV report and the spec strings into
+  /// `folder`. `views` empty = all. Needs the summary to be complete for the report.
+  Status exportAll(const QString& folder, const QStringList& views, QSize size);
+  /// Session JSON: dump, mapping, specs, selection, view settings.
+  [[nodiscard]] std::string sessionJson() const;
+  Status loadSession(const QString& path);
+  Status saveSession(const QString& path);
+
+  // State, for tests and headless mode.
+  [[nodiscard]] const std::shared_ptr<const Dump>& dump() const { return dump_; }
+  [[nodiscard]] const LayerQuantPtr& layerQuant() const { return layerQuant_; }
+  [[nodiscard]] const Selection& selection() const { return selection_; }
+  [[nodiscard]] const QString& lastError() const { return lastError_; }
+  [[nodiscard]] bool summaryComplete() const;
+  [[nodiscard]] bool busy() const;
+  SpecPanel* keyPanel() { return keyPanel_; }
+  SpecPanel* valuePanel() { return valuePanel_; }
+  HistogramView* histogramView() { return histogram_; }
+  HeatmapView* heatmapView() { return heatmap_; }
+  DriftView* driftView() { return drift_; }
+  SummaryView* summaryView() { return summary_; }
+  DatasetPanel* datasetPanel() { return dataset_; }
+  /// The views that can be exported, in menu order.
+  [[nodiscard]] std::vector<ExportableView*> exportableViews() const;
+
+ signals:
+  void dumpOpened();
+  /// The selected layer's quantization reached the views.
+  void layerReady();
+  /// The drift view got new data (or a message).
+  void driftReady();
+  /// Every layer of the summary is evaluated.
+  void summaryFinished();
+  /// An error reached the user (message as shown).
+  void errorShown(const QString& message);
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void buildMenus();
+  void buildDocks();
+  void showError(const QString& context, const QString& message);
+  void showStatus(const QString& message);
+  void onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText, std::optional<Mapping> mapping);
+  void scheduleRecompute();
+  void recomputeLayer();
+  void recomputeSummary();
+  void recomputeDrift();
+  void pushLayerToViews();
+  void updateStorage();
+  void onKeySpecChanged();
+  void stepLayer(int delta);
+  void stepHead(int delta);
+  void exportCurrentView();
+  void exportAllInteractive();
+  void openInteractive();
+  void openWithMappingInteractive(const QString& path);
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void about();
+  void trackBusy(JobRunner* runner);
+
+  bool interactive_;
+  std::shared_ptr<const Dump> dump_;
+  std::optional<Mapping> mapping_;
+  QStringList tokenText_;
+  Selection selection_;
+  std::map<int, LayerTensorsPtr> layerCache_;
+  LayerQuantPtr layerQuant_;
+  QString lastError_;
+  QString pendingSessionMessage_;
+
+  DatasetPanel* dataset_;
+  SpecPanel* keyPanel_;
+  SpecPanel* valuePanel_;
+  QLabel* storage_;
+  QTabWidget* tabs_;
+  HistogramView* histogram_;
+  HeatmapView* heatmap_;
+  DriftView* drift_;
+  SummaryView* summary_;
+  BudgetView* budget_;
+  QMenu* recentMenu_ = nullptr;
+
+  JobRunner* openRunner_;
+  JobRunner* layerRunner_;
+  JobRunner* driftRunner_;
+  JobRunner* summaryRunner_;
+  QList<JobRunner*> runners_;
+  QTimer recomputeTimer_;
+  QLabel* statusText_;
+  QProgressBar* progress_;
+  QToolButton* cancel_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/views/drift_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QCursor>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QToolTip>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ui/export/chart_render.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+QChart* makeChart(const QString& title) {
+  auto* chart = new QChart;
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->setTitle(title);
+  chart->legend()->setAlignment(Qt::AlignRight);
+  return chart;
+}
+
+QLineSeries* makeSeries(QChart* chart, const QString& name, const QColor& colour, double width,
+                        Qt::PenStyle style = Qt::SolidLine) {
+  auto* s = new QLineSeries;
+  s->setName(name);
+  QPen pen(colour);
+  pen.setWidthF(width);
+  pen.setStyle(style);
+  s->setPen(pen);
+  chart->addSeries(s);
+  return s;
+}
+
+void setAxes(QChart* chart, double x0, double x1, double y0, double y1, const QString& xTitle,
+             const QString& yTitle) {
+  for (QAbstractAxis* axis : chart->axes()) {
+    chart->removeAxis(axis);
+    delete axis;
+  }
+  auto* x = new QValueAxis;
+  x->setRange(x0, x1 > x0 ? x1 : x0 + 1);
+  x->setTitleText(xTitle);
+  x->setLabelFormat(QStringLiteral("%d"));
+  auto* y = new QValueAxis;
+  y->setRange(y0, y1 > y0 ? y1 : y0 + 1);
+  y->setTitleText(yTitle);
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart->series()) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+}
+
+}  // namespace
+
+DriftView::DriftView(QWidget* parent) : QWidget(parent) {
+  head_ = new QSpinBox(this);
+  head_->setToolTip(tr("The query head whose attention row is shown (its kv head is query head / group size)."));
+  query_ = new QSpinBox(this);
+  query_->setToolTip(tr("The query row: row i is the query at position T − Tq + i."));
+  case_ = new QComboBox(this);
+  case_->addItem(tr("key_only (K̂, V)"));
+  case_->addItem(tr("value_only (K, V̂)"));
+  case_->addItem(tr("joint (K̂, V̂)"));
+  case_->setToolTip(tr("Which tensors are reconstructed when comparing against the original attention."));
+  info_ = new QLabel(this);
+  info_->setWordWrap(true);
+
+  scoreChart_ = makeChart(tr("Scores over key positions"));
+  probChart_ = makeChart(tr("Attention probabilities over key positions"));
+  posChart_ = makeChart(tr("Drift along query positions (this kv head)"));
+  scoreOriginal_ = makeSeries(scoreChart_, tr("s (original)"), QColor(31, 119, 180), 2.0);
+  scoreCase_ = makeSeries(scoreChart_, tr("ŝ"), QColor(255, 127, 14), 1.3);
+  probOriginal_ = makeSeries(probChart_, tr("P (original)"), QColor(31, 119, 180), 2.0);
+  probCase_ = makeSeries(probChart_, tr("P̂"), QColor(255, 127, 14), 1.3);
+  kl_ = makeSeries(posChart_, tr("KL(P‖P̂)"), QColor(44, 160, 44), 1.8);
+  rel_ = makeSeries(posChart_, tr("output rel. error"), QColor(214, 39, 40), 1.8);
+  marker_ = makeSeries(posChart_, tr("selected query"), QColor(127, 127, 127), 1.0, Qt::DashLine);
+  scoreView_ = new QChartView(scoreChart_, this);
+  probView_ = new QChartView(probChart_, this);
+  posView_ = new QChartView(posChart_, this);
+  for (QChartView* v : {scoreView_, probView_, posView_}) v->setRenderHint(QPainter::Antialiasing);
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Query head"), this));
+  controls->addWidget(head_);
+  controls->addWidget(new QLabel(tr("Query row"), this));
+  controls->addWidget(query_);
+  controls->addWidget(case_);
+  controls->addStretch(1);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addLayout(controls);
+  layout->addWidget(info_);
+  layout->addWidget(scoreView_, 3);
+  layout->addWidget(probView_, 3);
+  layout->addWidget(posView_, 2);
+
+  const auto changed = [this] { emit queryChanged(head_->value(), query_->value()); };
+  connect(head_, &QSpinBox::valueChanged, this, changed);
+  connect(query_, &QSpinBox::valueChanged, this, changed);
+  connect(case_, &QComboBox::currentIndexChanged, this, &DriftView::rebuild);
+  connect(scoreCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
+  connect(scoreOriginal_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
+  connect(probCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("probability")); });
+  connect(probOriginal_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("probability")); });
+  setMessage(tr("No dump open."));
+}
+
+void DriftView::setShape(int heads, int queries, int tokens) {
+  (void)tokens;
+  const QSignalBlocker a(head_), b(query_);
+  head_->setRange(0, std::max(0, heads - 1));
+  query_->setRange(0, std::max(0, queries - 1));
+  head_->setEnabled(heads > 0);
+  query_->setEnabled(queries > 0);
+}
+
+int DriftView::queryHead() const { return head_->value(); }
+int DriftView::queryIndex() const { return query_->value(); }
+
+void DriftView::setQuery(int queryHead, int queryIndex) {
+  const QSignalBlocker a(head_), b(query_);
+  head_->setValue(queryHead);
+  query_->setValue(queryIndex);
+}
+
+void DriftView::setMessage(const QString& message) {
+  data_.reset();
+  info_->setText(message);
+  rebuild();
+}
+
+void DriftView::setData(DriftDataPtr data, QStringList tokenText) {
+  data_ = std::move(data);
+  tokenText_ = std::move(tokenText);
+  rebuild();
+}
+
+const AttentionRowCase& DriftView::currentCase() const {
+  switch (case_->currentIndex()) {
+    case 1: return data_->row.valueOnly;
+    case 2: return data_->row.joint;
+    default: return data_->row.keyOnly;
+  }
+}
+
+const std::vector<std::vector<double>>& DriftView::currentRel() const {
+  switch (case_->currentIndex()) {
+    case 1: return data_->series.relValueOnly;
+    case 2: return data_->series.relJoint;
+    default: return data_->series.relKeyOnly;
+  }
+}
+
+void DriftView::rebuild() {
+  for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_, kl_, rel_, marker_}) s->clear();
+  if (!data_) {
+    setAxes(scoreChart_, 0, 1, 0, 1, tr("key position"), tr("score"));
+    setAxes(probChart_, 0, 1, 0, 1, tr("key position"), tr("probability"));
+    setAxes(posChart_, 0, 1, 0, 1, tr("query position"), tr("KL / rel. error"));
+    return;
+  }
+  const AttentionRowDetail& row = data_->row;
+  const AttentionRowCase& c = currentCase();
+  QList<QPointF> so, sc, po, pc;
+  double smin = 0, smax = 0, pmax = 0;
+  for (size_t j = 0; j < row.original.scores.size(); ++j) {
+    const auto x = static_cast<double>(j);
+    so.append({x, row.original.scores[j]});
+    sc.append({x, c.scores[j]});
+    po.append({x, row.original.probabilities[j]});
+    pc.append({x, c.probabilities[j]});
+    smin = std::min({smin, row.original.scores[j], c.scores[j]});
+    smax = std::max({smax, row.original.scores[j], c.scores[j]});
+    pmax = std::max({pmax, row.original.probabilities[j], c.probabilities[j]});
+  }
+  scoreOriginal_->replace(so);
+  scoreCase_->replace(sc);
+  probOriginal_->replace(po);
+  probCase_->replace(pc);
+  const double last = static_cast<double>(row.position);
+  setAxes(scoreChart_, 0, last, smin - 0.05 * (smax - smin), smax + 0.05 * (smax - smin), tr("key position"), tr("score"));
+  setAxes(probChart_, 0, last, 0, pmax * 1.05, tr("key position"), tr("probability"));
+
+  const AttentionPositionSeries& series = data_->series;
+  const auto line = static_cast<size_t>(row.kvHead);
+  QList<QPointF> klPoints, relPoints;
+  double top = 0;
+  const auto& rel = currentRel();
+  for (size_t i = 0; i < series.positions.size(); ++i) {
+    const auto x = static_cast<double>(series.positions[i]);
+    const double k = case_->currentIndex() == 1 ? 0.0 : (line < series.kl.size() ? series.kl[line][i] : 0.0);
+    const double r = line < rel.size() ? rel[line][i] : 0.0;
+    klPoints.append({x, k});
+    relPoints.append({x, r});
+    top = std::max({top, k, r});
+  }
+  kl_->replace(klPoints);
+  rel_->replace(relPoints);
+  marker_->replace(QList<QPointF>{{last, 0}, {last, top * 1.05}});
+  const double first = series.positions.empty() ? 0 : static_cast<double>(series.positions.front());
+  setAxes(posChart_, first, std::max(first + 1, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())),
+          0, top > 0 ? top * 1.1 : 1, tr("query position"), tr("KL / rel. error"));
+
+  const QString caseName = case_->currentText().section(QLatin1Char(' '), 0, 0);
+  scoreChart_->setTitle(tr("Layer %1 · query head %2 (kv head %3) · query at position %4 · %5")
+                            .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.position).arg(caseName));
+  info_->setText(tr("This row: KL(P‖P̂) = %1 · output rel. error = %2 · top-1 %3 → %4")
+                     .arg(c.kl, 0, 'g', 4)
+                     .arg(c.outputRelError, 0, 'g', 4)
+                     .arg(row.original.top1)
+                     .arg(c.top1));
+}
+
+void DriftView::hover(const QPointF& point, bool state, const QString& what) {
+  if (!state || !data_) {
+    QToolTip::hideText();
+    return;
+  }
+  const auto j = static_cast<size_t>(std::clamp<double>(std::round(point.x()), 0,
+                                                         static_cast<double>(data_->row.original.scores.size() - 1)));
+  const AttentionRowCase& c = currentCase();
+  QString text = tr("key position %1").arg(j);
+  if (static_cast<qsizetype>(j) < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[static_cast<qsizetype>(j)]);
+  text += tr("\ns = %1, ŝ = %2\nP = %3, P̂ = %4")
+              .arg(data_->row.original.scores[j], 0, 'g', 5)
+              .arg(c.scores[j], 0, 'g', 5)
+              .arg(data_->row.original.probabilities[j], 0, 'g', 5)
+              .arg(c.probabilities[j], 0, 'g', 5);
+  (void)what;
+  QToolTip::showText(QCursor::pos(), text, this);
+}
+
+void DriftView::renderTo(QPainter& painter, const QRectF& target) {
+  const QFontMetricsF fm(painter.font());
+  const double infoHeight = fm.height() * 1.8;
+  painter.save();
+  painter.fillRect(QRectF(target.topLeft(), QSizeF(target.width(), infoHeight)), scoreChart_->backgroundBrush());
+  painter.setPen(scoreChart_->titleBrush().color());
+  painter.drawText(QRectF(target.left() + 10, target.top(), target.width() - 20, infoHeight),
+                   Qt::AlignLeft | Qt::AlignVCenter, info_->text());
+  painter.restore();
+  const double h = target.height() - infoHeight;
+  const double y0 = target.top() + infoHeight;
+  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), h * 0.375));
+  renderChart(probChart_, painter, QRectF(target.left(), y0 + h * 0.375, target.width(), h * 0.375));
+  renderChart(posChart_, painter, QRectF(target.left(), y0 + h * 0.75, target.width(), h * 0.25));
+}
+
+QString DriftView::toCsv() const {
+  if (!data_) return {};
+  const AttentionRowDetail& row = data_->row;
+  QString out = QStringLiteral("# layer %1, query head %2, kv head %3, query row %4, position %5\n")
+                    .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.queryIndex).arg(row.position);
+  out += QStringLiteral("key_position,score,score_key_only,score_joint,p,p_key_only,p_value_only,p_joint\n");
+  for (size_t j = 0; j < row.original.scores.size(); ++j) {
+    out += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8\n")
+               .arg(j)
+               .arg(row.original.scores[j], 0, 'g', 9)
+               .arg(row.keyOnly.scores[j], 0, 'g', 9)
+               .arg(row.joint.scores[j], 0, 'g', 9)
+               .arg(row.original.probabilities[j], 0, 'g', 9)
+               .arg(row.keyOnly.probabilities[j], 0, 'g', 9)
+               .arg(row.valueOnly.probabilities[j], 0, 'g', 9)
+               .arg(row.joint.probabilities[j], 0, 'g', 9);
+  }
+  const AttentionPositionSeries& s = data_->series;
+  const auto line = static_cast<size_t>(row.kvHead);
+  out += QStringLiteral("\nquery_position,kl,rel_key_only,rel_value_only,rel_joint\n");
+  for (size_t i = 0; i < s.positions.size() && line < s.kl.size(); ++i) {
+    out += QStringLiteral("%1,%2,%3,%4,%5\n")
+               .arg(s.positions[i])
+               .arg(s.kl[line][i], 0, 'g', 9)
+               .arg(s.relKeyOnly[line][i], 0, 'g', 9)
+               .arg(s.relValueOnly[line][i], 0, 'g', 9)
+               .arg(s.relJoint[line][i], 0, 'g', 9);
+  }
+  return out;
+}
+
+}  // namespace kvscope::ui

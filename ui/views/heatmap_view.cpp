@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/views/heatmap_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QStandardItemModel>
+#include <QToolTip>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "ui/views/colour_map.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+// Figure layout, in pixels of the target.
+constexpr double kLeft = 56, kTop = 30, kBottom = 40, kSideBar = 70, kGap = 10, kColourBar = 14,
+                 kColourLabels = 58;
+
+QString valueLabel(HeatmapValue v) {
+  switch (v) {
+    case HeatmapValue::Magnitude: return QStringLiteral("|x|");
+    case HeatmapValue::Normalized: return QStringLiteral("|x| / σ(channel)");
+    case HeatmapValue::Error: return QStringLiteral("|x̂ − x|");
+  }
+  return {};
+}
+
+QString formatNumber(double v) { return QString::number(v, 'g', 4); }
+
+}  // namespace
+
+HeatmapCanvas::HeatmapCanvas(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumSize(360, 220);
+  setToolTip(tr("Hover a cell for its token, channel and value; click to select them."));
+}
+
+void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor,
+                              HeatmapValue value, bool logScale, QStringList tokenText) {
+  layer_ = std::move(layer);
+  kvHead_ = kvHead;
+  tensor_ = tensor;
+  value_ = value;
+  logScale_ = logScale;
+  tokenText_ = std::move(tokenText);
+  source_ = layer_ ? layer_->original(tensor_) : nullptr;
+  builtColumns_ = -1;
+  update();
+}
+
+const Tensor3* HeatmapCanvas::sourceTensor() const { return source_; }
+
+QString HeatmapCanvas::title() const {
+  if (!layer_) return tr("Outlier heat map");
+  return tr("%1 · layer %2 · kv head %3 · %4")
+      .arg(QString::fromUtf8(viewTensorLabel(tensor_)))
+      .arg(layer_->tensors->layer)
+      .arg(kvHead_)
+      .arg(valueLabel(value_));
+}
+
+void HeatmapCanvas::rebuild(int columns) {
+  if (!source_ || columns == builtColumns_) return;
+  data_ = computeHeatmap(*source_, layer_->reconstruction(tensor_), kvHead_, value_, columns);
+  builtColumns_ = columns;
+  image_ = QImage(data_.columns, data_.channels, QImage::Format_RGB32);
+  const double hi = data_.maxValue;
+  const double lo = data_.minPositive;
+  const double logSpan = (hi > 0 && lo > 0 && hi > lo) ? std::log(hi / lo) : 0.0;
+  for (int c = 0; c < data_.channels; ++c) {
+    auto* line = reinterpret_cast<QRgb*>(image_.scanLine(c));
+    for (int b = 0; b < data_.columns; ++b) {
+      const double v = data_.cell(c, b);
+      double t = 0;
+      if (logScale_) {
+        t = (v > 0 && logSpan > 0) ? std::log(v / lo) / logSpan : (v > 0 ? 1.0 : 0.0);
+      } else {
+        t = hi > 0 ? v / hi : 0.0;
+      }
+      line[b] = colourAt(t);
+    }
+  }
+}
+
+void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
+  painter.save();
+  const QPalette pal = palette();
+  painter.fillRect(target, pal.color(QPalette::Base));
+  painter.setPen(pal.color(QPalette::Text));
+  QFont font = painter.font();
+  painter.setFont(font);
+  const QFontMetricsF fm(font);
+
+  const QRectF titleRect(target.left(), target.top(), target.width(), kTop);
+  QFont bold = font;
+  bold.setBold(true);
+  painter.setFont(bold);
+  painter.drawText(titleRect, Qt::AlignCenter, title());
+  painter.setFont(font);
+
+  if (!source_) {
+    painter.drawText(target, Qt::AlignCenter,
+                     layer_ ? tr("This dump has no %1.").arg(QString::fromUtf8(viewTensorLabel(tensor_)))
+                            : tr("No data yet: open a dump."));
+    painter.restore();
+    return;
+  }
+  const double right = kGap + kSideBar + kGap + kColourBar + kColourLabels;
+  const QRectF plot(target.left() + kLeft, target.top() + kTop,
+                    std::max(10.0, target.width() - kLeft - right),
+                    std::max(10.0, target.height() - kTop - kBottom));
+  rebuild(std::max(1, static_cast<int>(std::floor(plot.width()))));
+  plotRect_ = plot;
+
+  painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
+  painter.drawImage(plot, image_);
+  painter.drawRect(plot);
+
+  // Axes: channels down the left, tokens along the bottom.
+  const int channelStep = std::max(1, static_cast<int>(std::ceil(data_.channels / (plot.height() / (fm.height() * 1.6)))));
+  for (int c = 0; c < data_.channels; c += channelStep) {
+    const double y = plot.top() + (c + 0.5) * plot.height() / data_.channels;
+    painter.drawText(QRectF(target.left(), y - fm.height() / 2, kLeft - 6, fm.height()),
+                     Qt::AlignRight | Qt::AlignVCenter, QString::number(c));
+  }
+  painter.save();
+  painter.translate(target.left() + 10, plot.center().y());
+  painter.rotate(-90);
+  painter.drawText(QRectF(-60, -fm.height() / 2, 120, fm.height()), Qt::AlignCenter, tr("channel"));
+  painter.restore();
+  const int tickCount = std::max(2, static_cast<int>(plot.width() / 90));
+  for (int i = 0; i <= tickCount; ++i) {
+    const int token = static_cast<int>(std::lround(static_cast<double>(i) * (data_.tokens - 1) / tickCount));
+    const double x = plot.left() + (token + 0.5) * plot.width() / data_.tokens;
+    painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4));
+    painter.drawText(QRectF(x - 40, plot.bottom() + 4, 80, fm.height()), Qt::AlignHCenter | Qt::AlignTop,
+                     QString::number(token));
+  }
+  QString tokenAxis = tr("token");
+  if (data_.columns < data_.tokens) {
+    tokenAxis += tr("  (%1 tokens in %2 columns, max per column)").arg(data_.tokens).arg(data_.columns);
+  }
+  painter.drawText(QRectF(plot.left(), plot.bottom() + 4 + fm.height(), plot.width(), fm.height() + 2),
+                   Qt::AlignCenter, tokenAxis);
+
+  // Side bars: per-channel maximum, aligned with the heat map rows.
+  const QRectF side(plot.right() + kGap, plot.top(), kSideBar, plot.height());
+  painter.drawRect(side);
+  const double barMax = data_.maxValue > 0 ? data_.maxValue : 1.0;
+  painter.setPen(Qt::NoPen);
+  painter.setBrush(pal.color(QPalette::Highlight));
+  for (int c = 0; c < data_.channels; ++c) {
+    const double y0 = side.top() + c * side.height() / data_.channels;
+    const double h = std::max(1.0, side.height() / data_.channels);
+    const double w = side.width() * data_.channelMax[static_cast<size_t>(c)] / barMax;
+    painter.drawRect(QRectF(side.left(), y0, w, h));
+  }
+  painter.setPen(pal.color(QPalette::Text));
+  painter.setBrush(Qt::NoBrush);
+  painter.drawText(QRectF(side.left() - 10, plot.bottom() + 4, side.width() + 20, fm.height()),
+                   Qt::AlignHCenter | Qt::AlignTop, tr("max"));
+
+  // Colour bar with ticks in the value's units.
+  const QRectF bar(side.right() + kGap, plot.top(), kColourBar, plot.height());
+  QImage ramp(1, 256, QImage::Format_RGB32);
+  for (int i = 0; i < 256; ++i) ramp.setPixel(0, 255 - i, colourAt(i / 255.0));
+  painter.drawImage(bar, ramp);
+  painter.drawRect(bar);
+  const double hi = data_.maxValue;
+  const double lo = logScale_ ? data_.minPositive : 0.0;
+  for (int i = 0; i <= 4; ++i) {
+    const double f = i / 4.0;
+    const double v = logScale_ && lo > 0 && hi > lo ? lo * std::pow(hi / lo, f) : lo + f * (hi - lo);
+    const double y = bar.bottom() - f * bar.height();
+    painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y));
+    painter.drawText(QRectF(bar.right() + 5, y - fm.height() / 2, kColourLabels - 5, fm.height()),
+                     Qt::AlignLeft | Qt::AlignVCenter, formatNumber(v));
+  }
+  painter.restore();
+}
+
+void HeatmapCanvas::paintEvent(QPaintEvent*) {
+  QPainter painter(this);
+  paintFigure(painter, QRectF(rect()));
+}
+
+bool HeatmapCanvas::cellAt(const QPointF& pos, int* channel, int* column) const {
+  if (!source_ || data_.columns == 0 || !plotRect_.contains(pos)) return false;
+  *column = std::clamp(static_cast<int>((pos.x() - plotRect_.left()) / plotRect_.width() * data_.columns), 0,
+                       data_.columns - 1);
+  *channel = std::clamp(static_cast<int>((pos.y() - plotRect_.top()) / plotRect_.height() * data_.channels), 0,
+                        data_.channels - 1);
+  return true;
+}
+
+QString HeatmapCanvas::describeAt(const QPointF& pos) const {
+  int channel = 0, column = 0;
+  if (!cellAt(pos, &channel, &column)) return {};
+  const size_t i = static_cast<size_t>(channel) * static_cast<size_t>(data_.columns) + static_cast<size_t>(column);
+  const int token = data_.cellToken[i];
+  QString text = tr("token %1").arg(token);
+  if (token < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[token]);
+  if (data_.binStart(column + 1) - data_.binStart(column) > 1) {
+    text += tr(" (max of tokens %1–%2)").arg(data_.binStart(column)).arg(data_.binStart(column + 1) - 1);
+  }
+  text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(data_.cells[i]));
+  text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
+  if (const Tensor3* hat = layer_->reconstruction(tensor_)) {
+    text += tr(", x̂ = %1").arg(formatNumber(hat->at(kvHead_, token, channel)));
+  }
+  return text;
+}
+
+void HeatmapCanvas::mouseMoveEvent(QMouseEvent* event) {
+  const QString text = describeAt(event->position());
+  if (text.isEmpty()) {
+    QToolTip::hideText();
+  } else {
+    QToolTip::showText(event->globalPosition().toPoint(), text, this);
+  }
+}
+
+void HeatmapCanvas::mousePressEvent(QMouseEvent* event) {
+  int channel = 0, column = 0;
+  if (cellAt(event->position(), &channel, &column)) {
+    emit cellClicked(channel, data_.cellToken[static_cast<size_t>(channel) * static_cast<size_t>(data_.columns) +
+                                              static_cast<size_t>(column)]);
+  }
+}
+
+HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
+  canvas_ = new HeatmapCanvas(this);
+  tensor_ = new QComboBox(this);
+  tensor_->addItem(tr("K"), static_cast<int>(ViewTensor::Key));
+  tensor_->addItem(tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
+  tensor_->addItem(tr("V"), static_cast<int>(ViewTensor::Value));
+  tensor_->setToolTip(tr("Which tensor of the layer to show: keys after RoPE, keys before RoPE, or values."));
+  value_ = new QComboBox(this);
+  value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
+  value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
+  value_->addItem(tr("error |x̂ − x|"), static_cast<int>(HeatmapValue::Error));
+  value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction error."));
+  scale_ = new QComboBox(this);
+  scale_->addItem(tr("linear"));
+  scale_->addItem(tr("log"));
+  scale_->setToolTip(tr("Linear or logarithmic colour scale; log reveals structure below the largest outliers."));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Tensor"), this));
+  controls->addWidget(tensor_);
+  controls->addWidget(new QLabel(tr("Colour by"), this));
+  controls->addWidget(value_);
+  controls->addWidget(new QLabel(tr("Scale"), this));
+  controls->addWidget(scale_);
+  controls->addStretch(1);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addLayout(controls);
+  layout->addWidget(canvas_, 1);
+
+  for (QComboBox* box : {tensor_, value_, scale_}) {
+    connect(box, &QComboBox::currentIndexChanged, this, &HeatmapView::refresh);
+  }
+  connect(canvas_, &HeatmapCanvas::cellClicked, this, &HeatmapView::cellClicked);
+}
+
+void HeatmapView::setHasPreRope(bool has) {
+  // Disabled, not hidden: the option exists, this dump just lacks the tensor.
+  if (auto* model = qobject_cast<QStandardItemModel*>(tensor_->model())) {
+    if (QStandardItem* item = model->item(1)) item->setEnabled(has);
+  }
+  if (!has && tensor_->currentIndex() == 1) tensor_->setCurrentIndex(0);
+}
+
+void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenText) {
+  layer_ = std::move(layer);
+  kvHead_ = kvHead;
+  tokenText_ = std::move(tokenText);
+  refresh();
+}
+
+void HeatmapView::refresh() {
+  canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
+                     static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
+                     tokenText_);
+}
+
+void HeatmapView::renderTo(QPainter& painter, const QRectF& target) {
+  canvas_->paintFigure(painter, target);
+  // The export binned to its own width; bin again to the screen on the next paint.
+  canvas_->update();
+}
+
+QString HeatmapView::toCsv() const {
+  // The full-resolution grid (one column per token), whatever the screen binning.
+  if (!layer_) return {};
+  const auto tensor = static_cast<ViewTensor>(tensor_->currentData().toInt());
+  const Tensor3* x = layer_->original(tensor);
+  if (!x) return {};
+  const auto value = static_cast<HeatmapValue>(value_->currentData().toInt());
+  const HeatmapData full = computeHeatmap(*x, layer_->reconstruction(tensor), kvHead_, value,
+                                          static_cast<int>(x->tokens));
+  QString out = QStringLiteral("channel,token,value\n");
+  for (int c = 0; c < full.channels; ++c) {
+    for (int t = 0; t < full.columns; ++t) {
+      out += QStringLiteral("%1,%2,%3\n").arg(c).arg(t).arg(static_cast<double>(full.cell(c, t)), 0, 'g', 9);
+    }
+  }
+  return out;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Outlier heat map: channel × token magnitude of one kv head, with a colour bar and a side bar
+// chart of per-channel maxima. Drawn from a QImage so that thousands of tokens stay cheap.
+#pragma once
+
+#include <QImage>
+#include <QStringList>
+#include <QWidget>
+
+#include "ui/compute/heatmap_data.h"
+#include "ui/export/exportable.h"
+#include "ui/model/layer_data.h"
+
+class QComboBox;
+
+namespace kvscope::ui {
+
+/// The drawing surface; paints the same picture on screen and into exports.
+class HeatmapCanvas : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit HeatmapCanvas(QWidget* parent = nullptr);
+
+  void setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor, HeatmapValue value,
+                 bool logScale, QStringList tokenText);
+  /// Draws the whole figure into `target`, binning tokens to its plot width.
+  void paintFigure(QPainter& painter, const QRectF& target);
+  /// The data drawn last (for tests and CSV).
+  [[nodiscard]] const HeatmapData& data() const { return data_; }
+  /// The heat map image drawn last (one pixel per cell).
+  [[nodiscard]] const QImage& image() const { return image_; }
+  [[nodiscard]] bool hasContent() const { return source_ != nullptr; }
+  /// Text for a cell under a plot-relative point (used by the tooltip).
+  [[nodiscard]] QString describeAt(const QPointF& pos) const;
+  [[nodiscard]] QString title() const;
+
+ signals:
+  /// The user clicked a cell: select this channel and token elsewhere.
+  void cellClicked(int channel, int token);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+
+ private:
+  const Tensor3* sourceTensor() const;
+  void rebuild(int columns);
+  bool cellAt(const QPointF& pos, int* channel, int* column) const;
+
+  LayerQuantPtr layer_;
+  const Tensor3* source_ = nullptr;
+  int kvHead_ = 0;
+  ViewTensor tensor_ = ViewTensor::Key;
+  HeatmapValue value_ = HeatmapValue::Magnitude;
+  bool logScale_ = false;
+  QStringList tokenText_;
+  HeatmapData data_;
+  QImage image_;
+  int builtColumns_ = -1;
+  QRectF plotRect_;  ///< where the last on-screen paint put the cells
+};
+
+/// The heat map with its controls (tensor, value, colour scale).
+class HeatmapView : public QWidget, public ExportableView {
+  Q_OBJECT
+
+ public:
+  explicit HeatmapView(QWidget* parent = nullptr);
+
+  void setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenText);
+  void setHasPreRope(bool has);
+  HeatmapCanvas* canvas() { return canvas_; }
+  QComboBox* tensorBox() { return tensor_; }
+  QComboBox* valueBox() { return value_; }
+  QComboBox* scaleBox() { return scale_; }
+
+  [[nodiscard]] QString exportName() const override { return QStringLiteral("heatmap"); }
+  void renderTo(QPainter& painter, const QRectF& target) override;
+  [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] bool hasContent() const override { return canvas_->hasContent(); }
+
+ signals:
+  void cellClicked(int channel, int token);
+
+ private:
+  void refresh();
+
+  HeatmapCanvas* canvas_;
+  QComboBox* tensor_;
+  QComboBox* value_;
+  QComboBox* scale_;
+  LayerQuantPtr layer_;
+  int kvHead_ = 0;
+  QStringList tokenText_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/views/histogram_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ui/export/chart_render.h"
+
+namespace kvscope::ui {
+
+namespace {
+QString num(double v) { return QString::number(v, 'g', 5); }
+constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
+}  // namespace
+
+HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
+  chart_ = new QChart;
+  chart_->setAnimationOptions(QChart::NoAnimation);
+  chart_->legend()->setAlignment(Qt::AlignBottom);
+  original_ = new QLineSeries;
+  original_->setName(tr("original"));
+  reconstructed_ = new QLineSeries;
+  reconstructed_->setName(tr("reconstructed"));
+  levels_ = new QLineSeries;
+  levels_->setName(tr("levels of the group"));
+  QPen levelPen(QColor(127, 127, 127, 110));
+  levelPen.setWidthF(1.0);
+  levels_->setPen(levelPen);
+  QPen originalPen(QColor(31, 119, 180));
+  originalPen.setWidthF(2.0);
+  original_->setPen(originalPen);
+  QPen reconstructedPen(QColor(255, 127, 14));
+  reconstructedPen.setWidthF(1.5);
+  reconstructed_->setPen(reconstructedPen);
+  chart_->addSeries(levels_);
+  chart_->addSeries(original_);
+  chart_->addSeries(reconstructed_);
+  view_ = new QChartView(chart_, this);
+  view_->setRenderHint(QPainter::Antialiasing);
+
+  tensor_ = new QComboBox(this);
+  tensor_->addItem(tr("K"), static_cast<int>(ViewTensor::Key));
+  tensor_->addItem(tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
+  tensor_->addItem(tr("V"), static_cast<int>(ViewTensor::Value));
+  tensor_->setToolTip(tr("Which tensor of the layer to count: keys after RoPE, keys before RoPE, or values."));
+  scope_ = new QComboBox(this);
+  scope_->addItem(tr("whole head"), static_cast<int>(HistogramScope::Head));
+  scope_->addItem(tr("one channel"), static_cast<int>(HistogramScope::Channel));
+  scope_->addItem(tr("one token"), static_cast<int>(HistogramScope::Token));
+  scope_->setToolTip(tr("Count every value of the kv head, only the selected channel, or only the selected token."));
+  auto* channel = new QSpinBox(this);
+  channel->setObjectName(QStringLiteral("histogramChannel"));
+  channel->setToolTip(tr("The selected channel: the scope 'one channel' and the group whose levels are drawn."));
+  auto* token = new QSpinBox(this);
+  token->setObjectName(QStringLiteral("histogramToken"));
+  token->setToolTip(tr("The selected token: the scope 'one token' and the group whose levels are drawn."));
+  channel->setRange(0, 1 << 20);
+  token->setRange(0, 1 << 24);
+  bins_ = new QSpinBox(this);
+  bins_->setRange(8, 1024);
+  bins_->setValue(128);
+  bins_->setToolTip(tr("Number of histogram bins across the values' range."));
+  log_ = new QCheckBox(tr("log counts"), this);
+  log_->setToolTip(tr("Logarithmic count axis, so that rare outlier values stay visible."));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Tensor"), this));
+  controls->addWidget(tensor_);
+  controls->addWidget(scope_);
+  controls->addWidget(new QLabel(tr("channel"), this));
+  controls->addWidget(channel);
+  controls->addWidget(new QLabel(tr("token"), this));
+  controls->addWidget(token);
+  controls->addWidget(new QLabel(tr("bins"), this));
+  controls->addWidget(bins_);
+  controls->addWidget(log_);
+  controls->addStretch(1);
+  stats_ = new QLabel(this);
+  stats_->setWordWrap(true);
+  stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addLayout(controls);
+  layout->addWidget(view_, 1);
+  layout->addWidget(stats_);
+
+  connect(tensor_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
+  connect(scope_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
+  connect(bins_, &QSpinBox::valueChanged, this, &HistogramView::refresh);
+  connect(log_, &QCheckBox::toggled, this, &HistogramView::refresh);
+  connect(channel, &QSpinBox::valueChanged, this, [this](int v) {
+    if (v == channel_) return;
+    channel_ = v;
+    refresh();
+  });
+  connect(token, &QSpinBox::valueChanged, this, [this](int v) {
+    if (v == token_) return;
+    token_ = v;
+    refresh();
+  });
+  rebuildChart();
+}
+
+void HistogramView::setHasPreRope(bool has) {
+  if (auto* model = qobject_cast<QStandardItemModel*>(tensor_->model())) {
+    if (QStandardItem* item = model->item(1)) item->setEnabled(has);
+  }
+  if (!has && tensor_->currentIndex() == 1) tensor_->setCurrentIndex(0);
+}
+
+void HistogramView::setLayer(LayerQuantPtr layer, int kvHead, int channel, int token) {
+  layer_ = std::move(layer);
+  kvHead_ = kvHead;
+  channel_ = channel;
+  token_ = token;
+  if (layer_) {
+    auto* channelBox = findChild<QSpinBox*>(QStringLiteral("histogramChannel"));
+    auto* tokenBox = findChild<QSpinBox*>(QStringLiteral("histogramToken"));
+    const QSignalBlocker b1(channelBox), b2(tokenBox);
+    channelBox->setRange(0, static_cast<int>(layer_->tensors->key.dim) - 1);
+    tokenBox->setRange(0, static_cast<int>(layer_->tensors->key.tokens) - 1);
+    channel_ = std::clamp(channel_, 0, channelBox->maximum());
+    token_ = std::clamp(token_, 0, tokenBox->maximum());
+    channelBox->setValue(channel_);
+    tokenBox->setValue(token_);
+  }
+  refresh();
+}
+
+void HistogramView::refresh() {
+  data_ = {};
+  group_.reset();
+  groupNote_.clear();
+  if (layer_) {
+    const auto t = static_cast<ViewTensor>(tensor_->currentData().toInt());
+    const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
+    const Tensor3* x = layer_->original(t);
+    if (x) {
+      const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
+      data_ = computeHistogram(*x, layer_->reconstruction(t), kvHead_, scope, index, bins_->value());
+      const QuantSpec& spec = layer_->spec(t);
+      const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
+                               (t == ViewTensor::KeyPreRope && spec.prerope);
+      const int64_t keptEnd = x->tokens - spec.residual;
+      if (spec.format == FormatId::None || spec.format == FormatId::Fp16 || spec.format == FormatId::Bf16) {
+        groupNote_ = tr("no scale groups: %1 rounds each element").arg(QString::fromStdString(toString(spec)));
+      } else if (!formatSpace) {
+        groupNote_ = tr("levels not drawn: this spec quantizes %1, not this tensor")
+                         .arg(spec.prerope ? tr("pre-RoPE K") : tr("K after RoPE"));
+      } else if (spec.hadamard) {
+        groupNote_ = tr("levels not drawn: they apply in the Hadamard-rotated space");
+      } else if (token_ < spec.sinks || token_ >= keptEnd) {
+        groupNote_ = tr("token %1 is kept exactly (sink or residual window)").arg(token_);
+      } else {
+        int64_t first = 0;
+        const Tensor3 input = formatInput(*layer_->tensors, t, spec, &first);
+        auto detail = describeGroup(input, spec, kvHead_, token_ - first, channel_);
+        if (detail) {
+          group_ = std::move(detail).value();
+        } else {
+          groupNote_ = QString::fromStdString(detail.status().message());
+        }
+      }
+    } else {
+      groupNote_ = tr("this dump has no %1").arg(QString::fromUtf8(viewTensorLabel(t)));
+    }
+  }
+  rebuildChart();
+  stats_->setText(statsText());
+}
+
+void HistogramView::rebuildChart() {
+  const bool logCounts = log_->isChecked();
+  QList<QPointF> a, b, levels;
+  double top = 1;
+  for (size_t i = 0; i < data_.original.size(); ++i) {
+    const auto y = [&](double c) { return logCounts ? std::max(c, kLogFloor) : c; };
+    a.append({data_.edges[i], y(data_.original[i])});
+    a.append({data_.edges[i + 1], y(data_.original[i])});
+    top = std::max(top, data_.original[i]);
+    if (!data_.reconstructed.empty()) {
+      b.append({data_.edges[i], y(data_.reconstructed[i])});
+      b.append({data_.edges[i + 1], y(data_.reconstructed[i])});
+      top = std::max(top, data_.reconstructed[i]);
+    }
+  }
+  double xlo = data_.edges.empty() ? 0 : data_.edges.front();
+  double xhi = data_.edges.empty() ? 1 : data_.edges.back();
+  const double base = logCounts ? kLogFloor : 0.0;
+  const double yTop = logCounts ? top * 2 : top * 1.05;
+  if (group_) {
+    for (double level : group_->levels) {
+      if (level < xlo || level > xhi) continue;
+      levels.append({level, base});
+      levels.append({level, yTop});
+      levels.append({level, base});
+    }
+  }
+  original_->replace(a);
+  reconstructed_->replace(b);
+  levels_->replace(levels);
+
+  for (QAbstractAxis* axis : chart_->axes()) {
+    chart_->removeAxis(axis);
+    delete axis;
+  }
+  auto* xAxis = new QValueAxis;
+  xAxis->setRange(xlo, xhi);
+  xAxis->setTitleText(tr("value"));
+  QAbstractAxis* yAxis = nullptr;
+  if (logCounts) {
+    auto* axis = new QLogValueAxis;
+    axis->setBase(10);
+    axis->setRange(base, yTop);
+    axis->setLabelFormat(QStringLiteral("%g"));
+    yAxis = axis;
+  } else {
+    auto* axis = new QValueAxis;
+    axis->setRange(0, yTop);
+    axis->setLabelFormat(QStringLiteral("%d"));
+    yAxis = axis;
+  }
+  yAxis->setTitleText(tr("count"));
+  chart_->addAxis(xAxis, Qt::AlignBottom);
+  chart_->addAxis(yAxis, Qt::AlignLeft);
+  for (QLineSeries* s : {levels_, original_, reconstructed_}) {
+    s->attachAxis(xAxis);
+    s->attachAxis(yAxis);
+  }
+  if (layer_) {
+    const auto t = static_cast<ViewTensor>(tensor_->currentData().toInt());
+    chart_->setTitle(tr("%1 · layer %2 · kv head %3 · %4 · %5")
+                         .arg(QString::fromUtf8(viewTensorLabel(t)))
+                         .arg(layer_->tensors->layer)
+                         .arg(kvHead_)
+                         .arg(scope_->currentText())
+                         .arg(QString::fromStdString(toString(layer_->spec(t)))));
+  } else {
+    chart_->setTitle(tr("Histogram: no data yet"));
+  }
+}
+
+QString HistogramView::statsText() const {
+  if (!layer_ || data_.count == 0) return tr("No data.");
+  QString text = tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
+                     .arg(data_.count)
+                     .arg(num(data_.min), num(data_.max), num(data_.kurtosis), num(data_.maxOverMedian));
+  if (group_) {
+    text += tr("\nGroup of (token %1, channel %2): %3 values, min %4, max %5, clipped to [%6, %7], "
+               "scale %8, zero %9, codes used %10 of %11")
+                .arg(token_)
+                .arg(channel_)
+                .arg(group_->size)
+                .arg(num(group_->lo), num(group_->hi), num(group_->clipLo), num(group_->clipHi),
+                     num(group_->scale), num(group_->zero))
+                .arg(group_->codesUsed)
+                .arg(group_->codesTotal);
+  } else if (!groupNote_.isEmpty()) {
+    text += QStringLiteral("\n") + groupNote_;
+  }
+  return text;
+}
+
+void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
+  const QFontMetricsF fm(painter.font());
+  const double statsHeight = fm.height() * 3;
+  const QRectF chartRect(target.left(), target.top(), target.width(), target.height() - statsHeight);
+  renderChart(chart_, painter, chartRect);
+  painter.save();
+  painter.fillRect(QRectF(target.left(), chartRect.bottom(), target.width(), statsHeight),
+                   chart_->backgroundBrush());
+  painter.setPen(chart_->titleBrush().color());
+  painter.drawText(QRectF(target.left() + 10, chartRect.bottom(), target.width() - 20, statsHeight),
+                   Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, statsText());
+  painter.restore();
+}
+
+QString HistogramView::toCsv() const {
+  QString out = QStringLiteral("bin_lo,bin_hi,original,reconstructed\n");
+  for (size_t i = 0; i < data_.original.size(); ++i) {
+    out += QStringLiteral("%1,%2,%3,%4\n")
+               .arg(data_.edges[i], 0, 'g', 9)
+               .arg(data_.edges[i + 1], 0, 'g', 9)
+               .arg(data_.original[i])
+               .arg(data_.reconstructed.empty() ? 0.0 : data_.reconstructed[i]);
+  }
+  if (group_) {
+    out += QStringLiteral("\nlevel\n");
+    for (double l : group_->levels) out += QString::number(l, 'g', 9) + QLatin1Char('\n');
+  }
+  return out;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Histogram of the selected tensor slice, original and reconstruction overlaid, with the
+// quantization levels of the selected group drawn over it (core's describeGroup).
+#pragma once
+
+#include <QWidget>
+
+#include <optional>
+
+#include "core/quant/formats.h"
+#include "ui/compute/histogram_data.h"
+#include "ui/export/exportable.h"
+#include "ui/model/layer_data.h"
+
+class QChart;
+class QChartView;
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineSeries;
+class QSpinBox;
+
+namespace kvscope::ui {
+
+class HistogramView : public QWidget, public ExportableView {
+  Q_OBJECT
+
+ public:
+  explicit HistogramView(QWidget* parent = nullptr);
+
+  /// Shows kv head `kvHead` of `layer`; `channel` and `token` pick the group whose levels are drawn.
+  void setLayer(LayerQuantPtr layer, int kvHead, int channel, int token);
+  void setHasPreRope(bool has);
+
+  [[nodiscard]] const HistogramData& data() const { return data_; }
+  [[nodiscard]] const std::optional<GroupDetail>& group() const { return group_; }
+  [[nodiscard]] QString statsText() const;
+  QLineSeries* originalSeries() { return original_; }
+  QLineSeries* reconstructedSeries() { return reconstructed_; }
+  QLineSeries* levelSeries() { return levels_; }
+  QComboBox* tensorBox() { return tensor_; }
+  QComboBox* scopeBox() { return scope_; }
+  QCheckBox* logBox() { return log_; }
+  QChart* chart() { return chart_; }
+
+  [[nodiscard]] QString exportName() const override { return QStringLiteral("histogram"); }
+  void renderTo(QPainter& painter, const QRectF& target) override;
+  [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] bool hasContent() const override { return layer_ != nullptr && data_.count > 0; }
+
+ private:
+  void refresh();
+  void rebuildChart();
+
+  QChart* chart_;
+  QChartView* view_;
+  QLineSeries* original_;
+  QLineSeries* reconstructed_;
+  QLineSeries* levels_;
+  QComboBox* tensor_;
+  QComboBox* scope_;
+  QSpinBox* bins_;
+  QCheckBox* log_;
+  QLabel* stats_;
+
+  LayerQuantPtr layer_;
+  int kvHead_ = 0, channel_ = 0, token_ = 0;
+  HistogramData data_;
+  std::optional<GroupDetail> group_;
+  QString groupNote_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/views/summary_view.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineSeries>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStandardItemModel>
+#include <QTableView>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+
+#include "ui/export/chart_render.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+enum class Budget { None, Key, Value };
+
+struct Column {
+  const char* header;
+  std::function<std::optional<double>(const HeadResult&)> get;
+  Budget budget;
+};
+
+std::optional<double> attention(const HeadResult& h, const AttentionMetrics AttentionCases::*which,
+                                double AttentionMetrics::*field) {
+  if (!h.attention) return std::nullopt;
+  return (*h.attention).*which.*field;
+}
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> all{
+      {"K rel_error", [](const HeadResult& h) { return std::optional<double>(h.key.relError); }, Budget::None},
+      {"K sqnr_db", [](const HeadResult& h) { return h.key.sqnrDb; }, Budget::None},
+      {"V rel_error", [](const HeadResult& h) { return std::optional<double>(h.value.relError); }, Budget::None},
+      {"V sqnr_db", [](const HeadResult& h) { return h.value.sqnrDb; }, Budget::None},
+      {"key_only kl_mean", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::klMean); }, Budget::None},
+      {"key_only top1", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::top1Agreement); }, Budget::None},
+      {"key_only output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::outputRelError); }, Budget::Key},
+      {"value_only output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::valueOnly, &AttentionMetrics::outputRelError); }, Budget::Value},
+      {"joint kl_mean", [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::klMean); }, Budget::None},
+      {"joint output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::outputRelError); }, Budget::None},
+  };
+  return all;
+}
+
+// Fallback when the dump has no queries: budgets apply to the tensors' rel_error.
+double keyMetric(const HeadResult& h) {
+  return h.attention ? h.attention->keyOnly.outputRelError : h.key.relError;
+}
+double valueMetric(const HeadResult& h) {
+  return h.attention ? h.attention->valueOnly.outputRelError : h.value.relError;
+}
+
+}  // namespace
+
+SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
+  model_ = new QStandardItemModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(Qt::UserRole);
+  table_ = new QTableView(this);
+  table_->setModel(proxy_);
+  table_->setSortingEnabled(true);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->verticalHeader()->hide();
+  table_->setToolTip(tr("Click a row to select that layer and kv head in every view; click a header to sort."));
+
+  chart_ = new QChart;
+  chart_->setAnimationOptions(QChart::NoAnimation);
+  chart_->legend()->setAlignment(Qt::AlignBottom);
+  chartView_ = new QChartView(chart_, this);
+  chartView_->setRenderHint(QPainter::Antialiasing);
+
+  keyBudget_ = new QDoubleSpinBox(this);
+  valueBudget_ = new QDoubleSpinBox(this);
+  for (QDoubleSpinBox* box : {keyBudget_, valueBudget_}) {
+    box->setDecimals(4);
+    box->setRange(0.0, 10.0);
+    box->setSingleStep(0.005);
+    box->setValue(0.05);
+  }
+  keyBudget_->setToolTip(tr("Largest acceptable key_only output_rel_error (K rel_error without queries); cells above it turn red."));
+  valueBudget_->setToolTip(tr("Largest acceptable value_only output_rel_error (V rel_error without queries); cells above it turn red."));
+  status_ = new QLabel(this);
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("K budget"), this));
+  controls->addWidget(keyBudget_);
+  controls->addWidget(new QLabel(tr("V budget"), this));
+  controls->addWidget(valueBudget_);
+  controls->addWidget(status_, 1);
+  auto* splitter = new QSplitter(Qt::Vertical, this);
+  splitter->addWidget(table_);
+  splitter->addWidget(chartView_);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addLayout(controls);
+  layout->addWidget(splitter, 1);
+
+  const auto budgetEdited = [this] {
+    rebuildTable();
+    rebuildChart();
+    emit budgetsChanged(keyBudget(), valueBudget());
+  };
+  connect(keyBudget_, &QDoubleSpinBox::valueChanged, this, budgetEdited);
+  connect(valueBudget_, &QDoubleSpinBox::valueChanged, this, budgetEdited);
+  connect(table_, &QTableView::clicked, this, [this](const QModelIndex& index) {
+    const QModelIndex source = proxy_->mapToSource(index);
+    const int layer = model_->item(source.row(), 0)->data(Qt::UserRole).toInt();
+    const int head = model_->item(source.row(), 1)->data(Qt::UserRole).toInt();
+    emit selected(layer, head);
+  });
+  reset(0);
+}
+
+double SummaryView::keyBudget() const { return keyBudget_->value(); }
+double SummaryView::valueBudget() const { return valueBudget_->value(); }
+
+void SummaryView::setBudgets(double key, double value) {
+  keyBudget_->setValue(key);
+  valueBudget_->setValue(value);
+}
+
+void SummaryView::reset(int layers) {
+  layers_.clear();
+  expected_ = layers;
+  rebuildTable();
+  rebuildChart();
+}
+
+void SummaryView::addLayer(const LayerResult& layer) {
+  auto it = std::find_if(layers_.begin(), layers_.end(), [&](const LayerResult& l) { return l.layer == layer.layer; });
+  if (it != layers_.end()) *it = layer;
+  else layers_.push_back(layer);
+  std::sort(layers_.begin(), layers_.end(), [](const LayerResult& a, const LayerResult& b) { return a.layer < b.layer; });
+  rebuildTable();
+  rebuildChart();
+}
+
+bool SummaryView::hasAttention() const {
+  for (const LayerResult& l : layers_) {
+    for (const HeadResult& h : l.heads) {
+      if (h.attention) return true;
+    }
+  }
+  return false;
+}
+
+void SummaryView::rebuildTable() {
+  model_->clear();
+  QStringList headers{tr("layer"), tr("kv head")};
+  for (const Column& c : columns()) headers << QString::fromUtf8(c.header);
+  model_->setHorizontalHeaderLabels(headers);
+  const QColor over(231, 76, 60, 90), within(46, 204, 113, 70);
+  for (const LayerResult& l : layers_) {
+    for (const HeadResult& h : l.heads) {
+      QList<QStandardItem*> row;
+      auto* layerItem = new QStandardItem(QString::number(l.layer));
+      layerItem->setData(l.layer, Qt::UserRole);
+      auto* headItem = new QStandardItem(QString::number(h.kvHead));
+      headItem->setData(h.kvHead, Qt::UserRole);
+      row << layerItem << headItem;
+      for (const Column& c : columns()) {
+        auto* item = new QStandardItem;
+        if (h.skipped) {
+          item->setText(tr("skipped"));
+          item->setToolTip(QString::fromStdString(h.skipReason));
+        } else if (const auto v = c.get(h)) {
+          item->setText(QString::number(*v, 'g', 4));
+          item->setData(*v, Qt::UserRole);
+          if (c.budget != Budget::None) {
+            const double budget = c.budget == Budget::Key ? keyBudget() : valueBudget();
+            item->setBackground(*v <= budget ? within : over);
+          }
+        } else {
+          item->setText(QStringLiteral("–"));
+        }
+        row << item;
+      }
+      model_->appendRow(row);
+    }
+  }
+  table_->resizeColumnsToContents();
+  status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
+                       ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)
+                       : (expected_ > 0 ? tr("all %1 layers evaluated").arg(expected_) : tr("no dump")));
+}
+
+void SummaryView::rebuildChart() {
+  chart_->removeAllSeries();
+  for (QAbstractAxis* axis : chart_->axes()) {
+    chart_->removeAxis(axis);
+    delete axis;
+  }
+  const bool attentionMetrics = hasAttention();
+  chart_->setTitle(attentionMetrics ? tr("output_rel_error per layer (mean over kv heads)")
+                                    : tr("rel_error per layer (no queries in this dump)"));
+  if (layers_.empty()) return;
+  auto* keySet = new QBarSet(attentionMetrics ? tr("key_only") : tr("K"));
+  auto* valueSet = new QBarSet(attentionMetrics ? tr("value_only") : tr("V"));
+  auto* jointSet = attentionMetrics ? new QBarSet(tr("joint")) : nullptr;
+  QStringList categories;
+  double top = std::max(keyBudget(), valueBudget());
+  for (const LayerResult& l : layers_) {
+    double k = 0, v = 0, j = 0;
+    int n = 0;
+    for (const HeadResult& h : l.heads) {
+      if (h.skipped) continue;
+      k += keyMetric(h);
+      v += valueMetric(h);
+      if (h.attention) j += h.attention->joint.outputRelError;
+      ++n;
+    }
+    if (n > 0) {
+      k /= n;
+      v /= n;
+      j /= n;
+    }
+    *keySet << k;
+    *valueSet << v;
+    if (jointSet) *jointSet << j;
+    top = std::max({top, k, v, j});
+    categories << QString::number(l.layer);
+  }
+  auto* bars = new QBarSeries;
+  bars->append(keySet);
+  bars->append(valueSet);
+  if (jointSet) bars->append(jointSet);
+  chart_->addSeries(bars);
+  auto* xAxis = new QBarCategoryAxis;
+  xAxis->append(categories);
+  xAxis->setTitleText(tr("layer"));
+  auto* yAxis = new QValueAxis;
+  yAxis->setRange(0, top * 1.1);
+  chart_->addAxis(xAxis, Qt::AlignBottom);
+  chart_->addAxis(yAxis, Qt::AlignLeft);
+  bars->attachAxis(xAxis);
+  bars->attachAxis(yAxis);
+  // Budget lines across the bars (a second, hidden value x-axis spans the categories).
+  auto* lineAxis = new QValueAxis;
+  lineAxis->setRange(0, 1);
+  lineAxis->setVisible(false);
+  chart_->addAxis(lineAxis, Qt::AlignTop);
+  const auto budgetLine = [&](double y, const QString& name, const QColor& colour) {
+    auto* line = new QLineSeries;
+    line->setName(name);
+    line->append(0, y);
+    line->append(1, y);
+    QPen pen(colour);
+    pen.setStyle(Qt::DashLine);
+    pen.setWidthF(1.5);
+    line->setPen(pen);
+    chart_->addSeries(line);
+    line->attachAxis(lineAxis);
+    line->attachAxis(yAxis);
+  };
+  budgetLine(keyBudget(), tr("K budget"), keySet->color().darker(140));
+  budgetLine(valueBudget(), tr("V budget"), valueSet->color().darker(140));
+}
+
+void SummaryView::renderTo(QPainter& painter, const QRectF& target) { renderChart(chart_, painter, target); }
+
+QString SummaryView::toCsv() const {
+  QString out = QStringLiteral("layer,kv_head");
+  for (const Column& c : columns()) out += QLatin1Char(',') + QString::fromUtf8(c.header).replace(QLatin1Char(' '), QLatin1Char('_'));
+  out += QLatin1Char('\n');
+  for (const LayerResult& l : layers_) {
+    for (const HeadResult& h : l.heads) {
+      out += QStringLiteral("%1,%2").arg(l.layer).arg(h.kvHead);
+      for (const Column& c : columns()) {
+        const auto v = h.skipped ? std::nullopt : c.get(h);
+        out += QLatin1Char(',') + (v ? QString::number(*v, 'g', 9) : QString());
+      }
+      out += QLatin1Char('\n');
+    }
+  }
+  return out;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Layer summary: per-(layer, kv head) metrics for key_only / value_only / joint in a sortable
+// table and a bar chart, coloured against the user's K and V budgets. Fills in as layers finish.
+#pragma once
+
+#include <QWidget>
+
+#include <vector>
+
+#include "core/report/eval.h"
+#include "ui/export/exportable.h"
+
+class QBarSeries;
+class QChart;
+class QChartView;
+class QDoubleSpinBox;
+class QLabel;
+class QLineSeries;
+class QSortFilterProxyModel;
+class QStandardItemModel;
+class QTableView;
+
+namespace kvscope::ui {
+
+class SummaryView : public QWidget, public ExportableView {
+  Q_OBJECT
+
+ public:
+  explicit SummaryView(QWidget* parent = nullptr);
+
+  /// Empties the table for a dump of `layers` layers.
+  void reset(int layers);
+  /// Adds (or replaces) one evaluated layer.
+  void addLayer(const LayerResult& layer);
+  [[nodiscard]] const std::vector<LayerResult>& layers() const { return layers_; }
+  [[nodiscard]] int expectedLayers() const { return expected_; }
+  /// Budgets on output_rel_error: key_only against K, value_only against V.
+  void setBudgets(double key, double value);
+  [[nodiscard]] double keyBudget() const;
+  [[nodiscard]] double valueBudget() const;
+  QTableView* table() { return table_; }
+  QStandardItemModel* model() { return model_; }
+
+  [[nodiscard]] QString exportName() const override { return QStringLiteral("summary"); }
+  void renderTo(QPainter& painter, const QRectF& target) override;
+  [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] bool hasContent() const override { return !layers_.empty(); }
+
+ signals:
+  /// A row was clicked: select this layer and kv head everywhere.
+  void selected(int layer, int kvHead);
+  /// The budgets changed (the budget view draws them too).
+  void budgetsChanged(double key, double value);
+
+ private:
+  void rebuildTable();
+  void rebuildChart();
+  [[nodiscard]] bool hasAttention() const;
+
+  std::vector<LayerResult> layers_;
+  int expected_ = 0;
+  QStandardItemModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QTableView* table_;
+  QChart* chart_;
+  QChartView* chartView_;
+  QDoubleSpinBox* keyBudget_;
+  QDoubleSpinBox* valueBudget_;
+  QLabel* status_;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/widgets/spec_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "core/quant/format_table.h"
+
+namespace kvscope::ui {
+
+namespace {
+
+// Percentile slider in steps of 0.001 from 0.800 to 1.000.
+constexpr int kClipMin = 800, kClipMax = 1000;
+
+QString formatItemText(const FormatInfo& f) {
+  const QString name = QString::fromUtf8(f.name.data(), static_cast<qsizetype>(f.name.size()));
+  return f.hasBits ? name + QStringLiteral("<b> (1–8 bits)") : name;
+}
+
+}  // namespace
+
+SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKey) {
+  setObjectName(isKey ? QStringLiteral("keyPanel") : QStringLiteral("valuePanel"));
+  auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+
+  if (!isKey_) {
+    link_ = new QCheckBox(tr("Same as key"), this);
+    link_->setToolTip(tr("Quantize values with the key's setting (pre-RoPE excepted) and follow its changes."));
+    form->addRow(link_);
+    connect(link_, &QCheckBox::toggled, this, [this](bool on) {
+      updateEnabled();
+      emit linkToggled(on);
+    });
+  }
+
+  format_ = new QComboBox(this);
+  format_->setToolTip(tr("The number format the cache stores, as defined in quantization.md §2."));
+  for (const FormatInfo& f : formatTable()) {
+    format_->addItem(formatItemText(f), static_cast<int>(f.id));
+    format_->setItemData(format_->count() - 1,
+                         QString::fromUtf8(f.description.data(), static_cast<qsizetype>(f.description.size())),
+                         Qt::ToolTipRole);
+  }
+  if (format_->count() == 0) {
+    format_->addItem(tr("formats not available yet"));
+    format_->setEnabled(false);
+  }
+  form->addRow(tr("Format"), format_);
+
+  bits_ = new QSlider(Qt::Horizontal, this);
+  bits_->setRange(1, 8);
+  bits_->setPageStep(1);
+  bits_->setTickPosition(QSlider::TicksBelow);
+  bits_->setToolTip(tr("Payload bits of each integer code; fewer bits mean coarser levels."));
+  bitsLabel_ = new QLabel(this);
+  auto* bitsRow = new QHBoxLayout;
+  bitsRow->addWidget(bits_, 1);
+  bitsRow->addWidget(bitsLabel_);
+  form->addRow(tr("Bits"), bitsRow);
+
+  symmetric_ = new QCheckBox(tr("Symmetric (no zero point)"), this);
+  symmetric_->setToolTip(tr("Use a max-abs scale around zero instead of a min/max range with a stored minimum."));
+  form->addRow(QString(), symmetric_);
+
+  axis_ = new QComboBox(this);
+  for (Axis a : {Axis::Tensor, Axis::Head, Axis::Token, Axis::Channel}) {
+    axis_->addItem(QString::fromUtf8(axisName(a)), static_cast<int>(a));
+  }
+  axis_->setToolTip(tr("Which values share one scale: the whole tensor, one head, one token or one channel."));
+  form->addRow(tr("Granularity"), axis_);
+
+  group_ = new QSpinBox(this);
+  group_->setRange(0, 1 << 20);
+  group_->setSpecialValueText(tr("whole axis"));
+  group_->setToolTip(tr("Split each token's channels (or each channel's tokens) into runs of this many values; 0 keeps one run."));
+  form->addRow(tr("Group size"), group_);
+
+  clip_ = new QComboBox(this);
+  clip_->addItem(tr("off"), static_cast<int>(Clip::Kind::None));
+  clip_->addItem(tr("percentile"), static_cast<int>(Clip::Kind::Percentile));
+  clip_->addItem(tr("MSE search"), static_cast<int>(Clip::Kind::Mse));
+  clip_->setToolTip(tr("Shrink each group's range before quantizing: at a percentile of its values, or where the squared error is least."));
+  clipP_ = new QSlider(Qt::Horizontal, this);
+  clipP_->setRange(kClipMin, kClipMax);
+  clipP_->setToolTip(tr("The fraction of each group's values that stays inside the clipped range."));
+  clipLabel_ = new QLabel(this);
+  auto* clipRow = new QHBoxLayout;
+  clipRow->addWidget(clip_);
+  clipRow->addWidget(clipP_, 1);
+  clipRow->addWidget(clipLabel_);
+  form->addRow(tr("Clipping"), clipRow);
+
+  outliers_ = new QDoubleSpinBox(this);
+  outliers_->setDecimals(4);
+  outliers_->setRange(0.0, 0.5);
+  outliers_->setSingleStep(0.001);
+  outliers_->setToolTip(tr("Fraction of each kv head's largest values kept exactly beside the quantized tensor (dense-and-sparse)."));
+  form->addRow(tr("Outlier fraction"), outliers_);
+
+  sinks_ = new QSpinBox(this);
+  sinks_->setRange(0, 1 << 20);
+  sinks_->setToolTip(tr("Keep this many first tokens (attention sinks) unquantized."));
+  form->addRow(tr("Sink tokens"), sinks_);
+
+  residual_ = new QSpinBox(this);
+  residual_->setRange(0, 1 << 20);
+  residual_->setToolTip(tr("Keep this many most recent tokens unquantized, as a residual window does."));
+  form->addRow(tr("Residual tokens"), residual_);
+
+  hadamard_ = new QCheckBox(tr("Hadamard rotation"), this);
+  hadamard_->setToolTip(tr("Rotate each token vector by a normalized Hadamard matrix before quantizing, spreading outliers over channels."));
+  form->addRow(QString(), hadamard_);
+
+  prerope_ = new QCheckBox(tr("Pre-RoPE keys"), this);
+  prerope_->setToolTip(tr("Quantize the keys before RoPE and re-apply RoPE to the reconstruction (needs key_pre_rope in the dump)."));
+  if (isKey_) form->addRow(QString(), prerope_);
+  else prerope_->hide();
+
+  meta_ = new QComboBox(this);
+  for (MetaType m : {MetaType::Fp16, MetaType::Bf16, MetaType::Fp32}) {
+    meta_->addItem(QString::fromUtf8(metaTypeName(m)), static_cast<int>(m));
+  }
+  meta_->setToolTip(tr("The type scales and minimums are stored in; it rounds them and counts toward storage."));
+  form->addRow(tr("Metadata type"), meta_);
+
+  unitscale_ = new QCheckBox(tr("Unit scale (uncalibrated fp8)"), this);
+  unitscale_->setToolTip(tr("Cast to fp8 with scale 1, as an engine without calibration does."));
+  form->addRow(QString(), unitscale_);
+
+  text_ = new QLineEdit(this);
+  text_->setObjectName(QStringLiteral("specText"));
+  text_->setToolTip(tr("The canonical spec string; edit it and press Enter to set the controls."));
+  form->addRow(tr("Spec"), text_);
+  message_ = new QLabel(this);
+  message_->setWordWrap(true);
+  message_->setStyleSheet(QStringLiteral("color: #c0392b;"));
+  form->addRow(message_);
+  storage_ = new QLabel(this);
+  storage_->setWordWrap(true);
+  storage_->setToolTip(tr("Storage under this setting for the open dump's shape (quantization.md §5)."));
+  form->addRow(storage_);
+
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(4, 4, 4, 4);
+  outer->addLayout(form);
+  outer->addStretch(1);
+
+  connect(format_, &QComboBox::currentIndexChanged, this, [this] { fromControls(true); });
+  connect(bits_, &QSlider::valueChanged, this, [this] { fromControls(false); });
+  connect(symmetric_, &QCheckBox::toggled, this, [this] { fromControls(false); });
+  connect(axis_, &QComboBox::currentIndexChanged, this, [this] { fromControls(false); });
+  connect(group_, &QSpinBox::valueChanged, this, [this] { fromControls(false); });
+  connect(clip_, &QComboBox::currentIndexChanged, this, [this] { fromControls(false); });
+  connect(clipP_, &QSlider::valueChanged, this, [this] { fromControls(false); });
+  connect(outliers_, &QDoubleSpinBox::valueChanged, this, [this] { fromControls(false); });
+  connect(sinks_, &QSpinBox::valueChanged, this, [this] { fromControls(false); });
+  connect(residual_, &QSpinBox::valueChanged, this, [this] { fromControls(false); });
+  connect(hadamard_, &QCheckBox::toggled, this, [this] { fromControls(false); });
+  connect(prerope_, &QCheckBox::toggled, this, [this] { fromControls(false); });
+  connect(meta_, &QComboBox::currentIndexChanged, this, [this] { fromControls(false); });
+  connect(unitscale_, &QCheckBox::toggled, this, [this] { fromControls(false); });
+  connect(text_, &QLineEdit::returnPressed, this, &SpecPanel::applyText);
+  connect(text_, &QLineEdit::editingFinished, this, &SpecPanel::applyText);
+
+  spec_ = defaultSpec(FormatId::Int, 4);
+  toControls();
+}
+
+bool SpecPanel::linkedToKey() const { return link_ && link_->isChecked(); }
+
+void SpecPanel::setLinkedToKey(bool linked) {
+  if (link_) link_->setChecked(linked);
+}
+
+void SpecPanel::setSpec(const QuantSpec& spec) {
+  spec_ = spec;
+  if (!isKey_) spec_.prerope = false;
+  toControls();
+}
+
+void SpecPanel::setContext(const SpecContext& context) {
+  context_ = context;
+  context_.isKey = isKey_;
+  updateEnabled();
+  updateTextAndMessage();
+}
+
+void SpecPanel::setStorageText(const QString& text) { storage_->setText(text); }
+
+void SpecPanel::fromControls(bool formatChanged) {
+  if (updating_) return;
+  QuantSpec s = spec_;
+  if (formatChanged) {
+    // A new format brings its own defaults for grouping and metadata (§3); the options that
+    // are format-independent carry over.
+    const auto id = static_cast<FormatId>(format_->currentData().toInt());
+    s = defaultSpec(id, id == FormatId::Int ? bits_->value() : 0);
+    s.outliers = spec_.outliers;
+    s.sinks = spec_.sinks;
+    s.residual = spec_.residual;
+    s.hadamard = spec_.hadamard;
+    s.prerope = spec_.prerope;
+  } else {
+    const FormatInfo& info = formatInfo(s.format);
+    if (info.hasBits) s.bits = bits_->value();
+    s.symmetric = info.kind == FormatKind::Integer && symmetric_->isChecked();
+    if (s.symmetric && s.bits < 2) s.bits = 2;  // int1 has no symmetric form (§2)
+    s.axis = static_cast<Axis>(axis_->currentData().toInt());
+    s.group = group_->value();
+    s.clip.kind = static_cast<Clip::Kind>(clip_->currentData().toInt());
+    s.clip.p = s.clip.kind == Clip::Kind::Percentile ? clipP_->value() / 1000.0 : 1.0;
+    s.outliers = outliers_->value();
+    s.sinks = sinks_->value();
+    s.residual = residual_->value();
+    s.hadamard = hadamard_->isChecked();
+    s.prerope = isKey_ && prerope_->isChecked();
+    s.scale = static_cast<MetaType>(meta_->currentData().toInt());
+    s.unitscale = info.kind == FormatKind::Float8 && unitscale_->isChecked();
+  }
+  spec_ = s;
+  toControls();
+  emit specChanged(spec_);
+}
+
+void SpecPanel::toControls() {
+  updating_ = true;
+  const int formatIndex = format_->findData(static_cast<int>(spec_.format));
+  if (formatIndex >= 0) format_->setCurrentIndex(formatIndex);
+  bits_->setValue(spec_.bits);
+  bitsLabel_->setText(tr("%1 bit").arg(spec_.bits));
+  symmetric_->setChecked(spec_.symmetric);
+  axis_->setCurrentIndex(axis_->findData(static_cast<int>(spec_.axis)));
+  group_->setValue(spec_.group);
+  clip_->setCurrentIndex(clip_->findData(static_cast<int>(spec_.clip.kind)));
+  clipP_->setValue(spec_.clip.kind == Clip::Kind::Percentile
+                       ? static_cast<int>(std::lround(spec_.clip.p * 1000))
+                       : kClipMax);
+  clipLabel_->setText(spec_.clip.kind == Clip::Kind::Percentile ? QString::number(spec_.clip.p, 'f', 3)
+                                                                : QString());
+  outliers_->setValue(spec_.outliers);
+  sinks_->setValue(spec_.sinks);
+  residual_->setValue(spec_.residual);
+  hadamard_->setChecked(spec_.hadamard);
+  prerope_->setChecked(spec_.prerope);
+  meta_->setCurrentIndex(meta_->findData(static_cast<int>(spec_.scale)));
+  unitscale_->setChecked(spec_.unitscale);
+  updating_ = false;
+  updateEnabled();
+  updateTextAndMessage();
+}
+
+void SpecPanel::updateEnabled() {
+  const FormatInfo& info = formatInfo(spec_.format);
+  const bool linked = linkedToKey();
+  const bool grouped = info.grouped;
+  const bool isNone = spec_.format == FormatId::None;
+  const bool powerOfTwo = context_.headDim <= 0 || (context_.headDim & (context_.headDim - 1)) == 0;
+  format_->setEnabled(!linked && format_->count() > 0 && !formatTable().empty());
+  bits_->setEnabled(!linked && info.hasBits);
+  symmetric_->setEnabled(!linked && info.kind == FormatKind::Integer);
+  axis_->setEnabled(!linked && grouped);
+  group_->setEnabled(!linked && grouped && spec_.axis != Axis::Tensor && spec_.axis != Axis::Head);
+  clip_->setEnabled(!linked && grouped);
+  clipP_->setEnabled(!linked && grouped && spec_.clip.kind == Clip::Kind::Percentile);
+  outliers_->setEnabled(!linked && !isNone);
+  sinks_->setEnabled(!linked && !isNone);
+  residual_->setEnabled(!linked && !isNone);
+  hadamard_->setEnabled(!linked && !isNone && powerOfTwo);
+  prerope_->setEnabled(isKey_ && !isNone && context_.hasKeyPreRope);
+  meta_->setEnabled(!linked && grouped && !spec_.unitscale);
+  unitscale_->setEnabled(!linked && info.kind == FormatKind::Float8);
+  text_->setReadOnly(linked);
+}
+
+void SpecPanel::updateTextAndMessage() {
+  if (!text_->hasFocus() || !text_->isModified()) {
+    text_->setText(QString::fromStdString(toString(spec_)));
+    text_->setModified(false);
+  }
+  const Status status = validateSpec(spec_, context_);
+  valid_ = status.isOk();
+  message_->setText(valid_ ? QString() : QString::fromStdString(status.message()));
+}
+
+void SpecPanel::applyText() {
+  if (!text_->isModified() || text_->isReadOnly()) return;
+  text_->setModified(false);
+  const std::string text = text_->text().trimmed().toStdString();
+  auto parsed = parseSpec(text);
+  if (!parsed) {
+    valid_ = false;
+    message_->setText(QString::fromStdString(parsed.status().message()));
+    return;
+  }
+  QuantSpec s = *parsed;
+  if (!isKey_ && s.prerope) {
+    message_->setText(tr("prerope applies to keys only"));
+    valid_ = false;
+    return;
+  }
+  spec_ = s;
+  toControls();
+  emit specChanged(spec_);
+}
+
+}  // namespace kvscope::ui
