@@ -123,12 +123,9 @@ struct Partial {
   double relKey = 0, relValue = 0, relJoint = 0;
 };
 
-int64_t firstArgmax(const double* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t j = 1; j < n; ++j) {
-    if (x[j] > x[best]) best = j;
-  }
-  return best;
+// The first index holding `max` (the row's maximum): ties go to the first key.
+int64_t firstIndexOf(const double* x, int64_t n, double max) {
+  return std::find(x, x + n, max) - x;
 }
 
 double relativeError(const float* diff, const float* ref, int64_t d) {
@@ -175,10 +172,17 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     deltaScores.noalias() = qc * deltaK.transpose();
   }
 
-  RowMatF prob = RowMatF::Zero(rows, ncol);
+  // Each row's entries past its position stay zero (causal mask); only those are cleared.
+  RowMatF prob(rows, ncol);
   RowMatF deltaProb, probHat;
-  if (needKeys) deltaProb = RowMatF::Zero(rows, ncol);
-  if (which.joint) probHat = RowMatF::Zero(rows, ncol);
+  if (needKeys) deltaProb.resize(rows, ncol);
+  if (which.joint) probHat.resize(rows, ncol);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
+    prob.row(r).tail(ncol - nk).setZero();
+    if (needKeys) deltaProb.row(r).tail(ncol - nk).setZero();
+    if (which.joint) probHat.row(r).tail(ncol - nk).setZero();
+  }
 
   Eigen::ArrayXd sd(ncol), dd(ncol), shat(ncol), p(ncol), phat(ncol);
   Partial part;
@@ -217,7 +221,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     part.scoreAbsSum += absd.sum();
     part.scoreMax = std::max(part.scoreMax, absd.maxCoeff());
     part.scoreCount += nk;
-    if (firstArgmax(sdh.data(), nk) == firstArgmax(shh.data(), nk)) ++part.top1;
+    if (firstIndexOf(sdh.data(), nk, m1) == firstIndexOf(shh.data(), nk, m2)) ++part.top1;
     deltaProb.row(r).head(nk) = (phh - ph).cast<float>().matrix().transpose();
     if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
   }
