@@ -55,18 +55,21 @@ std::string table(const bench::SuiteResult& r) {
   }
   out << "\n"
       << pad("group", 12) << pad("name", 34) << pad("best s", 10) << pad("median s", 10)
+      << pad("cpu s", 10)
       << pad("measured", 28) << pad("target", 22) << "verdict\n";
   for (const bench::SuiteRow& row : r.rows) {
-    char best[32], median[32];
+    char best[32], median[32], cpu[32];
+    std::snprintf(cpu, sizeof cpu, "%.4f", row.cpuSeconds);
     std::snprintf(best, sizeof best, "%.4f", row.seconds);
     std::snprintf(median, sizeof median, "%.4f", row.medianSeconds);
     const bool ran = row.verdict != bench::Verdict::NotRun;
-    out << pad(row.group, 12) << pad(row.name, 34) << pad(ran ? best : "-", 10)
-        << pad(ran ? median : "-", 10) << pad(ran ? row.measured : "-", 28) << pad(row.target, 22)
+    const bool timed = ran && row.runs > 0;  // memory rows carry no time of their own
+    out << pad(row.group, 12) << pad(row.name, 34) << pad(timed ? best : "-", 10)
+        << pad(timed ? median : "-", 10) << pad(timed ? cpu : "-", 10) << pad(ran ? row.measured : "-", 28) << pad(row.target, 22)
         << bench::verdictName(row.verdict) << "\n";
     if (!row.note.empty()) out << "    note: " << row.note << "\n";
   }
-  out << "\nshapes:\n";
+  out << "\n(best/median: wall clock; cpu: least process CPU time of a run, all threads)\nshapes:\n";
   std::string lastGroup;
   for (const bench::SuiteRow& row : r.rows) {
     if (row.group == lastGroup) continue;
@@ -95,8 +98,13 @@ CommandSetup setup = [](CLI::App& sub) {
     options.only = splitList(o->only);
     options.quick = o->quick;
     options.tempDir = o->tempDir;
-    options.progress = [](double, std::string_view what) {
-      std::cerr << "bench: " << what << "\n";
+    // One line per step: repeated phrases (one per layer) are printed once.
+    auto last = std::make_shared<std::string>();
+    options.progress = [last](double, std::string_view what) {
+      if (what != *last) {
+        *last = std::string(what);
+        std::cerr << "bench: " << what << "\n";
+      }
       return !interrupted();
     };
     auto result = bench::runSuite(options);

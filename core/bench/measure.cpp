@@ -65,6 +65,13 @@ int64_t rusagePeakRssBytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
+double processCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 bool resetPeakRss() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";
@@ -75,15 +82,19 @@ bool resetPeakRss() {
 Expected<Sample> timeRepeated(const std::function<Status()>& work, const Budget& budget,
                               const std::function<void()>& setup) {
   std::vector<double> times;
+  double leastCpu = 0;
   const double start = nowSeconds();
   while (static_cast<int>(times.size()) < std::max(1, budget.minRuns) ||
          (nowSeconds() - start < budget.minSeconds &&
           static_cast<int>(times.size()) < budget.maxRuns)) {
     if (setup) setup();
+    const double c0 = processCpuSeconds();
     const double t0 = nowSeconds();
     Status s = work();
     const double t1 = nowSeconds();
+    const double cpu = processCpuSeconds() - c0;
     if (!s.isOk()) return s;
+    leastCpu = times.empty() ? cpu : std::min(leastCpu, cpu);
     times.push_back(t1 - t0);
   }
   std::sort(times.begin(), times.end());
@@ -91,6 +102,7 @@ Expected<Sample> timeRepeated(const std::function<Status()>& work, const Budget&
   sample.runs = static_cast<int>(times.size());
   sample.best = times.front();
   sample.median = times[times.size() / 2];
+  sample.cpu = leastCpu;
   return sample;
 }
 

@@ -33,8 +33,12 @@ bool resetPeakRss();
 struct Sample {
   double best = 0;    ///< fastest run, seconds: the least disturbed on a shared machine
   double median = 0;  ///< median run, seconds
+  double cpu = 0;     ///< least process CPU time (user + system, all threads) of a run, seconds
   int runs = 0;
 };
+
+/// CPU time (user + system) this process has used so far, all threads, in seconds.
+double processCpuSeconds();
 
 /// How long to keep repeating a measurement.
 struct Budget {

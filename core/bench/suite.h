@@ -39,6 +39,7 @@ struct SuiteRow {
   std::string shape;   ///< e.g. "KVH=8 T=32768 D=128"
   double seconds = 0;  ///< best run
   double medianSeconds = 0;
+  double cpuSeconds = 0;  ///< least process CPU time of a run (all threads): load-independent-ish
   int runs = 0;
   /// Named figures in display order (elements_per_s, bandwidth_ratio, gflops, peak_rss_bytes …).
   std::vector<std::pair<std::string, double>> figures;
