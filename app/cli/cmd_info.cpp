@@ -39,7 +39,8 @@ std::function<int()> setupInfo(CLI::App& sub) {
   sub.add_option("--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
   sub.add_flag("--json", a->json, "Print a JSON object instead of text");
   sub.add_flag("--scan", a->scan, "Read every layer and report NaN/Inf counts (slow on big dumps)");
-  sub.add_flag("--allow-external", a->allowExternal, "Follow external links, external raw storage, virtual datasets");
+  sub.add_flag("--allow-external", a->allowExternal,
+               "Follow external links, external raw storage, virtual datasets");
   return [a]() -> int {
     auto opened = openDump(a->dump, a->mapping, a->allowExternal);
     if (!opened) return fail(opened.status());
@@ -62,9 +63,9 @@ std::function<int()> setupInfo(CLI::App& sub) {
               std::ostringstream w;
               w << "/layers/" << l << "/" << tensorKindName(kind);
               if (info.sequences > 1) w << " (sequence " << b << ")";
-              w << ": " << row.report.nanCount << " NaN, " << row.report.infCount << " Inf; first at head "
-                << row.report.firstHead << ", token " << row.report.firstToken << ", channel "
-                << row.report.firstChannel;
+              w << ": " << row.report.nanCount << " NaN, " << row.report.infCount
+                << " Inf; first at head " << row.report.firstHead << ", token "
+                << row.report.firstToken << ", channel " << row.report.firstChannel;
               warnings.push_back(w.str());
             }
             scan.push_back(row);
@@ -100,20 +101,28 @@ std::function<int()> setupInfo(CLI::App& sub) {
       if (a->scan) {
         nlohmann::json rows = nlohmann::json::array();
         for (const auto& r : scan)
-          rows.push_back({{"layer", r.layer}, {"sequence", r.sequence}, {"tensor", tensorKindName(r.kind)},
-                          {"nan", r.report.nanCount}, {"inf", r.report.infCount}});
+          rows.push_back({{"layer", r.layer},
+                          {"sequence", r.sequence},
+                          {"tensor", tensorKindName(r.kind)},
+                          {"nan", r.report.nanCount},
+                          {"inf", r.report.infCount}});
         j["scan"] = rows;
       }
       std::cout << j.dump(2) << "\n";
       return kExitOk;
     }
     std::ostringstream out;
-    auto line = [&](const std::string& k, const std::string& v) { out << std::left << std::setw(16) << (k + ":") << v << "\n"; };
+    auto line = [&](const std::string& k, const std::string& v) {
+      out << std::left << std::setw(16) << (k + ":") << v << "\n";
+    };
     line("file", info.path);
     line("model", info.model.empty() ? "(not named)" : info.model);
     line("layers", std::to_string(info.layers));
     line("kv heads", std::to_string(info.kvHeads));
-    line("query heads", std::to_string(info.heads) + (info.hasQuery ? " (group size " + std::to_string(info.groupSize()) + ")" : " (no queries)"));
+    line("query heads",
+         std::to_string(info.heads) +
+             (info.hasQuery ? " (group size " + std::to_string(info.groupSize()) + ")"
+                            : " (no queries)"));
     line("tokens", std::to_string(info.tokens));
     line("queries", std::to_string(info.queries));
     line("head dim", std::to_string(info.headDim));
@@ -133,15 +142,16 @@ std::function<int()> setupInfo(CLI::App& sub) {
     scale << info.softmaxScale;
     line("softmax scale", scale.str());
     if (!info.modelPath.empty()) line("model path", info.modelPath);
-    line("fp16 KV size", std::to_string(perToken) + " bytes per token, " + humanBytes(double(total)) + " in total");
+    line("fp16 KV size",
+         std::to_string(perToken) + " bytes per token, " + humanBytes(double(total)) + " in total");
     if (a->scan) {
       int64_t nan = 0, inf = 0;
       for (const auto& r : scan) {
         nan += r.report.nanCount;
         inf += r.report.infCount;
       }
-      line("scan", std::to_string(scan.size()) + " tensors read: " + std::to_string(nan) + " NaN, " +
-                       std::to_string(inf) + " Inf");
+      line("scan", std::to_string(scan.size()) + " tensors read: " + std::to_string(nan) +
+                       " NaN, " + std::to_string(inf) + " Inf");
     }
     if (warnings.empty()) line("warnings", "none");
     for (const auto& w : warnings) line("warning", w);
@@ -150,7 +160,8 @@ std::function<int()> setupInfo(CLI::App& sub) {
   };
 }
 
-const Registrar kRegistrar{"info", "Show what a dump holds (shapes, types, optional datasets, size)", setupInfo};
+const Registrar kRegistrar{
+    "info", "Show what a dump holds (shapes, types, optional datasets, size)", setupInfo};
 
 }  // namespace
 }  // namespace kvscope::cli

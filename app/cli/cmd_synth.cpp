@@ -17,11 +17,14 @@ std::function<int()> setupSynth(CLI::App& sub) {
   sub.add_option("out", *out, "Output dump (.h5), written atomically")->required();
   sub.add_option("--layers", options->layers, "Layers L")->capture_default_str();
   sub.add_option("--kv-heads", options->kvHeads, "KV heads KVH")->capture_default_str();
-  sub.add_option("--heads", options->heads, "Query heads H (a multiple of KVH)")->capture_default_str();
+  sub.add_option("--heads", options->heads, "Query heads H (a multiple of KVH)")
+      ->capture_default_str();
   sub.add_option("--tokens", options->tokens, "Tokens T")->capture_default_str();
-  sub.add_option("--queries", options->queries, "Queries Tq (last Tq positions; 0 = none)")->capture_default_str();
+  sub.add_option("--queries", options->queries, "Queries Tq (last Tq positions; 0 = none)")
+      ->capture_default_str();
   sub.add_option("--head-dim", options->headDim, "Head dim D (even, >= 8)")->capture_default_str();
-  sub.add_option("--sequences", options->sequences, "Sequences B (batch axis when > 1)")->capture_default_str();
+  sub.add_option("--sequences", options->sequences, "Sequences B (batch axis when > 1)")
+      ->capture_default_str();
   sub.add_option("--seed", options->seed, "Seed (same seed, same file)")->capture_default_str();
   sub.add_option("--dtype", *dtype, "Element type on disk: fp16 or fp32")->capture_default_str();
   sub.add_option("--profile", options->profile, "llama or bias-outlier")->capture_default_str();
@@ -31,24 +34,33 @@ std::function<int()> setupSynth(CLI::App& sub) {
   sub.add_flag("--quiet,-q", *quiet, "Print nothing on success");
   return [=]() -> int {
     SynthOptions o = *options;
-    if (*dtype == "fp16" || *dtype == "float16") o.dtype = DiskType::Float16;
-    else if (*dtype == "fp32" || *dtype == "float32") o.dtype = DiskType::Float32;
-    else return fail(Status::invalidArgument("--dtype '" + *dtype + "': expected fp16 or fp32"));
-    if (*rope == "half") o.ropeStyle = RopeStyle::Half;
-    else if (*rope == "interleaved") o.ropeStyle = RopeStyle::Interleaved;
-    else return fail(Status::invalidArgument("--rope-style '" + *rope + "': expected half or interleaved"));
+    if (*dtype == "fp16" || *dtype == "float16")
+      o.dtype = DiskType::Float16;
+    else if (*dtype == "fp32" || *dtype == "float32")
+      o.dtype = DiskType::Float32;
+    else
+      return fail(Status::invalidArgument("--dtype '" + *dtype + "': expected fp16 or fp32"));
+    if (*rope == "half")
+      o.ropeStyle = RopeStyle::Half;
+    else if (*rope == "interleaved")
+      o.ropeStyle = RopeStyle::Interleaved;
+    else
+      return fail(
+          Status::invalidArgument("--rope-style '" + *rope + "': expected half or interleaved"));
     Status st = writeSynthDump(*out, o, cancellationProgress());
     if (!st) return fail(st);
     if (!*quiet)
       std::cout << *out << ": " << o.layers << " layers, " << o.kvHeads << " kv heads, " << o.heads
-                << " heads, " << o.tokens << " tokens, " << o.queries << " queries, head dim " << o.headDim
-                << ", " << o.sequences << " sequence" << (o.sequences == 1 ? "" : "s") << ", "
-                << diskTypeName(o.dtype) << ", profile " << o.profile << ", seed " << o.seed << "\n";
+                << " heads, " << o.tokens << " tokens, " << o.queries << " queries, head dim "
+                << o.headDim << ", " << o.sequences << " sequence" << (o.sequences == 1 ? "" : "s")
+                << ", " << diskTypeName(o.dtype) << ", profile " << o.profile << ", seed " << o.seed
+                << "\n";
     return kExitOk;
   };
 }
 
-const Registrar kRegistrar{"synth", "Write a synthetic dump shaped like a real LLM's KV cache", setupSynth};
+const Registrar kRegistrar{"synth", "Write a synthetic dump shaped like a real LLM's KV cache",
+                           setupSynth};
 
 }  // namespace
 }  // namespace kvscope::cli

@@ -20,10 +20,14 @@ namespace kvscope {
 
 const char* tensorKindName(TensorKind kind) {
   switch (kind) {
-    case TensorKind::Key: return "key";
-    case TensorKind::Value: return "value";
-    case TensorKind::Query: return "query";
-    case TensorKind::KeyPreRope: return "key_pre_rope";
+    case TensorKind::Key:
+      return "key";
+    case TensorKind::Value:
+      return "value";
+    case TensorKind::Query:
+      return "query";
+    case TensorKind::KeyPreRope:
+      return "key_pre_rope";
   }
   return "?";
 }
@@ -40,7 +44,10 @@ NonFiniteReport scanNonFinite(const Tensor3& t) {
       for (int64_t d = 0; d < t.dim; ++d) {
         const float x = row[d];
         if (std::isfinite(x)) continue;
-        if (std::isnan(x)) ++r.nanCount; else ++r.infCount;
+        if (std::isnan(x))
+          ++r.nanCount;
+        else
+          ++r.infCount;
         if (r.firstHead < 0) {
           r.firstHead = h;
           r.firstToken = j;
@@ -96,7 +103,9 @@ struct TensorSource {
   [[nodiscard]] const std::string& pathFor(int layer) const {
     return paths.size() == 1 ? paths[0] : paths[static_cast<size_t>(layer)];
   }
-  [[nodiscard]] hsize_t extent(int axis) const { return axis < 0 ? 1 : dims[static_cast<size_t>(axis)]; }
+  [[nodiscard]] hsize_t extent(int axis) const {
+    return axis < 0 ? 1 : dims[static_cast<size_t>(axis)];
+  }
   [[nodiscard]] bool inOrder() const { return headAxis < tokenAxis && tokenAxis < dimAxis; }
 };
 
@@ -118,16 +127,26 @@ using Impl = Dump::Impl;
 
 std::string typeProblem(hid_t type) {
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER: return "element type is integer; expected floating point";
-    case H5T_STRING: return "element type is string; expected floating point";
-    case H5T_COMPOUND: return "element type is compound; expected floating point";
-    case H5T_ENUM: return "element type is enum; expected floating point";
-    case H5T_ARRAY: return "element type is array; expected floating point";
-    case H5T_VLEN: return "element type is variable-length; expected floating point";
-    case H5T_BITFIELD: return "element type is bitfield; expected floating point";
-    case H5T_OPAQUE: return "element type is opaque; expected floating point";
-    case H5T_REFERENCE: return "element type is a reference; expected floating point";
-    default: return "element type is not floating point";
+    case H5T_INTEGER:
+      return "element type is integer; expected floating point";
+    case H5T_STRING:
+      return "element type is string; expected floating point";
+    case H5T_COMPOUND:
+      return "element type is compound; expected floating point";
+    case H5T_ENUM:
+      return "element type is enum; expected floating point";
+    case H5T_ARRAY:
+      return "element type is array; expected floating point";
+    case H5T_VLEN:
+      return "element type is variable-length; expected floating point";
+    case H5T_BITFIELD:
+      return "element type is bitfield; expected floating point";
+    case H5T_OPAQUE:
+      return "element type is opaque; expected floating point";
+    case H5T_REFERENCE:
+      return "element type is a reference; expected floating point";
+    default:
+      return "element type is not floating point";
   }
 }
 
@@ -138,44 +157,57 @@ Expected<h5::Id> openDataset(const Impl& impl, const OpenOptions& options, const
   const hid_t f = impl.file.get();
   if (!h5::exists(f, path)) {
     if (!options.allowExternalStorage && !h5::externalLinkOn(f, path).empty())
-      return impl.bad(path, "is an external link to another file; refused (pass --allow-external / allow external storage to follow it)" + suffix);
+      return impl.bad(path,
+                      "is an external link to another file; refused (pass --allow-external / allow "
+                      "external storage to follow it)" +
+                          suffix);
     return impl.bad(path, "missing" + suffix);
   }
   if (!options.allowExternalStorage) {
     std::string ext = h5::externalLinkOn(f, path);
     if (!ext.empty())
       return impl.bad(path, (ext == path ? std::string("is") : ext + " is") +
-                                " an external link to another file; refused (pass --allow-external / allow external storage to follow it)" + suffix);
+                                " an external link to another file; refused (pass --allow-external "
+                                "/ allow external storage to follow it)" +
+                                suffix);
   }
   H5O_info_t oinfo{};
   if (H5Oget_info_by_name(f, path.c_str(), &oinfo, H5P_DEFAULT) < 0)
     return impl.bad(path, "cannot be inspected: " + h5::lastErrorText() + suffix);
   if (oinfo.type != H5O_TYPE_DATASET)
-    return impl.bad(path, std::string(oinfo.type == H5O_TYPE_GROUP ? "is a group" : "is not a dataset") +
-                              ", expected a dataset" + suffix);
+    return impl.bad(path,
+                    std::string(oinfo.type == H5O_TYPE_GROUP ? "is a group" : "is not a dataset") +
+                        ", expected a dataset" + suffix);
   h5::Id ds = h5::datasetId(H5Dopen2(f, path.c_str(), H5P_DEFAULT));
   if (!ds) return impl.bad(path, "cannot be opened: " + h5::lastErrorText() + suffix);
   h5::Id dcpl = h5::plistId(H5Dget_create_plist(ds.get()));
   if (dcpl) {
     H5D_layout_t layout = H5Pget_layout(dcpl.get());
     if (layout == H5D_VIRTUAL && !options.allowExternalStorage)
-      return impl.bad(path, "is a virtual dataset (data in other files); refused (pass --allow-external / allow external storage to read it)" + suffix);
+      return impl.bad(path,
+                      "is a virtual dataset (data in other files); refused (pass --allow-external "
+                      "/ allow external storage to read it)" +
+                          suffix);
     if (H5Pget_external_count(dcpl.get()) > 0 && !options.allowExternalStorage)
-      return impl.bad(path, "stores its data in external raw files; refused (pass --allow-external / allow external storage to read it)" + suffix);
+      return impl.bad(path,
+                      "stores its data in external raw files; refused (pass --allow-external / "
+                      "allow external storage to read it)" +
+                          suffix);
     int nfilters = H5Pget_nfilters(dcpl.get());
     for (int i = 0; i < nfilters; ++i) {
       unsigned flags = 0, config = 0;
       size_t nelmts = 0;
       char name[128] = {0};
-      H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelmts, nullptr,
-                                       sizeof name, name, &config);
+      H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelmts,
+                                       nullptr, sizeof name, name, &config);
       if (id < 0) continue;
       if (H5Zfilter_avail(id) <= 0) {
         std::string shown = "HDF5 filter " + std::to_string(id);
         if (name[0] != '\0') shown += " (" + std::string(name) + ")";
         return Status::unsupported(impl.info.path + ": " + path + ": compressed with " + shown +
                                    ", which this HDF5 library cannot decode (install its plugin or "
-                                   "re-save the file without it)" + suffix);
+                                   "re-save the file without it)" +
+                                   suffix);
       }
     }
   }
@@ -192,7 +224,8 @@ Expected<DatasetMeta> floatMeta(const Impl& impl, hid_t ds, const std::string& p
                                 const std::string& suffix) {
   h5::Id type = h5::typeId(H5Dget_type(ds));
   if (!type) return impl.bad(path, "cannot read element type" + suffix);
-  if (H5Tget_class(type.get()) != H5T_FLOAT) return impl.bad(path, typeProblem(type.get()) + suffix);
+  if (H5Tget_class(type.get()) != H5T_FLOAT)
+    return impl.bad(path, typeProblem(type.get()) + suffix);
   h5::Id space = h5::spaceId(H5Dget_space(ds));
   if (H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE)
     return impl.bad(path, "is scalar or empty; expected an array" + suffix);
@@ -200,7 +233,8 @@ Expected<DatasetMeta> floatMeta(const Impl& impl, hid_t ds, const std::string& p
   m.dims = h5::dims(space.get());
   for (size_t i = 0; i < m.dims.size(); ++i)
     if (m.dims[i] == 0)
-      return impl.bad(path, "axis " + std::to_string(i) + " has size 0 (shape " + shapeText(m.dims) + ")" + suffix);
+      return impl.bad(path, "axis " + std::to_string(i) + " has size 0 (shape " +
+                                shapeText(m.dims) + ")" + suffix);
   const size_t bits = H5Tget_precision(type.get());
   m.dtype = "float" + std::to_string(bits == 0 ? H5Tget_size(type.get()) * 8 : bits);
   return m;
@@ -216,18 +250,22 @@ Expected<std::optional<double>> numberAttribute(const Impl& impl, hid_t obj, con
   H5T_class_t cls = H5Tget_class(type.get());
   if (cls != H5T_INTEGER && (integerOnly || cls != H5T_FLOAT))
     return impl.bad(name, std::string("attribute has the wrong type (") +
-                              (cls == H5T_STRING ? "string" : cls == H5T_FLOAT ? "float" : "not a number") +
+                              (cls == H5T_STRING  ? "string"
+                               : cls == H5T_FLOAT ? "float"
+                                                  : "not a number") +
                               "); expected " + (integerOnly ? "an integer" : "a number"));
   h5::Id space = h5::spaceId(H5Aget_space(attr.get()));
   if (H5Sget_simple_extent_npoints(space.get()) != 1)
     return impl.bad(name, "attribute must hold exactly one value");
   double v = 0;
-  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v) < 0) return impl.bad(name, "attribute cannot be read");
+  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v) < 0)
+    return impl.bad(name, "attribute cannot be read");
   return std::optional<double>{v};
 }
 
 /// Reads a scalar string attribute (fixed or variable length); nullopt when absent.
-Expected<std::optional<std::string>> stringAttribute(const Impl& impl, hid_t obj, const char* name) {
+Expected<std::optional<std::string>> stringAttribute(const Impl& impl, hid_t obj,
+                                                     const char* name) {
   if (H5Aexists(obj, name) <= 0) return std::optional<std::string>{};
   h5::Id attr = h5::attrId(H5Aopen(obj, name, H5P_DEFAULT));
   if (!attr) return impl.bad(name, "attribute cannot be opened");
@@ -248,7 +286,8 @@ Expected<std::optional<std::string>> stringAttribute(const Impl& impl, hid_t obj
   } else {
     const size_t n = H5Tget_size(type.get());
     std::vector<char> buf(n + 1, '\0');
-    if (H5Aread(attr.get(), type.get(), buf.data()) < 0) return impl.bad(name, "attribute cannot be read");
+    if (H5Aread(attr.get(), type.get(), buf.data()) < 0)
+      return impl.bad(name, "attribute cannot be read");
     out.assign(buf.data(), strnlen(buf.data(), n));
   }
   return std::optional<std::string>{out};
@@ -303,31 +342,35 @@ Status checkShapes(Impl& impl, bool canonical) {
     if (!s) continue;
     if (canonical && s->dims.size() != k.dims.size())
       return impl.bad(describe(kind), "has " + std::to_string(s->dims.size()) + " axes but " +
-                                          describe(TensorKind::Key) + " has " + std::to_string(k.dims.size()));
-    if (s->extent(s->headAxis) != kvh || s->extent(s->tokenAxis) != t || s->extent(s->dimAxis) != d ||
-        s->extent(s->batchAxis) != b)
+                                          describe(TensorKind::Key) + " has " +
+                                          std::to_string(k.dims.size()));
+    if (s->extent(s->headAxis) != kvh || s->extent(s->tokenAxis) != t ||
+        s->extent(s->dimAxis) != d || s->extent(s->batchAxis) != b)
       return impl.bad(describe(kind), "shape " + shapeText(s->dims) + " does not match " +
                                           describe(TensorKind::Key) + " " + shapeText(k.dims));
   }
   if (const auto& q = impl.sources[static_cast<size_t>(TensorKind::Query)]) {
     if (canonical && q->dims.size() != k.dims.size())
-      return impl.bad(describe(TensorKind::Query), "has " + std::to_string(q->dims.size()) + " axes but " +
-                                                       describe(TensorKind::Key) + " has " +
-                                                       std::to_string(k.dims.size()));
+      return impl.bad(describe(TensorKind::Query), "has " + std::to_string(q->dims.size()) +
+                                                       " axes but " + describe(TensorKind::Key) +
+                                                       " has " + std::to_string(k.dims.size()));
     const hsize_t h = q->extent(q->headAxis), tq = q->extent(q->tokenAxis);
     if (q->extent(q->dimAxis) != d)
-      return impl.bad(describe(TensorKind::Query), "head dim " + std::to_string(q->extent(q->dimAxis)) +
-                                                       " differs from the key's " + std::to_string(d));
+      return impl.bad(describe(TensorKind::Query),
+                      "head dim " + std::to_string(q->extent(q->dimAxis)) +
+                          " differs from the key's " + std::to_string(d));
     if (q->extent(q->batchAxis) != b)
-      return impl.bad(describe(TensorKind::Query), "batch size " + std::to_string(q->extent(q->batchAxis)) +
-                                                       " differs from the key's " + std::to_string(b));
+      return impl.bad(describe(TensorKind::Query),
+                      "batch size " + std::to_string(q->extent(q->batchAxis)) +
+                          " differs from the key's " + std::to_string(b));
     if (h % kvh != 0)
       return impl.bad(describe(TensorKind::Query), "query heads " + std::to_string(h) +
                                                        " is not a multiple of the key's kv heads " +
                                                        std::to_string(kvh));
     if (tq > t)
       return impl.bad(describe(TensorKind::Query), "has " + std::to_string(tq) +
-                                                       " queries but the key has only " + std::to_string(t) + " tokens");
+                                                       " queries but the key has only " +
+                                                       std::to_string(t) + " tokens");
     info.heads = static_cast<int>(h);
     info.queries = static_cast<int>(tq);
     info.hasQuery = true;
@@ -348,11 +391,14 @@ Status checkShapes(Impl& impl, bool canonical) {
 /// Parses "/layers" member names, which must be 0 … L-1 without gaps.
 Expected<int> countLayers(const Impl& impl, const OpenOptions& options) {
   const hid_t f = impl.file.get();
-  if (H5Lexists(f, "layers", H5P_DEFAULT) <= 0) return impl.bad("/layers", "missing (a dump keeps its tensors in /layers/<l>)");
+  if (H5Lexists(f, "layers", H5P_DEFAULT) <= 0)
+    return impl.bad("/layers", "missing (a dump keeps its tensors in /layers/<l>)");
   H5L_info_t linfo{};
   if (H5Lget_info(f, "layers", &linfo, H5P_DEFAULT) >= 0 && linfo.type == H5L_TYPE_EXTERNAL &&
       !options.allowExternalStorage)
-    return impl.bad("/layers", "is an external link to another file; refused (pass --allow-external / allow external storage to follow it)");
+    return impl.bad("/layers",
+                    "is an external link to another file; refused (pass --allow-external / allow "
+                    "external storage to follow it)");
   H5O_info_t oinfo{};
   if (H5Oget_info_by_name(f, "layers", &oinfo, H5P_DEFAULT) < 0 || oinfo.type != H5O_TYPE_GROUP)
     return impl.bad("/layers", "is not a group");
@@ -367,10 +413,13 @@ Expected<int> countLayers(const Impl& impl, const OpenOptions& options) {
     return impl.bad("/layers", "cannot list its members");
   std::vector<int> numbers;
   for (const auto& name : names) {
-    const bool digits = !name.empty() && name.size() <= 9 &&
-                        std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                        (name == "0" || name[0] != '0');
-    if (!digits) return impl.bad("/layers/" + name, "is not a layer number (layers are /layers/0 … /layers/<L-1>)");
+    const bool digits =
+        !name.empty() && name.size() <= 9 &&
+        std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        (name == "0" || name[0] != '0');
+    if (!digits)
+      return impl.bad("/layers/" + name,
+                      "is not a layer number (layers are /layers/0 … /layers/<L-1>)");
     numbers.push_back(std::stoi(name));
   }
   if (numbers.empty()) return impl.bad("/layers", "has no layers");
@@ -389,10 +438,12 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
   auto version = numberAttribute(impl, f, "kvdump_version", true);
   if (!version) return version.status();
   if (!version->has_value())
-    return impl.bad("kvdump_version", "attribute missing: not a canonical dump (read it with a mapping "
-                                      "file, see docs/mapping.md)");
+    return impl.bad("kvdump_version",
+                    "attribute missing: not a canonical dump (read it with a mapping "
+                    "file, see docs/mapping.md)");
   if (**version != 1.0)
-    return Status::unsupported(info.path + ": kvdump_version: version " + std::to_string(int64_t(**version)) +
+    return Status::unsupported(info.path + ": kvdump_version: version " +
+                               std::to_string(int64_t(**version)) +
                                " is not supported (this kvscope reads version 1)");
   auto model = stringAttribute(impl, f, "model");
   if (!model) return model.status();
@@ -400,20 +451,26 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
   auto theta = numberAttribute(impl, f, "rope_theta", false);
   if (!theta) return theta.status();
   if (*theta) {
-    if (!(**theta > 0) || !std::isfinite(**theta)) return impl.bad("rope_theta", "attribute must be a positive number");
+    if (!(**theta > 0) || !std::isfinite(**theta))
+      return impl.bad("rope_theta", "attribute must be a positive number");
     info.ropeTheta = **theta;
   }
   auto style = stringAttribute(impl, f, "rope_style");
   if (!style) return style.status();
   if (*style) {
-    if (**style == "half") info.ropeStyle = RopeStyle::Half;
-    else if (**style == "interleaved") info.ropeStyle = RopeStyle::Interleaved;
-    else return impl.bad("rope_style", "attribute is '" + **style + "'; expected 'half' or 'interleaved'");
+    if (**style == "half")
+      info.ropeStyle = RopeStyle::Half;
+    else if (**style == "interleaved")
+      info.ropeStyle = RopeStyle::Interleaved;
+    else
+      return impl.bad("rope_style",
+                      "attribute is '" + **style + "'; expected 'half' or 'interleaved'");
   }
   auto scale = numberAttribute(impl, f, "softmax_scale", false);
   if (!scale) return scale.status();
   if (*scale) {
-    if (!(**scale > 0) || !std::isfinite(**scale)) return impl.bad("softmax_scale", "attribute must be a positive number");
+    if (!(**scale > 0) || !std::isfinite(**scale))
+      return impl.bad("softmax_scale", "attribute must be a positive number");
     info.softmaxScale = **scale;
   }
   auto modelPath = stringAttribute(impl, f, "model_path");
@@ -427,23 +484,27 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
   for (TensorKind kind : kKinds) {
     const std::string name = tensorKindName(kind);
     const bool required = kind == TensorKind::Key || kind == TensorKind::Value;
-    const bool present0 = h5::exists(f, "/layers/0/" + name) || !h5::externalLinkOn(f, "/layers/0/" + name).empty();
+    const bool present0 =
+        h5::exists(f, "/layers/0/" + name) || !h5::externalLinkOn(f, "/layers/0/" + name).empty();
     TensorSource src;
     for (int l = 0; l < info.layers; ++l) {
       const std::string path = "/layers/" + std::to_string(l) + "/" + name;
       const bool present = h5::exists(f, path) || !h5::externalLinkOn(f, path).empty();
       if (!required && present != present0)
         return impl.bad(present ? "/layers/0/" + name : path,
-                        present ? "missing, while " + path + " exists (optional datasets must be in every layer)"
-                                : "missing, while /layers/0/" + name + " exists (optional datasets must be in every layer)");
+                        present ? "missing, while " + path +
+                                      " exists (optional datasets must be in every layer)"
+                                : "missing, while /layers/0/" + name +
+                                      " exists (optional datasets must be in every layer)");
       src.paths.push_back(path);
     }
     if (!required && !present0) continue;
     KVS_RETURN_IF_ERROR(checkSource(impl, options, src, info.layers, ""));
     const size_t rank = src.dims.size();
     if (rank != 3 && rank != 4)
-      return impl.bad(src.paths[0], "has " + std::to_string(rank) + " axes " + shapeText(src.dims) +
-                                        "; expected [heads, tokens, dim] or [batch, heads, tokens, dim]");
+      return impl.bad(src.paths[0],
+                      "has " + std::to_string(rank) + " axes " + shapeText(src.dims) +
+                          "; expected [heads, tokens, dim] or [batch, heads, tokens, dim]");
     const int off = rank == 4 ? 1 : 0;
     src.batchAxis = rank == 4 ? 0 : -1;
     src.headAxis = off;
@@ -466,7 +527,8 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
     if (d.size() == 2 + extra) return d[0] == b && d[1] == t;
     return false;
   };
-  const std::string expectRows = batched ? "[" + std::to_string(b) + ", " + std::to_string(t) : "[" + std::to_string(t);
+  const std::string expectRows =
+      batched ? "[" + std::to_string(b) + ", " + std::to_string(t) : "[" + std::to_string(t);
   if (h5::exists(f, "/tokens")) {
     auto ds = openDataset(impl, options, "/tokens", "");
     if (!ds) return ds.status();
@@ -476,18 +538,21 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
     h5::Id space = h5::spaceId(H5Dget_space(ds->get()));
     impl.tokensDims = h5::dims(space.get());
     if (!rowsMatch(impl.tokensDims, 0))
-      return impl.bad("/tokens", "shape " + shapeText(impl.tokensDims) + "; expected " + expectRows + "]");
+      return impl.bad("/tokens",
+                      "shape " + shapeText(impl.tokensDims) + "; expected " + expectRows + "]");
     info.hasTokens = true;
   }
   if (h5::exists(f, "/token_text")) {
     auto ds = openDataset(impl, options, "/token_text", "");
     if (!ds) return ds.status();
     h5::Id type = h5::typeId(H5Dget_type(ds->get()));
-    if (H5Tget_class(type.get()) != H5T_STRING) return impl.bad("/token_text", "element type is not string");
+    if (H5Tget_class(type.get()) != H5T_STRING)
+      return impl.bad("/token_text", "element type is not string");
     h5::Id space = h5::spaceId(H5Dget_space(ds->get()));
     impl.tokenTextDims = h5::dims(space.get());
     if (!rowsMatch(impl.tokenTextDims, 0))
-      return impl.bad("/token_text", "shape " + shapeText(impl.tokenTextDims) + "; expected " + expectRows + "]");
+      return impl.bad("/token_text",
+                      "shape " + shapeText(impl.tokenTextDims) + "; expected " + expectRows + "]");
     info.hasTokenText = true;
   }
   if (h5::exists(f, "/logits")) {
@@ -496,7 +561,8 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
     auto meta = floatMeta(impl, ds->get(), "/logits", "");
     if (!meta) return meta.status();
     if (!rowsMatch(meta->dims, 1))
-      return impl.bad("/logits", "shape " + shapeText(meta->dims) + "; expected " + expectRows + ", vocab]");
+      return impl.bad("/logits",
+                      "shape " + shapeText(meta->dims) + "; expected " + expectRows + ", vocab]");
     impl.logitsDims = meta->dims;
     impl.logitsPath = "/logits";
     info.hasLogits = true;
@@ -528,12 +594,13 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
   info.canonical = false;
   info.model = m.model;
   if (m.ropeTheta) info.ropeTheta = *m.ropeTheta;
-  if (m.ropeStyle) info.ropeStyle = *m.ropeStyle == "interleaved" ? RopeStyle::Interleaved : RopeStyle::Half;
+  if (m.ropeStyle)
+    info.ropeStyle = *m.ropeStyle == "interleaved" ? RopeStyle::Interleaved : RopeStyle::Half;
   if (m.softmaxScale) info.softmaxScale = *m.softmaxScale;
   const hid_t f = impl.file.get();
 
   std::array<const TensorMapping*, 4> tms = {&m.key, &m.value, m.query ? &*m.query : nullptr,
-                                              m.keyPreRope ? &*m.keyPreRope : nullptr};
+                                             m.keyPreRope ? &*m.keyPreRope : nullptr};
   int layers = -1;
   std::string layersFrom;
   for (TensorKind kind : kKinds) {
@@ -556,21 +623,23 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
       n = *m.layers;
       for (int l = 0; l < n; ++l) src.paths.push_back(substituteLayer(pattern, l));
     } else {
-      while (h5::exists(f, substituteLayer(pattern, n))) src.paths.push_back(substituteLayer(pattern, n++));
+      while (h5::exists(f, substituteLayer(pattern, n)))
+        src.paths.push_back(substituteLayer(pattern, n++));
       if (n == 0) return impl.bad(substituteLayer(pattern, 0), "missing" + suffix);
     }
     KVS_RETURN_IF_ERROR(checkSource(impl, options, src, n, suffix));
     if (src.dims.size() != tm->axes.size())
-      return impl.bad(src.paths[0], "has " + std::to_string(src.dims.size()) + " axes " + shapeText(src.dims) +
-                                        " but the mapping names " + std::to_string(tm->axes.size()) +
-                                        " (mapping " + origin + ", key '" + std::string(tensorKindName(kind)) + ".axes')");
+      return impl.bad(src.paths[0], "has " + std::to_string(src.dims.size()) + " axes " +
+                                        shapeText(src.dims) + " but the mapping names " +
+                                        std::to_string(tm->axes.size()) + " (mapping " + origin +
+                                        ", key '" + std::string(tensorKindName(kind)) + ".axes')");
     if (src.layerAxis >= 0) n = static_cast<int>(src.dims[static_cast<size_t>(src.layerAxis)]);
     if (layers < 0) {
       layers = n;
       layersFrom = src.paths[0];
     } else if (n != layers) {
-      return impl.bad(src.paths[0], "has " + std::to_string(n) + " layers but " + layersFrom + " has " +
-                                        std::to_string(layers) + suffix);
+      return impl.bad(src.paths[0], "has " + std::to_string(n) + " layers but " + layersFrom +
+                                        " has " + std::to_string(layers) + suffix);
     }
     if (info.dtype.empty()) {
       h5::Id ds = h5::datasetId(H5Dopen2(f, src.paths[0].c_str(), H5P_DEFAULT));
@@ -593,14 +662,14 @@ Dump::~Dump() {
 
 const DumpInfo& Dump::info() const { return impl_->info; }
 
-Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path, const OpenOptions& options) {
+Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
+                                                 const OpenOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::ioError(path + ": cannot open: no such file");
   if (fs::is_directory(path, ec)) return Status::ioError(path + ": cannot open: is a folder");
   h5::Lock lock;
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    return Status::invalidData(path + ": not an HDF5 file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) return Status::invalidData(path + ": not an HDF5 file");
   auto impl = std::make_unique<Impl>();
   impl->info.path = path;
   impl->file = h5::fileId(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -621,7 +690,8 @@ namespace {
 Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequence, Tensor3& out) {
   const std::string& path = src.pathFor(layer);
   h5::Id ds = h5::datasetId(H5Dopen2(impl.file.get(), path.c_str(), H5P_DEFAULT));
-  if (!ds) return Status::ioError(impl.info.path + ": " + path + ": cannot open: " + h5::lastErrorText());
+  if (!ds)
+    return Status::ioError(impl.info.path + ": " + path + ": cannot open: " + h5::lastErrorText());
   h5::Id fileSpace = h5::spaceId(H5Dget_space(ds.get()));
   const size_t rank = src.dims.size();
   std::vector<hsize_t> start(rank, 0), count = src.dims;
@@ -633,8 +703,10 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     start[static_cast<size_t>(src.batchAxis)] = static_cast<hsize_t>(sequence);
     count[static_cast<size_t>(src.batchAxis)] = 1;
   }
-  if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
-    return Status::internal(impl.info.path + ": " + path + ": cannot select layer " + std::to_string(layer));
+  if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                          nullptr) < 0)
+    return Status::internal(impl.info.path + ": " + path + ": cannot select layer " +
+                            std::to_string(layer));
   const int64_t nh = static_cast<int64_t>(src.extent(src.headAxis));
   const int64_t nt = static_cast<int64_t>(src.extent(src.tokenAxis));
   const int64_t nd = static_cast<int64_t>(src.extent(src.dimAxis));
@@ -661,14 +733,16 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     rc = H5Dread(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, target);
   }
   if (rc < 0)
-    return Status::ioError(impl.info.path + ": " + path + ": cannot read layer " + std::to_string(layer) +
-                           ": " + h5::lastErrorText());
+    return Status::ioError(impl.info.path + ": " + path + ": cannot read layer " +
+                           std::to_string(layer) + ": " + h5::lastErrorText());
   if (!src.inOrder()) {
     // Strides of the three kept axes in the order they appear in the file.
-    std::array<std::pair<int, int64_t>, 3> order = {{{src.headAxis, nh}, {src.tokenAxis, nt}, {src.dimAxis, nd}}};
+    std::array<std::pair<int, int64_t>, 3> order = {
+        {{src.headAxis, nh}, {src.tokenAxis, nt}, {src.dimAxis, nd}}};
     std::array<int, 3> byPosition = {0, 1, 2};
-    std::sort(byPosition.begin(), byPosition.end(),
-              [&](int a, int b) { return order[static_cast<size_t>(a)].first < order[static_cast<size_t>(b)].first; });
+    std::sort(byPosition.begin(), byPosition.end(), [&](int a, int b) {
+      return order[static_cast<size_t>(a)].first < order[static_cast<size_t>(b)].first;
+    });
     std::array<int64_t, 3> stride{};
     int64_t s = 1;
     for (int i = 2; i >= 0; --i) {
@@ -680,7 +754,8 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
       for (int64_t t = 0; t < nt; ++t) {
         float* row = out.row(h, t);
         const int64_t base = h * stride[0] + t * stride[1];
-        for (int64_t d = 0; d < nd; ++d) row[d] = staging[static_cast<size_t>(base + d * stride[2])];
+        for (int64_t d = 0; d < nd; ++d)
+          row[d] = staging[static_cast<size_t>(base + d * stride[2])];
       }
   }
   return Status::ok();
@@ -693,18 +768,19 @@ Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
   const auto& src = impl_->sources[static_cast<size_t>(kind)];
   if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
   if (layer < 0 || layer >= info.layers)
-    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) + " does not exist (0…" +
-                                   std::to_string(info.layers - 1) + ")");
+    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
+                                   " does not exist (0…" + std::to_string(info.layers - 1) + ")");
   if (sequence < 0 || sequence >= info.sequences)
     return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
-                                   " does not exist (0…" + std::to_string(info.sequences - 1) + ")");
+                                   " does not exist (0…" + std::to_string(info.sequences - 1) +
+                                   ")");
   h5::Lock lock;
   Tensor3 out;
   try {
     KVS_RETURN_IF_ERROR(readSlab(*impl_, *src, layer, sequence, out));
   } catch (const std::bad_alloc&) {
-    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) + ": not enough memory to read layer " +
-                                 std::to_string(layer));
+    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
+                                 ": not enough memory to read layer " + std::to_string(layer));
   }
   return out;
 }
@@ -713,7 +789,8 @@ Expected<std::vector<int64_t>> Dump::tokens(int sequence) const {
   const DumpInfo& info = impl_->info;
   if (!info.hasTokens) return std::vector<int64_t>{};
   if (sequence < 0 || sequence >= info.sequences)
-    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) + " does not exist");
+    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
+                                   " does not exist");
   h5::Lock lock;
   h5::Id ds = h5::datasetId(H5Dopen2(impl_->file.get(), "/tokens", H5P_DEFAULT));
   h5::Id space = h5::spaceId(H5Dget_space(ds.get()));
@@ -736,7 +813,8 @@ Expected<std::vector<std::string>> Dump::tokenText(int sequence) const {
   const DumpInfo& info = impl_->info;
   if (!info.hasTokenText) return std::vector<std::string>{};
   if (sequence < 0 || sequence >= info.sequences)
-    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) + " does not exist");
+    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
+                                   " does not exist");
   h5::Lock lock;
   h5::Id ds = h5::datasetId(H5Dopen2(impl_->file.get(), "/token_text", H5P_DEFAULT));
   h5::Id space = h5::spaceId(H5Dget_space(ds.get()));
@@ -777,7 +855,8 @@ Expected<std::vector<float>> Dump::logits(int sequence) const {
   const DumpInfo& info = impl_->info;
   if (!info.hasLogits) return Status::invalidArgument(info.path + ": the dump has no /logits");
   if (sequence < 0 || sequence >= info.sequences)
-    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) + " does not exist");
+    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
+                                   " does not exist");
   h5::Lock lock;
   h5::Id ds = h5::datasetId(H5Dopen2(impl_->file.get(), impl_->logitsPath.c_str(), H5P_DEFAULT));
   h5::Id space = h5::spaceId(H5Dget_space(ds.get()));

@@ -22,8 +22,8 @@ namespace {
 std::string temporaryNameFor(const std::string& path) {
   std::filesystem::path p(path);
   std::random_device rd;
-  std::string name = "." + p.filename().string() + ".kvscope-tmp-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(rd());
+  std::string name = "." + p.filename().string() + ".kvscope-tmp-" + std::to_string(::getpid()) +
+                     "-" + std::to_string(rd());
   return (p.parent_path() / name).string();
 }
 
@@ -32,11 +32,14 @@ Status checkOptions(const DumpWriterOptions& o, const std::string& path) {
   if (o.layers <= 0 || o.kvHeads <= 0 || o.tokens <= 0 || o.headDim <= 0)
     return bad("layers, kv heads, tokens and head dim must all be positive");
   if (o.sequences <= 0) return bad("sequences must be positive");
-  if ((o.heads > 0) != (o.queries > 0)) return bad("query heads and queries must both be set or both be 0");
+  if ((o.heads > 0) != (o.queries > 0))
+    return bad("query heads and queries must both be set or both be 0");
   if (o.heads > 0 && o.heads % o.kvHeads != 0)
     return bad("query heads " + std::to_string(o.heads) + " is not a multiple of kv heads " +
                std::to_string(o.kvHeads));
-  if (o.queries > o.tokens) return bad("queries " + std::to_string(o.queries) + " exceed tokens " + std::to_string(o.tokens));
+  if (o.queries > o.tokens)
+    return bad("queries " + std::to_string(o.queries) + " exceed tokens " +
+               std::to_string(o.tokens));
   if (o.logitsVocab < 0) return bad("logits vocabulary size must not be negative");
   for (const auto& [name, value] : o.stringAttributes) {
     (void)value;
@@ -67,7 +70,8 @@ struct DumpWriter::Impl {
   }
   [[nodiscard]] Status ioFail(const std::string& what, const std::string& problem) const {
     const std::string detail = h5::lastErrorText();
-    return Status::ioError(path + ": " + what + ": " + problem + (detail.empty() ? "" : ": " + detail));
+    return Status::ioError(path + ": " + what + ": " + problem +
+                           (detail.empty() ? "" : ": " + detail));
   }
   [[nodiscard]] bool hasKind(TensorKind kind) const {
     if (kind == TensorKind::Query) return o.heads > 0;
@@ -99,26 +103,33 @@ struct DumpWriter::Impl {
   Status writeStringAttribute(const char* name, const std::string& value) {
     h5::Id type = h5::utf8StringType();
     h5::Id space = h5::spaceId(H5Screate(H5S_SCALAR));
-    h5::Id attr = h5::attrId(H5Acreate2(file.get(), name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    h5::Id attr =
+        h5::attrId(H5Acreate2(file.get(), name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
     const char* p = value.c_str();
-    if (!attr || H5Awrite(attr.get(), type.get(), &p) < 0) return ioFail(name, "cannot write attribute");
+    if (!attr || H5Awrite(attr.get(), type.get(), &p) < 0)
+      return ioFail(name, "cannot write attribute");
     return Status::ok();
   }
   Status writeNumberAttribute(const char* name, hid_t fileType, hid_t memType, const void* value) {
     h5::Id space = h5::spaceId(H5Screate(H5S_SCALAR));
-    h5::Id attr = h5::attrId(H5Acreate2(file.get(), name, fileType, space.get(), H5P_DEFAULT, H5P_DEFAULT));
-    if (!attr || H5Awrite(attr.get(), memType, value) < 0) return ioFail(name, "cannot write attribute");
+    h5::Id attr =
+        h5::attrId(H5Acreate2(file.get(), name, fileType, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    if (!attr || H5Awrite(attr.get(), memType, value) < 0)
+      return ioFail(name, "cannot write attribute");
     return Status::ok();
   }
-  Expected<h5::Id> createDataset(const std::string& name, hid_t type, const std::vector<hsize_t>& dims) {
-    h5::Id space = h5::spaceId(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Expected<h5::Id> createDataset(const std::string& name, hid_t type,
+                                 const std::vector<hsize_t>& dims) {
+    h5::Id space =
+        h5::spaceId(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
     h5::Id dcpl = h5::plistId(H5Pcreate(H5P_DATASET_CREATE));
     // Never write fill values: every element is written once by us, and huge dumps stay one pass.
     // (HDF5 refuses "never" for variable-length strings, which are small anyway.)
     if (H5Tis_variable_str(type) <= 0) H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
     // No timestamps in object headers: the same content gives the same bytes (synth determinism).
     H5Pset_obj_track_times(dcpl.get(), false);
-    h5::Id ds = h5::datasetId(H5Dcreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+    h5::Id ds = h5::datasetId(H5Dcreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT,
+                                         dcpl.get(), H5P_DEFAULT));
     if (!ds) return ioFail(name, "cannot create dataset");
     return ds;
   }
@@ -129,31 +140,42 @@ struct DumpWriter::Impl {
     file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT));
     if (!file) return ioFail("(file)", "cannot create temporary file " + tmp);
     const int64_t version = 1;
-    KVS_RETURN_IF_ERROR(writeNumberAttribute("kvdump_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version));
+    KVS_RETURN_IF_ERROR(
+        writeNumberAttribute("kvdump_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version));
     if (!o.model.empty()) KVS_RETURN_IF_ERROR(writeStringAttribute("model", o.model));
-    if (o.ropeTheta) KVS_RETURN_IF_ERROR(writeNumberAttribute("rope_theta", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &*o.ropeTheta));
-    if (o.ropeStyle) KVS_RETURN_IF_ERROR(writeStringAttribute("rope_style", ropeStyleName(*o.ropeStyle)));
+    if (o.ropeTheta)
+      KVS_RETURN_IF_ERROR(
+          writeNumberAttribute("rope_theta", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &*o.ropeTheta));
+    if (o.ropeStyle)
+      KVS_RETURN_IF_ERROR(writeStringAttribute("rope_style", ropeStyleName(*o.ropeStyle)));
     if (o.softmaxScale)
-      KVS_RETURN_IF_ERROR(writeNumberAttribute("softmax_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &*o.softmaxScale));
-    for (const auto& [name, value] : o.stringAttributes) KVS_RETURN_IF_ERROR(writeStringAttribute(name.c_str(), value));
+      KVS_RETURN_IF_ERROR(writeNumberAttribute("softmax_scale", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                                               &*o.softmaxScale));
+    for (const auto& [name, value] : o.stringAttributes)
+      KVS_RETURN_IF_ERROR(writeStringAttribute(name.c_str(), value));
 
     h5::Id gcpl = h5::plistId(H5Pcreate(H5P_GROUP_CREATE));
     H5Pset_obj_track_times(gcpl.get(), false);
-    h5::Id layersGroup = h5::groupId(H5Gcreate2(file.get(), "layers", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
+    h5::Id layersGroup =
+        h5::groupId(H5Gcreate2(file.get(), "layers", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
     if (!layersGroup) return ioFail("/layers", "cannot create group");
-    h5::Id elemType = o.dtype == DiskType::Float16 ? h5::halfType(H5T_ORDER_LE) : h5::typeId(H5Tcopy(H5T_IEEE_F32LE));
+    h5::Id elemType = o.dtype == DiskType::Float16 ? h5::halfType(H5T_ORDER_LE)
+                                                   : h5::typeId(H5Tcopy(H5T_IEEE_F32LE));
     datasets.resize(static_cast<size_t>(o.layers));
     written.resize(static_cast<size_t>(o.layers));
     for (int l = 0; l < o.layers; ++l) {
       const std::string g = "/layers/" + std::to_string(l);
-      h5::Id group = h5::groupId(H5Gcreate2(file.get(), g.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
+      h5::Id group =
+          h5::groupId(H5Gcreate2(file.get(), g.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
       if (!group) return ioFail(g, "cannot create group");
-      for (TensorKind kind : {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
+      for (TensorKind kind :
+           {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
         if (!hasKind(kind)) continue;
         auto ds = createDataset(g + "/" + tensorKindName(kind), elemType.get(), shapeOf(kind));
         if (!ds) return ds.status();
         datasets[static_cast<size_t>(l)][static_cast<size_t>(kind)] = std::move(*ds);
-        written[static_cast<size_t>(l)][static_cast<size_t>(kind)].assign(static_cast<size_t>(o.sequences), false);
+        written[static_cast<size_t>(l)][static_cast<size_t>(kind)].assign(
+            static_cast<size_t>(o.sequences), false);
       }
     }
     std::vector<hsize_t> rows;
@@ -202,7 +224,8 @@ struct DumpWriter::Impl {
     if (finished) return bad(what, "the writer is already finished");
     if (!file) return bad(what, "the writer failed earlier");
     if (sequence < 0 || sequence >= o.sequences)
-      return bad(what, "sequence " + std::to_string(sequence) + " out of range 0…" + std::to_string(o.sequences - 1));
+      return bad(what, "sequence " + std::to_string(sequence) + " out of range 0…" +
+                           std::to_string(o.sequences - 1));
     return Status::ok();
   }
 };
@@ -212,12 +235,14 @@ DumpWriter::~DumpWriter() = default;
 
 const std::string& DumpWriter::path() const { return impl_->path; }
 
-Expected<std::unique_ptr<DumpWriter>> DumpWriter::create(const std::string& path, const DumpWriterOptions& options) {
+Expected<std::unique_ptr<DumpWriter>> DumpWriter::create(const std::string& path,
+                                                         const DumpWriterOptions& options) {
   namespace fs = std::filesystem;
   KVS_RETURN_IF_ERROR(checkOptions(options, path));
   std::error_code ec;
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    return Status::invalidArgument(path + ": exists and is not a regular file; a dump must be a file");
+    return Status::invalidArgument(path +
+                                   ": exists and is not a regular file; a dump must be a file");
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
     return Status::ioError(path + ": folder " + parent.string() + " does not exist");
@@ -236,14 +261,16 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
   Impl& im = *impl_;
   const std::string what = "/layers/" + std::to_string(layer) + "/" + tensorKindName(kind);
   KVS_RETURN_IF_ERROR(im.checkSequence(sequence, what));
-  if (layer < 0 || layer >= im.o.layers) return im.bad(what, "layer out of range 0…" + std::to_string(im.o.layers - 1));
+  if (layer < 0 || layer >= im.o.layers)
+    return im.bad(what, "layer out of range 0…" + std::to_string(im.o.layers - 1));
   if (!im.hasKind(kind)) return im.bad(what, "not declared in the writer's options");
   const bool q = kind == TensorKind::Query;
   const int64_t h = q ? im.o.heads : im.o.kvHeads, n = q ? im.o.queries : im.o.tokens;
-  if (t.heads != h || t.tokens != n || t.dim != im.o.headDim || t.data.size() != static_cast<size_t>(h * n * im.o.headDim))
-    return im.bad(what, "tensor is [" + std::to_string(t.heads) + ", " + std::to_string(t.tokens) + ", " +
-                            std::to_string(t.dim) + "], expected [" + std::to_string(h) + ", " + std::to_string(n) +
-                            ", " + std::to_string(im.o.headDim) + "]");
+  if (t.heads != h || t.tokens != n || t.dim != im.o.headDim ||
+      t.data.size() != static_cast<size_t>(h * n * im.o.headDim))
+    return im.bad(what, "tensor is [" + std::to_string(t.heads) + ", " + std::to_string(t.tokens) +
+                            ", " + std::to_string(t.dim) + "], expected [" + std::to_string(h) +
+                            ", " + std::to_string(n) + ", " + std::to_string(im.o.headDim) + "]");
   h5::Lock lock;
   const h5::Id& ds = im.datasets[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
   hsize_t count = 0;
@@ -254,20 +281,24 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
     std::vector<uint16_t> bits(t.data.size());
     for (size_t i = 0; i < bits.size(); ++i) bits[i] = floatToHalf(t.data[i]);
     h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
-    rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, bits.data());
+    rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+                  bits.data());
   } else {
-    rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, t.data.data());
+    rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+                  t.data.data());
   }
   if (rc < 0) return im.ioFail(what, "cannot write");
-  im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)][static_cast<size_t>(sequence)] = true;
+  im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)][static_cast<size_t>(sequence)] =
+      true;
   return Status::ok();
 }
 
-Status DumpWriter::writeAllSequences(int layer, TensorKind kind, const std::vector<Tensor3>& perSequence) {
+Status DumpWriter::writeAllSequences(int layer, TensorKind kind,
+                                     const std::vector<Tensor3>& perSequence) {
   if (static_cast<int>(perSequence.size()) != impl_->o.sequences)
     return impl_->bad("/layers/" + std::to_string(layer) + "/" + tensorKindName(kind),
-                      std::to_string(perSequence.size()) + " tensors given for " + std::to_string(impl_->o.sequences) +
-                          " sequences");
+                      std::to_string(perSequence.size()) + " tensors given for " +
+                          std::to_string(impl_->o.sequences) + " sequences");
   for (size_t b = 0; b < perSequence.size(); ++b)
     KVS_RETURN_IF_ERROR(write(layer, kind, perSequence[b], static_cast<int>(b)));
   return Status::ok();
@@ -278,12 +309,14 @@ Status DumpWriter::writeTokens(const std::vector<int64_t>& ids, int sequence) {
   KVS_RETURN_IF_ERROR(im.checkSequence(sequence, "/tokens"));
   if (!im.o.withTokens) return im.bad("/tokens", "not declared in the writer's options");
   if (ids.size() != static_cast<size_t>(im.o.tokens))
-    return im.bad("/tokens", std::to_string(ids.size()) + " ids given, expected " + std::to_string(im.o.tokens));
+    return im.bad("/tokens", std::to_string(ids.size()) + " ids given, expected " +
+                                 std::to_string(im.o.tokens));
   h5::Lock lock;
   hsize_t count = 0;
   h5::Id fileSpace = im.selectSequence(im.tokens.get(), sequence, count);
   h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &count, nullptr));
-  if (H5Dwrite(im.tokens.get(), H5T_NATIVE_INT64, memSpace.get(), fileSpace.get(), H5P_DEFAULT, ids.data()) < 0)
+  if (H5Dwrite(im.tokens.get(), H5T_NATIVE_INT64, memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+               ids.data()) < 0)
     return im.ioFail("/tokens", "cannot write");
   im.tokensWritten[static_cast<size_t>(sequence)] = true;
   return Status::ok();
@@ -294,7 +327,8 @@ Status DumpWriter::writeTokenText(const std::vector<std::string>& text, int sequ
   KVS_RETURN_IF_ERROR(im.checkSequence(sequence, "/token_text"));
   if (!im.o.withTokenText) return im.bad("/token_text", "not declared in the writer's options");
   if (text.size() != static_cast<size_t>(im.o.tokens))
-    return im.bad("/token_text", std::to_string(text.size()) + " strings given, expected " + std::to_string(im.o.tokens));
+    return im.bad("/token_text", std::to_string(text.size()) + " strings given, expected " +
+                                     std::to_string(im.o.tokens));
   std::vector<const char*> ptrs;
   ptrs.reserve(text.size());
   for (const auto& s : text) ptrs.push_back(s.c_str());
@@ -303,7 +337,8 @@ Status DumpWriter::writeTokenText(const std::vector<std::string>& text, int sequ
   h5::Id fileSpace = im.selectSequence(im.tokenText.get(), sequence, count);
   h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &count, nullptr));
   h5::Id type = h5::utf8StringType();
-  if (H5Dwrite(im.tokenText.get(), type.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, ptrs.data()) < 0)
+  if (H5Dwrite(im.tokenText.get(), type.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+               ptrs.data()) < 0)
     return im.ioFail("/token_text", "cannot write");
   im.tokenTextWritten[static_cast<size_t>(sequence)] = true;
   return Status::ok();
@@ -315,12 +350,14 @@ Status DumpWriter::writeLogits(const std::vector<float>& logits, int sequence) {
   if (im.o.logitsVocab <= 0) return im.bad("/logits", "not declared in the writer's options");
   const size_t expected = static_cast<size_t>(im.o.tokens) * static_cast<size_t>(im.o.logitsVocab);
   if (logits.size() != expected)
-    return im.bad("/logits", std::to_string(logits.size()) + " values given, expected " + std::to_string(expected));
+    return im.bad("/logits", std::to_string(logits.size()) + " values given, expected " +
+                                 std::to_string(expected));
   h5::Lock lock;
   hsize_t count = 0;
   h5::Id fileSpace = im.selectSequence(im.logits.get(), sequence, count);
   h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &count, nullptr));
-  if (H5Dwrite(im.logits.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, logits.data()) < 0)
+  if (H5Dwrite(im.logits.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+               logits.data()) < 0)
     return im.ioFail("/logits", "cannot write");
   im.logitsWritten[static_cast<size_t>(sequence)] = true;
   return Status::ok();
@@ -333,11 +370,13 @@ Status DumpWriter::finish() {
   auto missing = [&](const std::string& what, const std::vector<bool>& flags) -> Status {
     for (size_t b = 0; b < flags.size(); ++b)
       if (!flags[b])
-        return im.bad(what, im.batched ? "sequence " + std::to_string(b) + " was never written" : "was never written");
+        return im.bad(what, im.batched ? "sequence " + std::to_string(b) + " was never written"
+                                       : "was never written");
     return Status::ok();
   };
   for (int l = 0; l < im.o.layers; ++l)
-    for (TensorKind kind : {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope})
+    for (TensorKind kind :
+         {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope})
       if (im.hasKind(kind))
         KVS_RETURN_IF_ERROR(missing("/layers/" + std::to_string(l) + "/" + tensorKindName(kind),
                                     im.written[static_cast<size_t>(l)][static_cast<size_t>(kind)]));
@@ -353,13 +392,15 @@ Status DumpWriter::finish() {
     if (!im.file.reset()) return im.ioFail("(file)", "cannot close");
   }
   int fd = ::open(im.tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::ioError(im.path + ": temporary file vanished: " + std::strerror(errno));
+  if (fd < 0)
+    return Status::ioError(im.path + ": temporary file vanished: " + std::strerror(errno));
   const bool synced = ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   if (!synced) return Status::ioError(im.path + ": cannot flush to disk: " + std::strerror(err));
   if (::rename(im.tmp.c_str(), im.path.c_str()) != 0)
-    return Status::ioError(im.path + ": cannot rename temporary file into place: " + std::strerror(errno));
+    return Status::ioError(im.path +
+                           ": cannot rename temporary file into place: " + std::strerror(errno));
   im.finished = true;
   return Status::ok();
 }

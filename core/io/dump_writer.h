@@ -6,8 +6,9 @@
 //   DumpWriterOptions o;  o.layers = L; o.kvHeads = KVH; o.tokens = T; o.headDim = D;
 //   o.heads = H; o.queries = Tq;        // both 0: no query datasets
 //   auto w = DumpWriter::create("out.h5", o);   if (!w) return w.status();
-//   for (int l = 0; l < L; ++l) { (*w)->write(l, TensorKind::Key, k); (*w)->write(l, TensorKind::Value, v); ... }
-//   return (*w)->finish();              // checks everything declared was written, then renames
+//   for (int l = 0; l < L; ++l) { (*w)->write(l, TensorKind::Key, k); (*w)->write(l,
+//   TensorKind::Value, v); ... } return (*w)->finish();              // checks everything declared
+//   was written, then renames
 #pragma once
 
 #include <cstdint>
@@ -31,23 +32,23 @@ const char* diskTypeName(DiskType type);
 
 /// What the dump will hold; every declared dataset must be written before finish().
 struct DumpWriterOptions {
-  int layers = 0;      ///< L
-  int kvHeads = 0;     ///< KVH
-  int tokens = 0;      ///< T
-  int headDim = 0;     ///< D
-  int heads = 0;       ///< H (query heads, a multiple of KVH); 0 = no `query`
-  int queries = 0;     ///< Tq (1 ≤ Tq ≤ T); 0 = no `query`
-  bool keyPreRope = false;  ///< also write `key_pre_rope`
-  int sequences = 1;        ///< B
-  bool batchAxis = false;   ///< leading [B, …] axis even when B = 1 (always used when B > 1)
+  int layers = 0;              ///< L
+  int kvHeads = 0;             ///< KVH
+  int tokens = 0;              ///< T
+  int headDim = 0;             ///< D
+  int heads = 0;               ///< H (query heads, a multiple of KVH); 0 = no `query`
+  int queries = 0;             ///< Tq (1 ≤ Tq ≤ T); 0 = no `query`
+  bool keyPreRope = false;     ///< also write `key_pre_rope`
+  int sequences = 1;           ///< B
+  bool batchAxis = false;      ///< leading [B, …] axis even when B = 1 (always used when B > 1)
   bool withTokens = false;     ///< `/tokens` int64 [T] / [B, T]
   bool withTokenText = false;  ///< `/token_text` UTF-8 strings [T] / [B, T]
   int64_t logitsVocab = 0;     ///< > 0: `/logits` float32 [T, vocab] / [B, T, vocab]
-  DiskType dtype = DiskType::Float16;  ///< fp16 is rounded to nearest even
-  std::string model;                   ///< `model` attribute (omitted when empty)
-  std::optional<double> ropeTheta;     ///< `rope_theta` (omitted when unset)
-  std::optional<RopeStyle> ropeStyle;  ///< `rope_style` (omitted when unset)
-  std::optional<double> softmaxScale;  ///< `softmax_scale` (omitted when unset)
+  DiskType dtype = DiskType::Float16;                   ///< fp16 is rounded to nearest even
+  std::string model;                                    ///< `model` attribute (omitted when empty)
+  std::optional<double> ropeTheta;                      ///< `rope_theta` (omitted when unset)
+  std::optional<RopeStyle> ropeStyle;                   ///< `rope_style` (omitted when unset)
+  std::optional<double> softmaxScale;                   ///< `softmax_scale` (omitted when unset)
   std::map<std::string, std::string> stringAttributes;  ///< extra root strings, e.g. model_path
 };
 

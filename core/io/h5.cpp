@@ -12,7 +12,8 @@ std::recursive_mutex& globalMutex() {
 
 herr_t keepInnermost(unsigned n, const H5E_error2_t* err, void* data) {
   // The stack is walked from the innermost error outward; the first is the most specific.
-  if (n == 0 && err != nullptr && err->desc != nullptr) *static_cast<std::string*>(data) = err->desc;
+  if (n == 0 && err != nullptr && err->desc != nullptr)
+    *static_cast<std::string*>(data) = err->desc;
   return 0;
 }
 

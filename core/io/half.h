@@ -19,7 +19,8 @@ inline uint16_t floatToHalf(float f) {
   }
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
   if (absx < 0x38800000u) {  // result is subnormal or zero: exponent below 2^-14
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    if (absx < 0x33000000u)
+      return static_cast<uint16_t>(sign);  // below half the smallest subnormal
     const uint32_t exp = absx >> 23;
     const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126u - exp;  // bring to units of 2^-24

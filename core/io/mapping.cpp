@@ -15,8 +15,9 @@ using nlohmann::json;
 namespace {
 
 const std::set<std::string> kAxisNames = {"layer", "batch", "head", "token", "dim"};
-const std::set<std::string> kTopKeys = {"key", "value", "query", "key_pre_rope", "layers",
-                                        "model", "rope_theta", "rope_style", "softmax_scale"};
+const std::set<std::string> kTopKeys = {"key",          "value",      "query",
+                                        "key_pre_rope", "layers",     "model",
+                                        "rope_theta",   "rope_style", "softmax_scale"};
 
 Status bad(const std::string& origin, const std::string& key, const std::string& problem) {
   return Status::invalidArgument(origin + ": " + key + ": " + problem);
@@ -49,22 +50,28 @@ Status validateTensor(const TensorMapping& t, const std::string& origin, const s
   std::set<std::string> seen;
   for (const auto& a : t.axes) {
     if (!kAxisNames.count(a))
-      return bad(origin, axesKey, "unknown axis '" + a + "' (allowed: layer, batch, head, token, dim)");
+      return bad(origin, axesKey,
+                 "unknown axis '" + a + "' (allowed: layer, batch, head, token, dim)");
     if (!seen.insert(a).second) return bad(origin, axesKey, "axis '" + a + "' appears twice");
   }
   for (const char* required : {"head", "token", "dim"})
     if (!seen.count(required))
-      return bad(origin, axesKey, std::string("must name a '") + required + "' axis (got '" + joinAxes(t.axes) + "')");
+      return bad(
+          origin, axesKey,
+          std::string("must name a '") + required + "' axis (got '" + joinAxes(t.axes) + "')");
   const bool perLayer = t.path.find("{layer}") != std::string::npos;
   if (perLayer && seen.count("layer"))
-    return bad(origin, axesKey, "names a 'layer' axis but " + name + ".path contains {layer}; use one or the other");
+    return bad(origin, axesKey,
+               "names a 'layer' axis but " + name + ".path contains {layer}; use one or the other");
   if (!perLayer && !seen.count("layer"))
-    return bad(origin, axesKey, "needs a 'layer' axis because " + name +
-                                    ".path has no {layer} (one dataset then holds all layers)");
+    return bad(origin, axesKey,
+               "needs a 'layer' axis because " + name +
+                   ".path has no {layer} (one dataset then holds all layers)");
   return Status::ok();
 }
 
-Expected<TensorMapping> parseTensor(const json& j, const std::string& origin, const std::string& name) {
+Expected<TensorMapping> parseTensor(const json& j, const std::string& origin,
+                                    const std::string& name) {
   if (!j.is_object()) return bad(origin, name, "expected an object with \"path\" and \"axes\"");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (it.key() != "path" && it.key() != "axes")
@@ -73,7 +80,8 @@ Expected<TensorMapping> parseTensor(const json& j, const std::string& origin, co
   if (!j.contains("path")) return bad(origin, name + ".path", "missing");
   if (!j["path"].is_string()) return bad(origin, name + ".path", "expected a string");
   t.path = j["path"].get<std::string>();
-  if (!j.contains("axes")) return bad(origin, name + ".axes", "missing (e.g. \"layer,batch,head,token,dim\")");
+  if (!j.contains("axes"))
+    return bad(origin, name + ".axes", "missing (e.g. \"layer,batch,head,token,dim\")");
   const json& axes = j["axes"];
   if (axes.is_string()) {
     t.axes = splitAxes(axes.get<std::string>());
@@ -83,7 +91,8 @@ Expected<TensorMapping> parseTensor(const json& j, const std::string& origin, co
       t.axes.push_back(a.get<std::string>());
     }
   } else {
-    return bad(origin, name + ".axes", "expected a string like \"head,token,dim\" or an array of names");
+    return bad(origin, name + ".axes",
+               "expected a string like \"head,token,dim\" or an array of names");
   }
   KVS_RETURN_IF_ERROR(validateTensor(t, origin, name));
   return t;
@@ -99,8 +108,10 @@ Status validateMapping(const Mapping& m, const std::string& origin) {
   if (m.layers && *m.layers <= 0) return bad(origin, "layers", "must be a positive integer");
   if (m.ropeStyle && *m.ropeStyle != "half" && *m.ropeStyle != "interleaved")
     return bad(origin, "rope_style", "'" + *m.ropeStyle + "'; expected 'half' or 'interleaved'");
-  if (m.ropeTheta && !(*m.ropeTheta > 0)) return bad(origin, "rope_theta", "must be a positive number");
-  if (m.softmaxScale && !(*m.softmaxScale > 0)) return bad(origin, "softmax_scale", "must be a positive number");
+  if (m.ropeTheta && !(*m.ropeTheta > 0))
+    return bad(origin, "rope_theta", "must be a positive number");
+  if (m.softmaxScale && !(*m.softmaxScale > 0))
+    return bad(origin, "softmax_scale", "must be a positive number");
   return Status::ok();
 }
 
@@ -111,12 +122,14 @@ Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& o
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     return Status::invalidArgument(origin + ": not valid JSON: " + e.what());
   }
-  if (!j.is_object()) return Status::invalidArgument(origin + ": expected a JSON object at the top level");
+  if (!j.is_object())
+    return Status::invalidArgument(origin + ": expected a JSON object at the top level");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kTopKeys.count(it.key()))
-      return bad(origin, it.key(),
-                 "unknown key (allowed: key, value, query, key_pre_rope, layers, model, rope_theta, "
-                 "rope_style, softmax_scale)");
+      return bad(
+          origin, it.key(),
+          "unknown key (allowed: key, value, query, key_pre_rope, layers, model, rope_theta, "
+          "rope_style, softmax_scale)");
   Mapping m;
   m.origin = origin;
   for (const char* required : {"key", "value"})
@@ -145,8 +158,9 @@ Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& o
     if (!j["model"].is_string()) return bad(origin, "model", "expected a string");
     m.model = j["model"].get<std::string>();
   }
-  for (auto [name, target] : {std::pair<const char*, std::optional<double>*>{"rope_theta", &m.ropeTheta},
-                              {"softmax_scale", &m.softmaxScale}}) {
+  for (auto [name, target] :
+       {std::pair<const char*, std::optional<double>*>{"rope_theta", &m.ropeTheta},
+        {"softmax_scale", &m.softmaxScale}}) {
     if (!j.contains(name)) continue;
     if (!j[name].is_number()) return bad(origin, name, "expected a number");
     *target = j[name].get<double>();
@@ -167,7 +181,9 @@ Expected<Mapping> loadMapping(const std::string& path) {
 
 std::string mappingToJson(const Mapping& m) {
   json j;
-  auto tensor = [](const TensorMapping& t) { return json{{"path", t.path}, {"axes", joinAxes(t.axes)}}; };
+  auto tensor = [](const TensorMapping& t) {
+    return json{{"path", t.path}, {"axes", joinAxes(t.axes)}};
+  };
   j["key"] = tensor(m.key);
   j["value"] = tensor(m.value);
   if (m.query) j["query"] = tensor(*m.query);

@@ -55,7 +55,8 @@ class Rng {
       hasSpare_ = false;
       return spare_;
     }
-    const double u1 = (double((splitmix(state_) >> 11) + 1)) * (1.0 / 9007199254740993.0);  // (0, 1]
+    const double u1 =
+        (double((splitmix(state_) >> 11) + 1)) * (1.0 / 9007199254740993.0);  // (0, 1]
     const double u2 = uniform();
     const double r = std::sqrt(-2.0 * std::log(u1));
     spare_ = r * std::sin(2.0 * kPi * u2);
@@ -69,7 +70,20 @@ class Rng {
   bool hasSpare_ = false;
 };
 
-enum Stream : uint64_t { kScale = 1, kMean, kOutlier, kLocal, kSink, kHead, kKeyRow, kValueRow, kQueryRow, kValueScale, kToken, kMassive };
+enum Stream : uint64_t {
+  kScale = 1,
+  kMean,
+  kOutlier,
+  kLocal,
+  kSink,
+  kHead,
+  kKeyRow,
+  kValueRow,
+  kQueryRow,
+  kValueScale,
+  kToken,
+  kMassive
+};
 
 /// Channels of RoPE pair i (frequency theta^(-2i/D)).
 std::pair<int, int> pairChannels(int pair, int dim, RopeStyle style) {
@@ -85,7 +99,8 @@ std::vector<double> ropeFrequencies(int dim, double theta) {
 }
 
 /// cos and sin of every pair's angle at position `pos`.
-void ropeAngles(int64_t pos, const std::vector<double>& freq, std::vector<double>& cosv, std::vector<double>& sinv) {
+void ropeAngles(int64_t pos, const std::vector<double>& freq, std::vector<double>& cosv,
+                std::vector<double>& sinv) {
   cosv.resize(freq.size());
   sinv.resize(freq.size());
   for (size_t i = 0; i < freq.size(); ++i) {
@@ -96,7 +111,8 @@ void ropeAngles(int64_t pos, const std::vector<double>& freq, std::vector<double
 }
 
 /// Rotates `row` (D values) by the given pair angles, in double precision.
-void rope(float* row, int dim, const std::vector<double>& cosv, const std::vector<double>& sinv, RopeStyle style) {
+void rope(float* row, int dim, const std::vector<double>& cosv, const std::vector<double>& sinv,
+          RopeStyle style) {
   for (int i = 0; i < dim / 2; ++i) {
     auto [a, b] = pairChannels(i, dim, style);
     const double x0 = row[a], x1 = row[b];
@@ -105,14 +121,16 @@ void rope(float* row, int dim, const std::vector<double>& cosv, const std::vecto
   }
 }
 
-float storageRound(float x, DiskType dtype) { return dtype == DiskType::Float16 ? roundToHalf(x) : x; }
+float storageRound(float x, DiskType dtype) {
+  return dtype == DiskType::Float16 ? roundToHalf(x) : x;
+}
 
 /// Per (layer, kv head) parameters of the synthetic model.
 struct HeadModel {
   std::vector<double> scale, mean, local, sink, valueScale;
-  std::vector<int> outliers;            // regular outlier channels
-  std::vector<double> outlierValue;     // their signed magnitude
-  std::vector<char> quiet;              // channels of pairs holding an outlier (queries stay small there)
+  std::vector<int> outliers;         // regular outlier channels
+  std::vector<double> outlierValue;  // their signed magnitude
+  std::vector<char> quiet;  // channels of pairs holding an outlier (queries stay small there)
   int bias = -1;
 };
 
@@ -128,7 +146,8 @@ std::vector<int> regularOutliers(const SynthOptions& o, int layer, int kvHead) {
     candidates.push_back(b);
   }
   Rng rng(mix({o.seed, kOutlier, uint64_t(layer), uint64_t(kvHead)}));
-  for (size_t i = candidates.size(); i > 1; --i) std::swap(candidates[i - 1], candidates[rng.next() % i]);
+  for (size_t i = candidates.size(); i > 1; --i)
+    std::swap(candidates[i - 1], candidates[rng.next() % i]);
   const int count = std::clamp(d / 32, 1, 4) + (layer % 2);
   candidates.resize(std::min<size_t>(candidates.size(), size_t(count)));
   std::sort(candidates.begin(), candidates.end());
@@ -142,7 +161,8 @@ HeadModel headModel(const SynthOptions& o, int layer, int kvHead) {
   m.scale.resize(size_t(d));
   m.mean.resize(size_t(d));
   m.valueScale.resize(size_t(d));
-  Rng rs(mix({o.seed, kScale, L, G})), rm(mix({o.seed, kMean, L, G})), rv(mix({o.seed, kValueScale, L, G}));
+  Rng rs(mix({o.seed, kScale, L, G})), rm(mix({o.seed, kMean, L, G})),
+      rv(mix({o.seed, kValueScale, L, G}));
   for (int c = 0; c < d; ++c) {
     m.scale[size_t(c)] = 0.6 + 0.8 * rs.uniform();
     m.mean[size_t(c)] = 0.3 * rm.normal();
@@ -195,14 +215,18 @@ std::vector<std::string> synthProfiles() { return {"llama", "bias-outlier"}; }
 
 Status validateSynthOptions(const SynthOptions& o) {
   auto bad = [](const std::string& m) { return Status::invalidArgument("synth: " + m); };
-  if (o.layers <= 0 || o.kvHeads <= 0 || o.heads <= 0 || o.tokens <= 0 || o.headDim <= 0 || o.sequences <= 0)
+  if (o.layers <= 0 || o.kvHeads <= 0 || o.heads <= 0 || o.tokens <= 0 || o.headDim <= 0 ||
+      o.sequences <= 0)
     return bad("layers, kv heads, heads, tokens, head dim and sequences must be positive");
   if (o.queries < 0) return bad("queries must not be negative");
   if (o.heads % o.kvHeads != 0)
-    return bad("heads " + std::to_string(o.heads) + " is not a multiple of kv heads " + std::to_string(o.kvHeads));
+    return bad("heads " + std::to_string(o.heads) + " is not a multiple of kv heads " +
+               std::to_string(o.kvHeads));
   if (o.queries > o.tokens)
-    return bad("queries " + std::to_string(o.queries) + " exceed tokens " + std::to_string(o.tokens));
-  if (o.headDim % 2 != 0 || o.headDim < 8) return bad("head dim must be even and at least 8 (RoPE pairs)");
+    return bad("queries " + std::to_string(o.queries) + " exceed tokens " +
+               std::to_string(o.tokens));
+  if (o.headDim % 2 != 0 || o.headDim < 8)
+    return bad("head dim must be even and at least 8 (RoPE pairs)");
   if (!(o.ropeTheta > 1.0)) return bad("rope theta must be greater than 1");
   auto profiles = synthProfiles();
   if (std::find(profiles.begin(), profiles.end(), o.profile) == profiles.end())
@@ -246,35 +270,37 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
     std::vector<double> cosv, sinv;
     ropeAngles(j, freq, cosv, sinv);
     for (int g = 0; g < kvh; ++g) {
-    const HeadModel& m = models[size_t(g)];
-    Rng rk(mix({o.seed, kKeyRow, L, B, uint64_t(g), uint64_t(j)}));
-    float* kp = out.keyPreRope.row(g, j);
-    for (int c = 0; c < d; ++c) {
-      double x = m.mean[size_t(c)] + m.scale[size_t(c)] * rk.normal() + m.local[size_t(c)];
-      if (j == kSynthSinkToken) x += kSinkMagnitude * m.sink[size_t(c)];
-      kp[c] = float(x);
-    }
-    for (size_t i = 0; i < m.outliers.size(); ++i)
-      kp[m.outliers[i]] = float(m.outlierValue[i] * (1.0 + 0.08 * rk.normal()));
-    if (m.bias >= 0) kp[m.bias] = float(kBias + 0.5 * rk.normal());
-    for (int c = 0; c < d; ++c) kp[c] = storageRound(kp[c], o.dtype);
-    float* k = out.key.row(g, j);
-    std::copy(kp, kp + d, k);
-    rope(k, d, cosv, sinv, o.ropeStyle);
+      const HeadModel& m = models[size_t(g)];
+      Rng rk(mix({o.seed, kKeyRow, L, B, uint64_t(g), uint64_t(j)}));
+      float* kp = out.keyPreRope.row(g, j);
+      for (int c = 0; c < d; ++c) {
+        double x = m.mean[size_t(c)] + m.scale[size_t(c)] * rk.normal() + m.local[size_t(c)];
+        if (j == kSynthSinkToken) x += kSinkMagnitude * m.sink[size_t(c)];
+        kp[c] = float(x);
+      }
+      for (size_t i = 0; i < m.outliers.size(); ++i)
+        kp[m.outliers[i]] = float(m.outlierValue[i] * (1.0 + 0.08 * rk.normal()));
+      if (m.bias >= 0) kp[m.bias] = float(kBias + 0.5 * rk.normal());
+      for (int c = 0; c < d; ++c) kp[c] = storageRound(kp[c], o.dtype);
+      float* k = out.key.row(g, j);
+      std::copy(kp, kp + d, k);
+      rope(k, d, cosv, sinv, o.ropeStyle);
 
-    Rng rv(mix({o.seed, kValueRow, L, B, uint64_t(g), uint64_t(j)}));
-    float* v = out.value.row(g, j);
-    for (int c = 0; c < d; ++c) v[c] = float(m.valueScale[size_t(c)] * rv.normal());
-    if (rv.uniform() < 1.0 / 16.0) {  // mild per-token outlier
-      const int c = int(rv.next() % uint64_t(d));
-      v[c] *= float(6.0 + 6.0 * rv.uniform());
-    }
-    if (j == kSynthSinkToken)
-      for (int c = 0; c < d; ++c) v[c] *= 0.1f;  // sinks carry little value, as in real models
-    if (j == massive) {
-      Rng rm(mix({o.seed, kMassive, L, uint64_t(g)}));
-      for (int n = 0; n < 2; ++n) v[rm.next() % uint64_t(d)] = float((rm.uniform() < 0.5 ? -1 : 1) * (40.0 + 40.0 * rm.uniform()));
-    }
+      Rng rv(mix({o.seed, kValueRow, L, B, uint64_t(g), uint64_t(j)}));
+      float* v = out.value.row(g, j);
+      for (int c = 0; c < d; ++c) v[c] = float(m.valueScale[size_t(c)] * rv.normal());
+      if (rv.uniform() < 1.0 / 16.0) {  // mild per-token outlier
+        const int c = int(rv.next() % uint64_t(d));
+        v[c] *= float(6.0 + 6.0 * rv.uniform());
+      }
+      if (j == kSynthSinkToken)
+        for (int c = 0; c < d; ++c) v[c] *= 0.1f;  // sinks carry little value, as in real models
+      if (j == massive) {
+        Rng rm(mix({o.seed, kMassive, L, uint64_t(g)}));
+        for (int n = 0; n < 2; ++n)
+          v[rm.next() % uint64_t(d)] =
+              float((rm.uniform() < 0.5 ? -1 : 1) * (40.0 + 40.0 * rm.uniform()));
+      }
     }
   }
 
@@ -331,8 +357,9 @@ Status writeSynthDump(const std::string& path, const SynthOptions& o, const Prog
   if (!writer) return writer.status();
   DumpWriter& dw = **writer;
 
-  static const char* const kWords[] = {"the", " of", " and", " to", " a", " in", " is", " it", " that", " was",
-                                       " for", " on", " with", " as", " he", " she", " they", " at", " by", " this"};
+  static const char* const kWords[] = {"the", " of",   " and",  " to",  " a",  " in",   " is",
+                                       " it", " that", " was",  " for", " on", " with", " as",
+                                       " he", " she",  " they", " at",  " by", " this"};
   const int massive = synthMassiveToken(o);
   for (int b = 0; b < o.sequences; ++b) {
     std::vector<int64_t> ids(size_t(o.tokens));
@@ -349,7 +376,8 @@ Status writeSynthDump(const std::string& path, const SynthOptions& o, const Prog
   const double total = double(o.layers) * o.sequences;
   for (int l = 0; l < o.layers; ++l)
     for (int b = 0; b < o.sequences; ++b) {
-      if (!report(progress, (l * o.sequences + b) / total, "generating layers")) return Status::cancelled();
+      if (!report(progress, (l * o.sequences + b) / total, "generating layers"))
+        return Status::cancelled();
       SynthLayer layer = synthLayer(o, l, b);
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Key, layer.key, b));
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::KeyPreRope, layer.keyPreRope, b));

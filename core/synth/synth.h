@@ -18,14 +18,14 @@ namespace kvscope {
 
 /// Shape and character of a synthetic dump.
 struct SynthOptions {
-  int layers = 4;        ///< L
-  int kvHeads = 2;       ///< KVH
-  int heads = 8;         ///< H, a multiple of KVH
-  int tokens = 256;      ///< T
-  int queries = 32;      ///< Tq (queries of the last Tq positions); 0 = no query datasets
-  int headDim = 64;      ///< D, even and at least 8
-  int sequences = 1;     ///< B; a batch axis is written when B > 1
-  uint64_t seed = 1;     ///< same seed, same dump (bit for bit)
+  int layers = 4;     ///< L
+  int kvHeads = 2;    ///< KVH
+  int heads = 8;      ///< H, a multiple of KVH
+  int tokens = 256;   ///< T
+  int queries = 32;   ///< Tq (queries of the last Tq positions); 0 = no query datasets
+  int headDim = 64;   ///< D, even and at least 8
+  int sequences = 1;  ///< B; a batch axis is written when B > 1
+  uint64_t seed = 1;  ///< same seed, same dump (bit for bit)
   DiskType dtype = DiskType::Float16;
   std::string profile = "llama";  ///< "llama" or "bias-outlier"
   std::string model = "synthetic-llama";
@@ -52,13 +52,15 @@ struct SynthLayer {
 SynthLayer synthLayer(const SynthOptions& options, int layer, int sequence = 0);
 
 /// Writes a synthetic dump to `path` (atomically), layer by layer with bounded memory.
-Status writeSynthDump(const std::string& path, const SynthOptions& options, const Progress& progress = {});
+Status writeSynthDump(const std::string& path, const SynthOptions& options,
+                      const Progress& progress = {});
 
 /// The persistent outlier key channels of (layer, kvHead), ascending; includes the bias channel
 /// of the "bias-outlier" profile where it applies. Their max |key| is ≥ 10× the median channel's.
 std::vector<int> synthOutlierChannels(const SynthOptions& options, int layer, int kvHead);
 
-/// The "bias-outlier" profile's constant-bias key channel in `layer`, or -1 (other layers/profiles).
+/// The "bias-outlier" profile's constant-bias key channel in `layer`, or -1 (other
+/// layers/profiles).
 int synthBiasChannel(const SynthOptions& options, int layer);
 
 /// The attention-sink token (always 0).

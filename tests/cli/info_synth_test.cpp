@@ -61,9 +61,10 @@ TEST(CliSynth, DefaultsWriteTheSampleShapeAndInfoReportsItAsJson) {
 TEST(CliSynth, OptionsShapeTheDump) {
   test::TempDir dir;
   const std::string dump = dir.file("o.h5");
-  auto r = runCli("synth " + q(dump) +
-                  " --layers 3 --kv-heads 1 --heads 2 --tokens 16 --queries 4 --head-dim 8 --sequences 2"
-                  " --dtype fp32 --profile bias-outlier --model tiny --seed 9 --rope-style interleaved");
+  auto r =
+      runCli("synth " + q(dump) +
+             " --layers 3 --kv-heads 1 --heads 2 --tokens 16 --queries 4 --head-dim 8 --sequences 2"
+             " --dtype fp32 --profile bias-outlier --model tiny --seed 9 --rope-style interleaved");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   r = runCli("info " + q(dump) + " --json");
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -83,10 +84,11 @@ TEST(CliSynth, OptionsShapeTheDump) {
 TEST(CliSynth, BadArgumentsExitTwoAndWriteNothing) {
   test::TempDir dir;
   const std::string dump = dir.file("bad.h5");
-  for (const std::string& args : {std::string("--profile nope"), std::string("--dtype bf16"),
-                                  std::string("--heads 3 --kv-heads 2"), std::string("--queries 300"),
-                                  std::string("--head-dim 7"), std::string("--layers 0"),
-                                  std::string("--rope-style neox"), std::string("--tokens many")}) {
+  for (const std::string& args :
+       {std::string("--profile nope"), std::string("--dtype bf16"),
+        std::string("--heads 3 --kv-heads 2"), std::string("--queries 300"),
+        std::string("--head-dim 7"), std::string("--layers 0"), std::string("--rope-style neox"),
+        std::string("--tokens many")}) {
     auto r = runCli("synth " + q(dump) + " " + args);
     EXPECT_EQ(r.exitCode, 2) << args;
     EXPECT_EQ(r.err.rfind("kvscope-cli: ", 0), 0u) << args << ": " << r.err;
@@ -105,9 +107,10 @@ TEST(CliInfo, TextReportNamesEveryFigure) {
   auto r = runCli("info " + q(dump));
   ASSERT_EQ(r.exitCode, 0) << r.err;
   expectClean(r);
-  for (const char* needle : {"model:", "synthetic-llama", "layers:", "kv heads:", "query heads:", "tokens:",
-                             "queries:", "head dim:", "sequences:", "element type:", "float16", "key_pre_rope",
-                             "token_text", "fp16 KV size:", "1024 bytes per token", "warnings:"})
+  for (const char* needle :
+       {"model:", "synthetic-llama", "layers:", "kv heads:", "query heads:", "tokens:", "queries:",
+        "head dim:", "sequences:", "element type:", "float16", "key_pre_rope", "token_text",
+        "fp16 KV size:", "1024 bytes per token", "warnings:"})
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
@@ -217,7 +220,8 @@ TEST(CliInfo, MappingFileReadsANonCanonicalFile) {
     H5Fclose(f);
   }
   const std::string map = dir.file("map.json");
-  std::ofstream(map) << R"({"key": {"path": "/past_key_values/key", "axes": "layer,batch,head,token,dim"},
+  std::ofstream(map)
+      << R"({"key": {"path": "/past_key_values/key", "axes": "layer,batch,head,token,dim"},
                            "value": {"path": "/past_key_values/value", "axes": "layer,batch,head,token,dim"},
                            "model": "hf-model"})";
   auto r = runCli("info " + q(path) + " --json");
@@ -235,7 +239,8 @@ TEST(CliInfo, MappingFileReadsANonCanonicalFile) {
   EXPECT_EQ(j["canonical"], false);
 
   const std::string badMap = dir.file("bad-map.json");
-  std::ofstream(badMap) << R"({"key": {"path": "/past_key_values/k", "axes": "layer,batch,head,token,dim"},
+  std::ofstream(badMap)
+      << R"({"key": {"path": "/past_key_values/k", "axes": "layer,batch,head,token,dim"},
                               "value": {"path": "/past_key_values/value", "axes": "layer,batch,head,token,dim"}})";
   r = runCli("info " + q(path) + " --mapping " + q(badMap));
   EXPECT_EQ(r.exitCode, 2);

@@ -21,7 +21,8 @@ void expectPattern(const Tensor3& t, int layer, int kind, int sequence) {
     for (int64_t j = 0; j < t.tokens; ++j)
       for (int64_t d = 0; d < t.dim; ++d)
         ASSERT_EQ(t.at(h, j, d), static_cast<float>(patternValue(layer, kind, sequence, h, j, d)))
-            << "layer " << layer << " kind " << kind << " seq " << sequence << " at " << h << "," << j << "," << d;
+            << "layer " << layer << " kind " << kind << " seq " << sequence << " at " << h << ","
+            << j << "," << d;
 }
 
 struct FloatTypeCase {
@@ -87,8 +88,8 @@ TEST(DumpRead, HalfValuesIncludingSubnormalsConvertExactly) {
   test::TempDir dir;
   const std::string path = dir.file("h.h5");
   // 2^-24 (smallest subnormal), 2^-14 (smallest normal), 65504 (largest), 1+2^-10, -0.5.
-  const std::vector<double> values = {5.960464477539063e-08, 6.103515625e-05, 65504.0, 1.0009765625, -0.5,
-                                      3.0, -2.0, 0.0};
+  const std::vector<double> values = {
+      5.960464477539063e-08, 6.103515625e-05, 65504.0, 1.0009765625, -0.5, 3.0, -2.0, 0.0};
   {
     test::H5Builder b(path);
     b.intAttr("kvdump_version", 1);
@@ -101,7 +102,8 @@ TEST(DumpRead, HalfValuesIncludingSubnormalsConvertExactly) {
   ASSERT_TRUE(dump) << dump.status().message();
   auto k = (*dump)->read(0, TensorKind::Key);
   ASSERT_TRUE(k);
-  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(k->data[i], static_cast<float>(values[i])) << i;
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(k->data[i], static_cast<float>(values[i])) << i;
   EXPECT_FALSE((*dump)->info().hasQuery);
   EXPECT_EQ((*dump)->info().heads, 1);  // equals kvHeads without a query
 }

@@ -3,9 +3,9 @@
 // dataset or attribute. The files are built here with the HDF5 C API.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 
 #include "core/io/dump.h"
@@ -47,8 +47,11 @@ class DumpValidation : public ::testing::Test {
     const Status st = dump.status();
     if (std::getenv("KVSCOPE_TEST_SHOW_MESSAGES")) std::printf("%s\n", st.message().c_str());
     EXPECT_EQ(st.code(), code) << st.message();
-    EXPECT_EQ(st.message().rfind(path_ + ": ", 0), 0u) << "message does not start with the file: " << st.message();
-    for (const auto& n : needles) EXPECT_NE(st.message().find(n), std::string::npos) << "'" << n << "' not in: " << st.message();
+    EXPECT_EQ(st.message().rfind(path_ + ": ", 0), 0u)
+        << "message does not start with the file: " << st.message();
+    for (const auto& n : needles)
+      EXPECT_NE(st.message().find(n), std::string::npos)
+          << "'" << n << "' not in: " << st.message();
     return st;
   }
 
@@ -73,7 +76,8 @@ TEST_F(DumpValidation, TextFileIsNotHdf5) {
 }
 
 TEST_F(DumpValidation, MissingVersionAttribute) {
-  expectRefused([](H5Builder& b) { addLayer(b, 0); }, StatusCode::InvalidData, {"kvdump_version", "missing", "mapping"});
+  expectRefused([](H5Builder& b) { addLayer(b, 0); }, StatusCode::InvalidData,
+                {"kvdump_version", "missing", "mapping"});
 }
 
 TEST_F(DumpValidation, VersionOfTheWrongType) {
@@ -135,7 +139,8 @@ TEST_F(DumpValidation, SoftmaxScaleMustBeANumber) {
 }
 
 TEST_F(DumpValidation, MissingLayersGroup) {
-  expectRefused([](H5Builder& b) { b.intAttr("kvdump_version", 1); }, StatusCode::InvalidData, {"/layers", "missing"});
+  expectRefused([](H5Builder& b) { b.intAttr("kvdump_version", 1); }, StatusCode::InvalidData,
+                {"/layers", "missing"});
 }
 
 TEST_F(DumpValidation, GapInLayerNumbers) {
@@ -311,7 +316,8 @@ TEST_F(DumpValidation, CompoundQueriesAreNotFloats) {
         H5Tinsert(type, "im", 4, H5T_NATIVE_FLOAT);
         hsize_t dims[3] = {2, 2, 4};
         hid_t space = H5Screate_simple(3, dims, nullptr);
-        hid_t ds = H5Dcreate2(b.file(), "/layers/0/query", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t ds = H5Dcreate2(b.file(), "/layers/0/query", type, space, H5P_DEFAULT, H5P_DEFAULT,
+                              H5P_DEFAULT);
         H5Dclose(ds);
         H5Sclose(space);
         H5Tclose(type);
@@ -337,8 +343,10 @@ TEST_F(DumpValidation, LayerLargerThanMemoryIsRefusedBeforeReading) {
         hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
         hsize_t chunk[3] = {1, 64, 64};
         H5Pset_chunk(dcpl, 3, chunk);
-        b.floats("/layers/0/key", {1, hsize_t{1} << 21, hsize_t{1} << 20}, {}, H5T_IEEE_F32LE, dcpl);
-        b.floats("/layers/0/value", {1, hsize_t{1} << 21, hsize_t{1} << 20}, {}, H5T_IEEE_F32LE, dcpl);
+        b.floats("/layers/0/key", {1, hsize_t{1} << 21, hsize_t{1} << 20}, {}, H5T_IEEE_F32LE,
+                 dcpl);
+        b.floats("/layers/0/value", {1, hsize_t{1} << 21, hsize_t{1} << 20}, {}, H5T_IEEE_F32LE,
+                 dcpl);
         H5Pclose(dcpl);
       },
       StatusCode::ResourceLimit, {"/layers/0/key", "memory"});
@@ -390,7 +398,9 @@ TEST_F(DumpValidation, ExternalLinkRefusedUnlessAllowed) {
   auto build = [&](H5Builder& b) {
     b.intAttr("kvdump_version", 1);
     b.group("/layers/0");
-    ASSERT_GE(H5Lcreate_external(other.c_str(), "/k", b.file(), "/layers/0/key", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_external(other.c_str(), "/k", b.file(), "/layers/0/key", H5P_DEFAULT,
+                                 H5P_DEFAULT),
+              0);
     b.floats("/layers/0/value", {2, 4, 4}, zeros(32));
   };
   expectRefused(build, StatusCode::InvalidData, {"/layers/0/key", "external link"});
@@ -430,7 +440,8 @@ TEST_F(DumpValidation, VirtualDatasetRefusedUnlessAllowed) {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     ASSERT_GE(H5Pset_virtual(dcpl, vspace, source.c_str(), "/k", sspace), 0);
     b.group("/layers/0");
-    hid_t ds = H5Dcreate2(b.file(), "/layers/0/key", H5T_IEEE_F32LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t ds = H5Dcreate2(b.file(), "/layers/0/key", H5T_IEEE_F32LE, vspace, H5P_DEFAULT, dcpl,
+                          H5P_DEFAULT);
     ASSERT_GE(ds, 0);
     H5Dclose(ds);
     H5Pclose(dcpl);

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 Tensor3 filled(int64_t h, int64_t t, int64_t d, float base) {
   Tensor3 x(h, t, d);
-  for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = base + 0.5f * static_cast<float>(i % 37) - 3.25f;
+  for (size_t i = 0; i < x.data.size(); ++i)
+    x.data[i] = base + 0.5f * static_cast<float>(i % 37) - 3.25f;
   return x;
 }
 
@@ -64,7 +65,8 @@ TEST(DumpWriter, RoundTripsEveryDatasetAndAttributeWithABatchAxis) {
     for (int b = 0; b < 2; ++b) {
       ASSERT_TRUE((*w)->write(l, TensorKind::Value, filled(2, 6, 4, float(l + 100 * b) + 20), b));
       ASSERT_TRUE((*w)->write(l, TensorKind::Query, filled(4, 2, 4, float(l + 100 * b) + 30), b));
-      ASSERT_TRUE((*w)->write(l, TensorKind::KeyPreRope, filled(2, 6, 4, float(l + 100 * b) + 40), b));
+      ASSERT_TRUE(
+          (*w)->write(l, TensorKind::KeyPreRope, filled(2, 6, 4, float(l + 100 * b) + 40), b));
     }
   }
   for (int b = 0; b < 2; ++b) {
@@ -93,10 +95,14 @@ TEST(DumpWriter, RoundTripsEveryDatasetAndAttributeWithABatchAxis) {
   EXPECT_TRUE(info.hasTokens && info.hasTokenText && info.hasLogits && info.hasKeyPreRope);
   for (int l = 0; l < 2; ++l)
     for (int b = 0; b < 2; ++b) {
-      EXPECT_EQ((*dump)->read(l, TensorKind::Key, b)->data, filled(2, 6, 4, float(l) + 10 * b).data);
-      EXPECT_EQ((*dump)->read(l, TensorKind::Value, b)->data, filled(2, 6, 4, float(l + 100 * b) + 20).data);
-      EXPECT_EQ((*dump)->read(l, TensorKind::Query, b)->data, filled(4, 2, 4, float(l + 100 * b) + 30).data);
-      EXPECT_EQ((*dump)->read(l, TensorKind::KeyPreRope, b)->data, filled(2, 6, 4, float(l + 100 * b) + 40).data);
+      EXPECT_EQ((*dump)->read(l, TensorKind::Key, b)->data,
+                filled(2, 6, 4, float(l) + 10 * b).data);
+      EXPECT_EQ((*dump)->read(l, TensorKind::Value, b)->data,
+                filled(2, 6, 4, float(l + 100 * b) + 20).data);
+      EXPECT_EQ((*dump)->read(l, TensorKind::Query, b)->data,
+                filled(4, 2, 4, float(l + 100 * b) + 30).data);
+      EXPECT_EQ((*dump)->read(l, TensorKind::KeyPreRope, b)->data,
+                filled(2, 6, 4, float(l + 100 * b) + 40).data);
     }
   EXPECT_EQ(*(*dump)->tokens(1), (std::vector<int64_t>{1, 2, 3, 4, 5, 7}));
   EXPECT_EQ(*(*dump)->tokenText(0), (std::vector<std::string>{"<s>", "a", "é", "", "c", "x"}));
@@ -112,16 +118,16 @@ TEST(DumpWriter, Fp16RoundsToNearestEven) {
   const float e = std::ldexp(1.0f, -11);  // half of fp16's ulp at 1
   // Each input and the binary16 value it must become (hand-derived).
   const std::vector<std::pair<float, float>> cases = {
-      {1.0f + e, 1.0f},                                              // tie, 1.0 is even
-      {1.0f + 3 * e, 1.0f + 4 * e},                                  // tie, rounds up to the even mantissa
-      {1.0f + e + std::ldexp(1.0f, -20), 1.0f + 2 * e},              // above the tie
+      {1.0f + e, 1.0f},                                  // tie, 1.0 is even
+      {1.0f + 3 * e, 1.0f + 4 * e},                      // tie, rounds up to the even mantissa
+      {1.0f + e + std::ldexp(1.0f, -20), 1.0f + 2 * e},  // above the tie
       {-(1.0f + e), -1.0f},
-      {65519.0f, 65504.0f},                                          // below the overflow tie
-      {65520.0f, std::numeric_limits<float>::infinity()},           // tie at the top: overflows
-      {std::ldexp(1.0f, -25), 0.0f},                                 // tie with zero: even is 0
-      {std::ldexp(3.0f, -26), std::ldexp(1.0f, -24)},               // above half the smallest subnormal
-      {std::ldexp(3.0f, -25), std::ldexp(2.0f, -24)},               // subnormal tie 1.5 ulp → 2 ulp
-      {2049.0f, 2048.0f},                                            // integer tie, ulp 2
+      {65519.0f, 65504.0f},                                // below the overflow tie
+      {65520.0f, std::numeric_limits<float>::infinity()},  // tie at the top: overflows
+      {std::ldexp(1.0f, -25), 0.0f},                       // tie with zero: even is 0
+      {std::ldexp(3.0f, -26), std::ldexp(1.0f, -24)},      // above half the smallest subnormal
+      {std::ldexp(3.0f, -25), std::ldexp(2.0f, -24)},      // subnormal tie 1.5 ulp → 2 ulp
+      {2049.0f, 2048.0f},                                  // integer tie, ulp 2
       {2051.0f, 2052.0f},
   };
   DumpWriterOptions o;
@@ -151,14 +157,16 @@ TEST(DumpWriter, Fp16RoundsToNearestEven) {
   H5Tclose(t);
   H5Dclose(ds);
   H5Fclose(f);
-  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(viaHdf5[i], double(cases[i].second)) << "case " << i;
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(viaHdf5[i], double(cases[i].second)) << "case " << i;
 
   auto dump = Dump::open(path);
   ASSERT_TRUE(dump);
   EXPECT_EQ((*dump)->info().dtype, "float16");
   auto back = (*dump)->read(0, TensorKind::Key);
   ASSERT_TRUE(back);
-  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(back->data[i], cases[i].second) << "case " << i;
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(back->data[i], cases[i].second) << "case " << i;
 }
 
 TEST(HalfConversion, AgreesWithRoundingThroughDoubleOnEveryHalfInterval) {
@@ -169,7 +177,8 @@ TEST(HalfConversion, AgreesWithRoundingThroughDoubleOnEveryHalfInterval) {
     const float hi = halfToFloat(static_cast<uint16_t>(bits + 1));
     ASSERT_EQ(floatToHalf(lo), bits);
     const double mid = (double(lo) + double(hi)) / 2.0;
-    const uint16_t even = (bits & 1u) ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits);
+    const uint16_t even =
+        (bits & 1u) ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits);
     ASSERT_EQ(floatToHalf(static_cast<float>(mid)), even) << bits;
     ASSERT_EQ(floatToHalf(std::nextafter(static_cast<float>(mid), 0.0f)), bits) << bits;
     ASSERT_EQ(floatToHalf(std::nextafter(static_cast<float>(mid), 1e9f)), bits + 1) << bits;

@@ -17,7 +17,9 @@ void check(herr_t rc, const std::string& what) {
   if (rc < 0) throw std::runtime_error("test file builder: " + what);
 }
 
-hid_t openObject(hid_t file, const std::string& object) { return H5Oopen(file, object.c_str(), H5P_DEFAULT); }
+hid_t openObject(hid_t file, const std::string& object) {
+  return H5Oopen(file, object.c_str(), H5P_DEFAULT);
+}
 
 }  // namespace
 
@@ -54,7 +56,8 @@ void H5Builder::doubleAttr(const std::string& name, double value, const std::str
   H5Oclose(obj);
 }
 
-void H5Builder::stringAttr(const std::string& name, const std::string& value, const std::string& object) {
+void H5Builder::stringAttr(const std::string& name, const std::string& value,
+                           const std::string& object) {
   hid_t obj = openObject(file_, object);
   hid_t type = H5Tcopy(H5T_C_S1);
   H5Tset_size(type, H5T_VARIABLE);
@@ -77,25 +80,30 @@ void H5Builder::group(const std::string& path) {
   H5Pclose(lcpl);
 }
 
-void H5Builder::floats(const std::string& path, const std::vector<hsize_t>& dims, const std::vector<double>& values,
-                       hid_t fileType, hid_t dcpl) {
+void H5Builder::floats(const std::string& path, const std::vector<hsize_t>& dims,
+                       const std::vector<double>& values, hid_t fileType, hid_t dcpl) {
   hid_t lcpl = intermediateLcpl();
   hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  hid_t ds = H5Dcreate2(file_, path.c_str(), fileType, space, lcpl, dcpl >= 0 ? dcpl : H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(file_, path.c_str(), fileType, space, lcpl, dcpl >= 0 ? dcpl : H5P_DEFAULT,
+                        H5P_DEFAULT);
   check(ds < 0 ? -1 : 0, "dataset " + path);
-  if (!values.empty()) check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), "write " + path);
+  if (!values.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+          "write " + path);
   H5Dclose(ds);
   H5Sclose(space);
   H5Pclose(lcpl);
 }
 
-void H5Builder::ints(const std::string& path, const std::vector<hsize_t>& dims, const std::vector<int64_t>& values,
-                     hid_t fileType) {
+void H5Builder::ints(const std::string& path, const std::vector<hsize_t>& dims,
+                     const std::vector<int64_t>& values, hid_t fileType) {
   hid_t lcpl = intermediateLcpl();
   hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   hid_t ds = H5Dcreate2(file_, path.c_str(), fileType, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
   check(ds < 0 ? -1 : 0, "dataset " + path);
-  if (!values.empty()) check(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), "write " + path);
+  if (!values.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+          "write " + path);
   H5Dclose(ds);
   H5Sclose(space);
   H5Pclose(lcpl);
@@ -119,7 +127,8 @@ void H5Builder::strings(const std::string& path, const std::vector<hsize_t>& dim
   H5Pclose(lcpl);
 }
 
-double patternValue(int layer, int kind, int sequence, int64_t head, int64_t token, int64_t channel) {
+double patternValue(int layer, int kind, int sequence, int64_t head, int64_t token,
+                    int64_t channel) {
   const int64_t k = (layer * 7 + kind * 3 + sequence * 5 + head * 11 + token * 13 + channel) % 64;
   return (static_cast<double>(k) - 32.0) / 4.0;
 }
@@ -136,12 +145,14 @@ void writeCanonical(const std::string& path, const CanonicalShape& s, hid_t file
       const int64_t h = kind == 2 ? s.heads : s.kvHeads, t = kind == 2 ? s.queries : s.tokens;
       std::vector<hsize_t> dims;
       if (batched) dims.push_back(static_cast<hsize_t>(s.sequences));
-      dims.insert(dims.end(), {static_cast<hsize_t>(h), static_cast<hsize_t>(t), static_cast<hsize_t>(s.headDim)});
+      dims.insert(dims.end(), {static_cast<hsize_t>(h), static_cast<hsize_t>(t),
+                               static_cast<hsize_t>(s.headDim)});
       std::vector<double> v;
       for (int q = 0; q < s.sequences; ++q)
         for (int64_t hh = 0; hh < h; ++hh)
           for (int64_t tt = 0; tt < t; ++tt)
-            for (int64_t d = 0; d < s.headDim; ++d) v.push_back(patternValue(l, kind, q, hh, tt, d));
+            for (int64_t d = 0; d < s.headDim; ++d)
+              v.push_back(patternValue(l, kind, q, hh, tt, d));
       static const char* const names[] = {"key", "value", "query", "key_pre_rope"};
       b.floats("/layers/" + std::to_string(l) + "/" + names[kind], dims, v, fileType);
     }

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <fstream>
+#include <map>
 
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
@@ -80,7 +80,8 @@ TEST_P(MappingErrors, NameTheFileAndTheKey) {
   ASSERT_FALSE(m);
   EXPECT_EQ(m.status().code(), StatusCode::InvalidArgument);
   EXPECT_EQ(m.status().message().rfind("my-map.json: ", 0), 0u) << m.status().message();
-  EXPECT_NE(m.status().message().find(GetParam().needle), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find(GetParam().needle), std::string::npos)
+      << m.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -89,29 +90,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"},)", "not valid JSON"},
         BadMapping{R"([1, 2])", "object"},
         BadMapping{R"({"value": {"path": "/v", "axes": "layer,head,token,dim"}})", "key"},
-        BadMapping{R"({"key": {"axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "key.path"},
-        BadMapping{R"({"key": {"path": "/k"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})", "key.axes"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,tok,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "'tok'"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "twice"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "'head'"},
-        BadMapping{R"({"key": {"path": "/k/{layer}", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "key.axes"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "key.axes"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "keys": 1})",
-                   "keys: unknown key"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim", "dtype": "f16"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
-                   "key.dtype"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "rope_style": "neox"})",
-                   "rope_style"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "layers": "4"})",
-                   "layers"},
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "rope_theta": -1})",
-                   "rope_theta"}));
+        BadMapping{
+            R"({"key": {"axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "key.path"},
+        BadMapping{
+            R"({"key": {"path": "/k"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "key.axes"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,tok,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "'tok'"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "twice"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "'head'"},
+        BadMapping{
+            R"({"key": {"path": "/k/{layer}", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "key.axes"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "key.axes"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "keys": 1})",
+            "keys: unknown key"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,token,dim", "dtype": "f16"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}})",
+            "key.dtype"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "rope_style": "neox"})",
+            "rope_style"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "layers": "4"})",
+            "layers"},
+        BadMapping{
+            R"({"key": {"path": "/k", "axes": "layer,head,token,dim"}, "value": {"path": "/v", "axes": "layer,head,token,dim"}, "rope_theta": -1})",
+            "rope_theta"}));
 
 TEST(MappingLoad, MissingFileNamesIt) {
   test::TempDir dir;
@@ -132,8 +146,10 @@ TEST(MappingLoad, OriginIsTheFilePath) {
 constexpr int kL = 3, kB = 2, kH = 2, kT = 5, kD = 4, kQH = 4, kTq = 2;
 
 /// Writes a stacked dataset whose axes are in `order` (names), holding patternValue(kind).
-void writeStacked(test::H5Builder& b, const std::string& path, const std::array<std::string, 5>& order, int kind) {
-  std::map<std::string, hsize_t> size = {{"layer", kL}, {"batch", kB}, {"head", kH}, {"token", kT}, {"dim", kD}};
+void writeStacked(test::H5Builder& b, const std::string& path,
+                  const std::array<std::string, 5>& order, int kind) {
+  std::map<std::string, hsize_t> size = {
+      {"layer", kL}, {"batch", kB}, {"head", kH}, {"token", kT}, {"dim", kD}};
   std::vector<hsize_t> dims;
   for (const auto& a : order) dims.push_back(size[a]);
   std::vector<double> v(kL * kB * kH * kT * kD);
@@ -146,8 +162,8 @@ void writeStacked(test::H5Builder& b, const std::string& path, const std::array<
     }
     std::map<std::string, int64_t> at;
     for (size_t i = 0; i < 5; ++i) at[order[i]] = idx[i];
-    v[flat] = patternValue(static_cast<int>(at["layer"]), kind, static_cast<int>(at["batch"]), at["head"],
-                           at["token"], at["dim"]);
+    v[flat] = patternValue(static_cast<int>(at["layer"]), kind, static_cast<int>(at["batch"]),
+                           at["head"], at["token"], at["dim"]);
   }
   b.floats(path, dims, v, H5T_IEEE_F32BE);
 }
@@ -295,7 +311,8 @@ TEST(MappedDump, LayerCountsMustAgree) {
   {
     test::H5Builder b(path);
     b.floats("/k", {kL, kH, kT, kD}, std::vector<double>(kL * kH * kT * kD, 0.0));
-    for (int l = 0; l < kL - 1; ++l) b.floats("/v" + std::to_string(l), {kH, kT, kD}, std::vector<double>(kH * kT * kD, 0.0));
+    for (int l = 0; l < kL - 1; ++l)
+      b.floats("/v" + std::to_string(l), {kH, kT, kD}, std::vector<double>(kH * kT * kD, 0.0));
   }
   Mapping m;
   m.key = {"/k", {"layer", "head", "token", "dim"}};

@@ -34,7 +34,8 @@ std::string bytesOf(const std::string& path) {
 }
 
 /// Independent RoPE in double: pair i has frequency theta^(-2i/D); token j is at position j.
-std::vector<double> ropeReference(const float* x, int dim, int64_t pos, double theta, RopeStyle style) {
+std::vector<double> ropeReference(const float* x, int dim, int64_t pos, double theta,
+                                  RopeStyle style) {
   std::vector<double> out(x, x + dim);
   for (int i = 0; i < dim / 2; ++i) {
     const int a = style == RopeStyle::Interleaved ? 2 * i : i;
@@ -116,23 +117,27 @@ TEST_P(SynthRope, KeyIsRopeOfKeyPreRopeWithinFp16Rounding) {
           const double tol = std::max(std::abs(ref[c]), 1e-3) * std::ldexp(1.0, -11) * 1.01 + 1e-7;
           const double err = std::abs(double(key->at(g, j, c)) - ref[c]);
           worst = std::max(worst, err / tol);
-          ASSERT_LE(err, tol) << "layer " << l << " head " << g << " token " << j << " channel " << c;
+          ASSERT_LE(err, tol) << "layer " << l << " head " << g << " token " << j << " channel "
+                              << c;
         }
       }
     EXPECT_LE(worst, 1.0);
   }
   // RoPE is not the identity here: position 100 moves the fastest pair.
-  EXPECT_NE((*dump)->read(0, TensorKind::Key)->at(0, 100, 0), (*dump)->read(0, TensorKind::KeyPreRope)->at(0, 100, 0));
+  EXPECT_NE((*dump)->read(0, TensorKind::Key)->at(0, 100, 0),
+            (*dump)->read(0, TensorKind::KeyPreRope)->at(0, 100, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothStyles, SynthRope, ::testing::Values(RopeStyle::Half, RopeStyle::Interleaved),
+INSTANTIATE_TEST_SUITE_P(BothStyles, SynthRope,
+                         ::testing::Values(RopeStyle::Half, RopeStyle::Interleaved),
                          [](const auto& info) { return std::string(ropeStyleName(info.param)); });
 
 /// Per channel max |x| over all tokens of one kv head.
 std::vector<double> channelMax(const Tensor3& t, int g) {
   std::vector<double> m(static_cast<size_t>(t.dim), 0.0);
   for (int64_t j = 0; j < t.tokens; ++j)
-    for (int64_t c = 0; c < t.dim; ++c) m[size_t(c)] = std::max(m[size_t(c)], double(std::abs(t.at(g, j, c))));
+    for (int64_t c = 0; c < t.dim; ++c)
+      m[size_t(c)] = std::max(m[size_t(c)], double(std::abs(t.at(g, j, c))));
   return m;
 }
 
@@ -158,7 +163,8 @@ TEST(Synth, OutlierChannelsAreWhereSynthOutlierChannelsSays) {
         for (const Tensor3* t : {&layer.keyPreRope, &layer.key}) {
           const std::vector<double> m = channelMax(*t, g);
           const double med = median(m);
-          for (int c : outliers) EXPECT_GE(m[size_t(c)], 10.0 * med) << profile << " layer " << l << " channel " << c;
+          for (int c : outliers)
+            EXPECT_GE(m[size_t(c)], 10.0 * med) << profile << " layer " << l << " channel " << c;
           // No other channel is that large, except a RoPE partner of an outlier after rotation.
           if (t == &layer.keyPreRope)
             for (int c = 0; c < o.headDim; ++c)
@@ -202,7 +208,8 @@ TEST(Synth, BiasOutlierProfileBiasesOneChannelInTheFirstAndLastLayer) {
 
 /// Mean attention probability on token `target` and on the `recent` last keys, over all query
 /// heads and queries of a layer (causal, float64).
-std::pair<double, double> attentionShares(const SynthLayer& layer, const SynthOptions& o, int target, int recent) {
+std::pair<double, double> attentionShares(const SynthLayer& layer, const SynthOptions& o,
+                                          int target, int recent) {
   const double scale = 1.0 / std::sqrt(double(o.headDim));
   const int group = o.heads / o.kvHeads;
   double onTarget = 0, onRecent = 0;
@@ -213,7 +220,8 @@ std::pair<double, double> attentionShares(const SynthLayer& layer, const SynthOp
       std::vector<double> s(size_t(p) + 1);
       for (int j = 0; j <= p; ++j) {
         double dot = 0;
-        for (int c = 0; c < o.headDim; ++c) dot += double(layer.query.at(h, i, c)) * layer.key.at(h / group, j, c);
+        for (int c = 0; c < o.headDim; ++c)
+          dot += double(layer.query.at(h, i, c)) * layer.key.at(h / group, j, c);
         s[size_t(j)] = dot * scale;
       }
       const double mx = *std::max_element(s.begin(), s.end());
@@ -251,8 +259,10 @@ TEST(Synth, MassiveActivationTokenHasTheLargestValues) {
     for (int j = 0; j < o.tokens; ++j)
       for (int c = 0; c < o.headDim; ++c) {
         const double v = std::abs(layer.value.at(g, j, c));
-        if (j == m) atMassive = std::max(atMassive, v);
-        else elsewhere = std::max(elsewhere, v);
+        if (j == m)
+          atMassive = std::max(atMassive, v);
+        else
+          elsewhere = std::max(elsewhere, v);
       }
     EXPECT_GE(atMassive, 40.0);
     EXPECT_GT(atMassive, 1.5 * elsewhere);
@@ -281,7 +291,8 @@ TEST(Synth, RefusesBadOptions) {
 TEST(Synth, CancellingLeavesNoFile) {
   test::TempDir dir;
   int calls = 0;
-  Status st = writeSynthDump(dir.file("c.h5"), small(), [&](double, std::string_view) { return ++calls < 2; });
+  Status st = writeSynthDump(dir.file("c.h5"), small(),
+                             [&](double, std::string_view) { return ++calls < 2; });
   EXPECT_EQ(st.code(), StatusCode::Cancelled);
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
