@@ -213,7 +213,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     // no exp of a difference can underflow to an infinite logarithm.
     const double lseDiff = (m2 + std::log(z2)) - (m1 + std::log(z1));
     double kl = lseDiff - (ph * ddh).sum();
-    if (!(kl > 0)) kl = 0;  // rounding of a zero divergence, never negative
+    if (kl < 0) kl = 0;  // rounding of a zero divergence; NaN input stays visible as NaN
     rowKl[static_cast<size_t>(r)] = kl;
     part.klSum += kl;
     part.klMax = std::max(part.klMax, kl);

@@ -114,6 +114,21 @@ TEST_F(CliSearch, BadBudgetsAndCandidateFilesAreClearErrors) {
   EXPECT_NE(r.err.find("bad.txt:2"), std::string::npos) << r.err;
 }
 
+TEST_F(CliSearch, CapacityTakesShapeAndContextFromADump) {
+  auto r = runCli("capacity --dump '" + dump_ + "' --preset kivi-4 --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["shape"]["layers"], 2);
+  EXPECT_EQ(j["context"], 64);
+  // 2 tensors · 2 layers · 2 kv heads · 32 dims · 2 bytes.
+  EXPECT_DOUBLE_EQ(j["entries"][0]["bytes_per_token"].get<double>(), 512.0);
+  // residual=128 keeps all 64 tokens in fp16: the same bytes, and a note.
+  EXPECT_DOUBLE_EQ(j["entries"][1]["bytes_per_token"].get<double>(), 512.0);
+  EXPECT_FALSE(j["notes"].empty());
+  r = runCli("capacity --dump '" + dump_ + "' --layers 4 --key int4 --value int4");
+  EXPECT_EQ(r.exitCode, 2);
+}
+
 TEST_F(CliSearch, OutliersReportsChannelsTokensAndUtilisation) {
   auto r = runCli("outliers '" + dump_ + "' --spec int4,axis=channel --layers 1 --json -");
   ASSERT_EQ(r.exitCode, 0) << r.err;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "core/quant/quantize.h"
+#include "core/synth/synth.h"
 #include "tests/core/attention/reference64.h"
 
 namespace kvscope {
@@ -129,6 +131,31 @@ TEST(AttentionMetrics, LastQueriesMatchesReferenceAndTruncatedQueries) {
   auto rd = attentionMetrics(l.input());
   ASSERT_TRUE(rc.hasValue() && rd.hasValue());
   EXPECT_DOUBLE_EQ((*rc)[1].keyOnly.klMean, (*rd)[1].keyOnly.klMean);
+}
+
+TEST(AttentionMetrics, MatchesFloat64ReferenceOnAQuantizedSyntheticLayer) {
+  // A synthetic Llama-like layer (outlier channels, a sink, RoPE) quantized with int4 per
+  // token: realistic score and probability shapes rather than Gaussian noise.
+  SynthOptions o;
+  o.layers = 1;
+  o.kvHeads = 2;
+  o.heads = 8;
+  o.tokens = 96;
+  o.queries = 16;
+  o.headDim = 32;
+  SynthLayer s = synthLayer(o, 0);
+  QuantInput kin;
+  kin.tensor = &s.key;
+  QuantInput vin;
+  vin.tensor = &s.value;
+  auto kq = quantizeTensor(kin, *parseSpec("int4"));
+  auto vq = quantizeTensor(vin, *parseSpec("int4"));
+  ASSERT_TRUE(kq.hasValue() && vq.hasValue());
+  Layer l{s.query, s.key, s.value, kq->reconstruction, vq->reconstruction};
+  auto ref = test::attentionReference64(l.input());
+  ASSERT_GT(ref[0].keyOnly.klMean, 0.0);
+  expectMatchesReference(l, 0, 2e-4);
+  expectMatchesReference(l, 3, 2e-4);
 }
 
 TEST(AttentionMetrics, ExactReconstructionGivesZeroDriftAndFullAgreement) {
