@@ -279,7 +279,10 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
   herr_t rc;
   if (im.o.dtype == DiskType::Float16) {
     std::vector<uint16_t> bits(t.data.size());
-    for (size_t i = 0; i < bits.size(); ++i) bits[i] = floatToHalf(t.data[i]);
+    const int64_t count = static_cast<int64_t>(bits.size());
+#pragma omp parallel for schedule(static) if (count > (int64_t{1} << 20))
+    for (int64_t i = 0; i < count; ++i)
+      bits[static_cast<size_t>(i)] = floatToHalf(t.data[static_cast<size_t>(i)]);
     h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
     rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
                   bits.data());

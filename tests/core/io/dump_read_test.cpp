@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "core/io/dump.h"
 #include "tests/core/io/h5_builder.h"
@@ -293,6 +295,46 @@ TEST(DumpRead, OpeningASixteenGigabyteDumpReadsNoData) {
   EXPECT_EQ(info.layers, 32);
   EXPECT_EQ(info.tokens, 131072);
   EXPECT_EQ(info.bytesPerTokenFp16() * info.tokens, int64_t{16} << 30);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+TEST(DumpRead, ConcurrentReadsFromOneSharedDumpMatchSequentialReads) {
+  test::TempDir dir;
+  const std::string path = dir.file("c.h5");
+  test::CanonicalShape shape;
+  shape.layers = 6;
+  shape.sequences = 2;
+  test::writeCanonical(path, shape, test::makeHalfType(H5T_ORDER_LE));
+  auto opened = Dump::open(path);
+  ASSERT_TRUE(opened) << opened.status().message();
+  std::shared_ptr<const Dump> dump = *opened;
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0}, failures{0};
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 20; ++round)
+        for (int l = 0; l < 6; ++l) {
+          const int kind = (l + w + round) % 4, seq = (w + round) % 2;
+          auto t = dump->read(l, static_cast<TensorKind>(kind), seq);
+          if (!t) {
+            ++failures;
+            continue;
+          }
+          for (int64_t h = 0; h < t->heads; ++h)
+            for (int64_t j = 0; j < t->tokens; ++j)
+              for (int64_t d = 0; d < t->dim; ++d)
+                if (t->at(h, j, d) != static_cast<float>(test::patternValue(l, kind, seq, h, j, d)))
+                  ++mismatches;
+        }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
