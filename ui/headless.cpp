@@ -13,6 +13,7 @@
 #include "core/quant/presets.h"
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
+#include "ui/views/budget_view.h"
 
 namespace kvscope::ui {
 
@@ -92,9 +93,19 @@ namespace {
 int waitUntilReady(MainWindow& window, const Launch& launch, const std::function<Status()>& done) {
   QEventLoop loop;
   int exitCode = 0;
-  bool layerSeen = false, driftSeen = false;
+  bool layerSeen = false, driftSeen = false, searchStarted = false, searchDone = false;
+  const bool needSearch = !launch.exportDir.isEmpty() &&
+                          (launch.views.isEmpty() || launch.views.contains(QStringLiteral("budget")));
   const auto finishIfReady = [&] {
     if (!layerSeen || !driftSeen || !window.summaryComplete()) return;
+    if (needSearch && !searchDone) {
+      // The budget view's Pareto fronts need the search; start it once the rest is done.
+      if (!searchStarted) {
+        searchStarted = true;
+        window.runSearch(window.budgetView()->searchOptions());
+      }
+      return;
+    }
     const Status s = done();
     if (!s.isOk()) {
       std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
@@ -105,6 +116,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   QObject::connect(&window, &MainWindow::layerReady, &loop, [&] { layerSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::driftReady, &loop, [&] { driftSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
+  QObject::connect(&window, &MainWindow::searchFinished, &loop, [&] { searchDone = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
     std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());
     exitCode = 2;

@@ -91,6 +91,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   layerRunner_ = new JobRunner(tr("quantizing layer"), this);
   driftRunner_ = new JobRunner(tr("attention drift"), this);
   summaryRunner_ = new JobRunner(tr("layer summary"), this);
+  searchRunner_ = new JobRunner(tr("budget search"), this);
 
   statusText_ = new QLabel(this);
   progress_ = new QProgressBar(this);
@@ -108,7 +109,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     for (JobRunner* r : runners_) r->cancel();
     showStatus(tr("Cancelled."));
   });
-  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_}) trackBusy(r);
+  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_}) trackBusy(r);
 
   buildDocks();
   buildMenus();
@@ -128,6 +129,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     showStatus(tr("Selected channel %1, token %2 for the histogram.").arg(channel).arg(token));
   });
   connect(summary_, &SummaryView::selected, this, &MainWindow::select);
+  connect(summary_, &SummaryView::budgetsChanged, budget_, &BudgetView::setBudgetBounds);
+  connect(budget_, &BudgetView::searchRequested, this, &MainWindow::runSearch);
   connect(dataset_, &DatasetPanel::selected, this, [this](int layer, int head) {
     select(layer, head < 0 ? selection_.kvHead : head);
   });
@@ -352,7 +355,8 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
 
 void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText,
                               std::optional<Mapping> mapping) {
-  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_}) r->cancel();
+  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_}) r->cancel();
+  budget_->setSearchResult(nullptr);
   dump_ = std::move(dump);
   mapping_ = std::move(mapping);
   tokenText_ = std::move(tokenText);
@@ -433,6 +437,25 @@ void MainWindow::select(int layer, int kvHead) {
     pushLayerToViews();
     recomputeDrift();
   }
+}
+
+void MainWindow::runSearch(const SearchOptions& options) {
+  if (!dump_) {
+    showError(tr("budget search"), tr("open a dump first"));
+    return;
+  }
+  budget_->setSearchMessage(tr("Searching…"));
+  auto dump = dump_;
+  searchRunner_->start<std::shared_ptr<const SearchResult>>(
+      [dump, options](const Progress& progress) -> Expected<std::shared_ptr<const SearchResult>> {
+        auto result = searchBudgets(*dump, options, progress);
+        if (!result) return result.status();
+        return std::make_shared<const SearchResult>(std::move(result).value());
+      },
+      [this](std::shared_ptr<const SearchResult> result) {
+        budget_->setSearchResult(std::move(result));
+        emit searchFinished();
+      });
 }
 
 void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }

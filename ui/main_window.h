@@ -14,6 +14,7 @@
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
 #include "core/quant/spec.h"
+#include "core/search/search.h"
 #include "ui/model/layer_data.h"
 #include "ui/views/drift_view.h"
 
@@ -62,6 +63,8 @@ class MainWindow : public QMainWindow {
   /// Applies a §9 preset by name; false (and an error message) when unknown.
   bool applyPreset(const QString& name);
   void select(int layer, int kvHead);
+  /// Runs the budget search in the background; the budget view shows the result.
+  void runSearch(const SearchOptions& options);
   /// Brings view tab `index` to the front (0 histogram … 4 budget).
   void showTab(int index);
 
@@ -87,6 +90,7 @@ class MainWindow : public QMainWindow {
   DriftView* driftView() { return drift_; }
   SummaryView* summaryView() { return summary_; }
   DatasetPanel* datasetPanel() { return dataset_; }
+  BudgetView* budgetView() { return budget_; }
   /// The views that can be exported, in menu order.
   [[nodiscard]] std::vector<ExportableView*> exportableViews() const;
 
@@ -98,6 +102,8 @@ class MainWindow : public QMainWindow {
   void driftReady();
   /// Every layer of the summary is evaluated.
   void summaryFinished();
+  /// The budget search delivered its result.
+  void searchFinished();
   /// An error reached the user (message as shown).
   void errorShown(const QString& message);
 
@@ -156,6 +162,7 @@ class MainWindow : public QMainWindow {
   JobRunner* layerRunner_;
   JobRunner* driftRunner_;
   JobRunner* summaryRunner_;
+  JobRunner* searchRunner_;
   QList<JobRunner*> runners_;
   QTimer recomputeTimer_;
   QLabel* statusText_;

@@ -14,6 +14,8 @@
 #include "ui/main_window.h"
 
 int main(int argc, char** argv) {
+  // kvscope_ui is a static library: its resources must be registered by hand.
+  Q_INIT_RESOURCE(kvscope);
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("kvscope"));
   QApplication::setOrganizationName(QStringLiteral("kvscope"));

@@ -12,11 +12,15 @@
 #include <QSlider>
 #include <QStandardPaths>
 #include <QSvgRenderer>
+#include <QChartView>
+#include <QScatterSeries>
+#include <QTableView>
 #include <QTemporaryDir>
 
 #include <nlohmann/json.hpp>
 
 #include "core/attention/detail.h"
+#include "core/capacity/capacity.h"
 #include "core/io/dump.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
@@ -24,6 +28,7 @@
 #include "ui/compute/histogram_data.h"
 #include "ui/export/exporter.h"
 #include "ui/main_window.h"
+#include "ui/views/budget_view.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
@@ -119,6 +124,9 @@ class MainWindowTest : public QObject {
       w.heatmapView()->renderTo(p, QRectF(0, 0, 800, 400));
     }
     const QImage heatBefore = w.heatmapView()->canvas()->image();
+    // Hovering a cell names its token, channel and value.
+    const QString hover = w.heatmapView()->canvas()->describeAt(QPointF(400, 200));
+    QVERIFY2(hover.contains(QStringLiteral("token")) && hover.contains(QStringLiteral("channel")), qPrintable(hover));
     const float errBefore = w.heatmapView()->canvas()->data().maxValue;
     const std::vector<double> driftBefore = [&] {
       std::vector<double> v;
@@ -274,10 +282,68 @@ class MainWindowTest : public QObject {
     QFile specs(d.filePath(QStringLiteral("specs.txt")));
     QVERIFY(specs.open(QIODevice::ReadOnly));
     QVERIFY(specs.readAll().contains("key: int4,axis=channel"));
+    // Clicking a summary row selects that layer and kv head everywhere.
+    QTableView* table = w.summaryView()->table();
+    QModelIndex target;
+    for (int r = 0; r < table->model()->rowCount(); ++r) {
+      const QModelIndex layerIndex = table->model()->index(r, 0);
+      const QModelIndex headIndex = table->model()->index(r, 1);
+      if (layerIndex.data(Qt::UserRole).toInt() == 3 && headIndex.data(Qt::UserRole).toInt() == 1) target = layerIndex;
+    }
+    QVERIFY(target.isValid());
+    emit table->clicked(target);
+    QCOMPARE(w.selection().layer, 3);
+    QCOMPARE(w.selection().kvHead, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3, kWaitMs);
+
+    // The capacity calculator shows core's plan for the panels' specs.
+    const auto& plan = w.budgetView()->plan();
+    QVERIFY(plan.has_value());
+    CapacityRequest request = plan->request;
+    request.key = w.keyPanel()->spec();
+    request.value = w.valuePanel()->spec();
+    auto expectedPlan = planCapacity(request);
+    QVERIFY(expectedPlan.hasValue());
+    QCOMPARE(plan->quantized.bytesPerToken, expectedPlan->quantized.bytesPerToken);
+    QCOMPARE(plan->quantized.tokensFit, expectedPlan->quantized.tokensFit);
+    QVERIFY(plan->quantized.tokensFit > plan->fp16.tokensFit);
+
     // The open dump is never an export target.
     auto* heatmap = w.heatmapView();
     const Status refused = exportView(*heatmap, sample_, ExportFormat::Png, QSize(100, 100), sample_);
     QVERIFY(!refused.isOk());
+  }
+
+  void budgetSearchDrawsParetoFrontsAndChoosesWithinBudget() {
+    MainWindow w(false);
+    openSample(w);
+    SearchOptions options = w.budgetView()->searchOptions();
+    options.candidates = {"int2", "int4", "int8"};
+    QSignalSpy done(&w, &MainWindow::searchFinished);
+    w.runSearch(options);
+    QVERIFY(done.wait(kWaitMs));
+    const SearchResult* r = w.budgetView()->searchResult();
+    QVERIFY(r);
+    QCOMPARE(static_cast<int>(r->key.candidates.size()), 3);
+    // Whatever was chosen meets its budget, and is the cheapest candidate that does.
+    for (const TensorChoice* c : {&r->key, &r->value}) {
+      if (!c->found) continue;
+      QVERIFY(c->budget.meets(c->worst));
+      for (const CandidateResult& cand : c->candidates) {
+        if (cand.meets) QVERIFY(cand.bitsPerElement >= c->bitsPerElement);
+      }
+    }
+    // The chart draws every candidate.
+    QChart* chart = nullptr;
+    for (QChartView* v : w.budgetView()->findChildren<QChartView*>()) {
+      if (v->chart()->title().startsWith(QStringLiteral("K"))) chart = v->chart();
+    }
+    QVERIFY(chart);
+    int points = -1;
+    for (QAbstractSeries* s : chart->series()) {
+      if (s->name() == QStringLiteral("candidates")) points = static_cast<int>(static_cast<QScatterSeries*>(s)->count());
+    }
+    QCOMPARE(points, 3);
   }
 
   void sessionRoundTripAndMovedDump() {

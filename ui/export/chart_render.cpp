@@ -5,8 +5,15 @@
 #include <QEvent>
 #include <QGraphicsLayout>
 #include <QGraphicsScene>
+#include <QGuiApplication>
+#include <QPalette>
 
 namespace kvscope::ui {
+
+void applyPaletteTheme(QChart* chart) {
+  const bool dark = QGuiApplication::palette().color(QPalette::Window).lightness() < 128;
+  chart->setTheme(dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
+}
 
 void renderChart(QChart* chart, QPainter& painter, const QRectF& target) {
   const QRectF previous = chart->geometry();

@@ -8,6 +8,10 @@
 
 namespace kvscope::ui {
 
+/// Picks the light or dark chart theme to match the application palette (which follows the
+/// system), keeping the chart's series colours readable on either.
+void applyPaletteTheme(QChart* chart);
+
 /// Lays `chart` out for `target`'s size, renders it there and restores its previous size.
 void renderChart(QChart* chart, QPainter& painter, const QRectF& target);
 

@@ -1,7 +1,15 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/views/budget_view.h"
 
+#include <QChart>
+#include <QChartView>
 #include <QComboBox>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QSplitter>
+#include <QValueAxis>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -14,6 +22,7 @@
 #include <cmath>
 
 #include "core/capacity/units.h"
+#include "ui/export/chart_render.h"
 
 namespace kvscope::ui {
 
@@ -62,18 +71,70 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   table_->setToolTip(tr("fp16 against the current K and V specs, for a model of the open dump's shape."));
   notes_ = new QLabel(this);
   notes_->setWordWrap(true);
-  search_ = new QLabel(tr("Budget search (Pareto fronts of bits per element against error): not available in this "
-                          "build yet — core/search has not landed."), this);
-  search_->setWordWrap(true);
+  searchInfo_ = new QLabel(tr("Run the budget search to see every candidate's bits per element against its worst "
+                              "metric over layers."), this);
+  searchInfo_->setWordWrap(true);
+  const auto fieldBox = [this](const QString& tip) {
+    auto* box = new QComboBox(this);
+    for (AttentionField f : {AttentionField::OutputRelError, AttentionField::KlMean, AttentionField::KlMax,
+                             AttentionField::ScoreMae, AttentionField::ScoreMax, AttentionField::Top1Agreement}) {
+      box->addItem(QString::fromUtf8(attentionFieldName(f)), static_cast<int>(f));
+    }
+    box->setToolTip(tip);
+    return box;
+  };
+  const auto boundBox = [this](const QString& tip) {
+    auto* box = new QDoubleSpinBox(this);
+    box->setDecimals(5);
+    box->setRange(0, 1000);
+    box->setSingleStep(0.005);
+    box->setValue(0.05);
+    box->setToolTip(tip);
+    return box;
+  };
+  keyField_ = fieldBox(tr("The key_only metric the K budget bounds."));
+  keyBound_ = boundBox(tr("The K budget: the worst layer's key_only metric must stay within it."));
+  valueField_ = fieldBox(tr("The value_only metric the V budget bounds."));
+  valueBound_ = boundBox(tr("The V budget: the worst layer's value_only metric must stay within it."));
+  run_ = new QPushButton(tr("Run search"), this);
+  run_->setToolTip(tr("Quantize the dump with every candidate spec in the background and pick the cheapest within each budget."));
+  keyChart_ = new QChart;
+  valueChart_ = new QChart;
+  for (QChart* c : {keyChart_, valueChart_}) {
+    applyPaletteTheme(c);
+    c->setAnimationOptions(QChart::NoAnimation);
+    c->legend()->setAlignment(Qt::AlignBottom);
+  }
+  keyView_ = new QChartView(keyChart_, this);
+  valueView_ = new QChartView(valueChart_, this);
+  keyView_->setRenderHint(QPainter::Antialiasing);
+  valueView_->setRenderHint(QPainter::Antialiasing);
 
   auto* top = new QHBoxLayout;
   top->addLayout(form);
   top->addWidget(table_, 1);
+  auto* searchRow = new QHBoxLayout;
+  searchRow->addWidget(new QLabel(tr("K budget"), this));
+  searchRow->addWidget(keyField_);
+  searchRow->addWidget(keyBound_);
+  searchRow->addWidget(new QLabel(tr("V budget"), this));
+  searchRow->addWidget(valueField_);
+  searchRow->addWidget(valueBound_);
+  searchRow->addWidget(run_);
+  searchRow->addStretch(1);
+  auto* charts = new QHBoxLayout;
+  charts->addWidget(keyView_);
+  charts->addWidget(valueView_);
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(new QLabel(tr("<b>Budget search</b>"), this));
+  layout->addLayout(searchRow);
+  layout->addWidget(searchInfo_);
+  layout->addLayout(charts, 3);
   layout->addWidget(new QLabel(tr("<b>Capacity calculator</b>"), this));
-  layout->addLayout(top, 1);
+  layout->addLayout(top, 2);
   layout->addWidget(notes_);
-  layout->addWidget(search_);
+  connect(run_, &QPushButton::clicked, this, [this] { emit searchRequested(searchOptions()); });
+  rebuildPareto();
 
   connect(memory_, &QDoubleSpinBox::valueChanged, this, &BudgetView::recompute);
   connect(weights_, &QDoubleSpinBox::valueChanged, this, &BudgetView::recompute);
@@ -152,7 +213,118 @@ void BudgetView::recompute() {
   notes_->setText(notes);
 }
 
+SearchOptions BudgetView::searchOptions() const {
+  SearchOptions options;
+  options.keyBudget = Budget{static_cast<AttentionField>(keyField_->currentData().toInt()), keyBound_->value()};
+  options.valueBudget = Budget{static_cast<AttentionField>(valueField_->currentData().toInt()), valueBound_->value()};
+  return options;
+}
+
+void BudgetView::setBudgetBounds(double key, double value) {
+  if (static_cast<AttentionField>(keyField_->currentData().toInt()) == AttentionField::OutputRelError) keyBound_->setValue(key);
+  if (static_cast<AttentionField>(valueField_->currentData().toInt()) == AttentionField::OutputRelError) valueBound_->setValue(value);
+}
+
+void BudgetView::setSearchMessage(const QString& message) { searchInfo_->setText(message); }
+
+void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
+  search_ = std::move(result);
+  if (search_) {
+    const auto describe = [](const TensorChoice& c, const char* name) {
+      if (!c.searched) return QStringLiteral("%1 not searched").arg(QString::fromUtf8(name));
+      if (!c.found) return QStringLiteral("%1: no candidate meets %2").arg(QString::fromUtf8(name), q(budgetText(c.budget)));
+      return QStringLiteral("%1: %2 at %3 bpe (worst %4, %5)")
+          .arg(QString::fromUtf8(name), q(c.spec))
+          .arg(c.bitsPerElement, 0, 'f', 3)
+          .arg(c.worst, 0, 'g', 4)
+          .arg(q(budgetText(c.budget)));
+    };
+    QString text = describe(search_->key, "K") + QStringLiteral(" · ") + describe(search_->value, "V");
+    text += QStringLiteral(" · %1 → %2 bytes/token").arg(search_->bytesPerTokenBaseline, 0, 'f', 0).arg(search_->bytesPerTokenChosen, 0, 'f', 1);
+    searchInfo_->setText(text);
+  }
+  rebuildPareto();
+}
+
+void BudgetView::rebuildPareto() {
+  const auto fill = [](QChart* chart, const TensorChoice* choice, const QString& title) {
+    chart->removeAllSeries();
+    for (QAbstractAxis* axis : chart->axes()) {
+      chart->removeAxis(axis);
+      delete axis;
+    }
+    chart->setTitle(title);
+    if (!choice || !choice->searched) return;
+    // Log metric axis: candidates span orders of magnitude. Zero sits at a floor below the rest.
+    double lo = 1e300, hi = 0, bitsHi = 1;
+    for (const CandidateResult& c : choice->candidates) {
+      if (!c.skipped.empty()) continue;
+      if (c.worst > 0) lo = std::min(lo, c.worst);
+      hi = std::max(hi, c.worst);
+      bitsHi = std::max(bitsHi, c.bitsPerElement);
+    }
+    if (hi <= 0) hi = 1;
+    if (lo > hi) lo = hi / 10;
+    lo = std::min(lo, choice->budget.bound > 0 ? choice->budget.bound : lo) / 2;
+    hi = std::max(hi, choice->budget.bound) * 2;
+    const auto y = [lo](double v) { return std::max(v, lo); };
+    auto* all = new QScatterSeries;
+    all->setName(QObject::tr("candidates"));
+    all->setMarkerSize(7);
+    auto* front = new QLineSeries;
+    front->setName(QObject::tr("Pareto front"));
+    auto* chosen = new QScatterSeries;
+    chosen->setName(QObject::tr("chosen"));
+    chosen->setMarkerSize(16);
+    chosen->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    chosen->setColor(QColor(214, 39, 40));
+    auto* budget = new QLineSeries;
+    budget->setName(QObject::tr("budget"));
+    QPen pen(QColor(127, 127, 127));
+    pen.setStyle(Qt::DashLine);
+    pen.setWidthF(1.5);
+    budget->setPen(pen);
+    for (size_t i = 0; i < choice->candidates.size(); ++i) {
+      const CandidateResult& c = choice->candidates[i];
+      if (!c.skipped.empty()) continue;
+      all->append(c.bitsPerElement, y(c.worst));
+      if (c.pareto) front->append(c.bitsPerElement, y(c.worst));
+      if (static_cast<int>(i) == choice->chosen) chosen->append(c.bitsPerElement, y(c.worst));
+    }
+    budget->append(0, y(choice->budget.bound));
+    budget->append(bitsHi * 1.05, y(choice->budget.bound));
+    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) chart->addSeries(s);
+    auto* xAxis = new QValueAxis;
+    xAxis->setRange(0, bitsHi * 1.05);
+    xAxis->setTitleText(QObject::tr("bits per element"));
+    auto* yAxis = new QLogValueAxis;
+    yAxis->setRange(lo, hi);
+    yAxis->setLabelFormat(QStringLiteral("%.1e"));
+    yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
+    chart->addAxis(xAxis, Qt::AlignBottom);
+    chart->addAxis(yAxis, Qt::AlignLeft);
+    for (QAbstractSeries* s : chart->series()) {
+      s->attachAxis(xAxis);
+      s->attachAxis(yAxis);
+    }
+  };
+  fill(keyChart_, search_ ? &search_->key : nullptr, tr("K candidates (key_only)"));
+  fill(valueChart_, search_ ? &search_->value : nullptr, tr("V candidates (value_only)"));
+}
+
 void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
+  if (search_) {
+    // Pareto fronts side by side on top, the capacity table below.
+    const double h = target.height() * 0.6;
+    renderChart(keyChart_, painter, QRectF(target.left(), target.top(), target.width() / 2, h));
+    renderChart(valueChart_, painter, QRectF(target.left() + target.width() / 2, target.top(), target.width() / 2, h));
+    renderCapacity(painter, QRectF(target.left(), target.top() + h, target.width(), target.height() - h));
+    return;
+  }
+  renderCapacity(painter, target);
+}
+
+void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
   painter.save();
   painter.fillRect(target, palette().color(QPalette::Base));
   painter.setPen(palette().color(QPalette::Text));
@@ -185,7 +357,7 @@ void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
     y += line;
   }
   painter.drawText(QRectF(target.left() + 20, y, target.width() - 40, target.bottom() - y),
-                   Qt::TextWordWrap, notes_->text() + QStringLiteral("\n") + search_->text());
+                   Qt::TextWordWrap, notes_->text() + QStringLiteral("\n") + searchInfo_->text());
   painter.restore();
 }
 
@@ -194,7 +366,27 @@ QString BudgetView::toCsv() const {
   QString out = QStringLiteral("quantity,fp16,quantized\n");
   const QStringList rows = rowLabels();
   const QStringList a = column(plan_->fp16), b = column(plan_->quantized);
-  for (int r = 0; r < rows.size(); ++r) out += QStringLiteral("%1,%2,%3\n").arg(rows[r], a.value(r), b.value(r));
+  for (int r = 0; r < rows.size(); ++r) {
+    out += QStringLiteral("\"%1\",\"%2\",\"%3\"\n").arg(rows[r], a.value(r), b.value(r));
+  }
+  if (search_) {
+    out += QStringLiteral("\ntensor,spec,bits_per_element,worst,meets,pareto,chosen,skipped\n");
+    const auto rowsOf = [&out](const TensorChoice& c, const char* name) {
+      for (size_t i = 0; i < c.candidates.size(); ++i) {
+        const CandidateResult& r = c.candidates[i];
+        out += QStringLiteral("%1,\"%2\",%3,%4,%5,%6,%7,\"%8\"\n")
+                   .arg(QString::fromUtf8(name), q(r.spec))
+                   .arg(r.bitsPerElement, 0, 'g', 9)
+                   .arg(r.worst, 0, 'g', 9)
+                   .arg(r.meets ? 1 : 0)
+                   .arg(r.pareto ? 1 : 0)
+                   .arg(static_cast<int>(i) == c.chosen ? 1 : 0)
+                   .arg(q(r.skipped));
+      }
+    };
+    rowsOf(search_->key, "K");
+    rowsOf(search_->value, "V");
+  }
   return out;
 }
 

@@ -5,14 +5,19 @@
 
 #include <QWidget>
 
+#include <memory>
 #include <optional>
 
 #include "core/capacity/capacity.h"
 #include "core/io/dump.h"
 #include "core/quant/spec.h"
+#include "core/search/search.h"
 #include "ui/export/exportable.h"
 
+class QChart;
+class QChartView;
 class QComboBox;
+class QPushButton;
 class QDoubleSpinBox;
 class QLabel;
 class QSpinBox;
@@ -31,12 +36,29 @@ class BudgetView : public QWidget, public ExportableView {
   [[nodiscard]] const std::optional<CapacityReport>& plan() const { return plan_; }
   QDoubleSpinBox* memoryBox() { return memory_; }
 
+  /// The search's result (Pareto fronts); nullptr clears the charts.
+  void setSearchResult(std::shared_ptr<const SearchResult> result);
+  /// Shows why there is no search result (running, failed, cancelled).
+  void setSearchMessage(const QString& message);
+  [[nodiscard]] const SearchResult* searchResult() const { return search_.get(); }
+  /// The budgets the next search uses.
+  [[nodiscard]] SearchOptions searchOptions() const;
+  /// Follows the summary's budgets (output_rel_error bounds) unless the user picked another field.
+  void setBudgetBounds(double key, double value);
+  QPushButton* searchButton() { return run_; }
+
   [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] bool hasContent() const override { return plan_.has_value(); }
 
+ signals:
+  /// The user asked for a budget search with these options.
+  void searchRequested(const kvscope::SearchOptions& options);
+
  private:
+  void rebuildPareto();
+  void renderCapacity(QPainter& painter, const QRectF& target);
   void recompute();
   [[nodiscard]] QStringList rowLabels() const;
   [[nodiscard]] QStringList column(const CapacityEntry& e) const;
@@ -52,7 +74,17 @@ class BudgetView : public QWidget, public ExportableView {
   QComboBox* device_;
   QTableWidget* table_;
   QLabel* notes_;
-  QLabel* search_;
+  QLabel* searchInfo_;
+  QComboBox* keyField_;
+  QDoubleSpinBox* keyBound_;
+  QComboBox* valueField_;
+  QDoubleSpinBox* valueBound_;
+  QPushButton* run_;
+  QChart* keyChart_;
+  QChart* valueChart_;
+  QChartView* keyView_;
+  QChartView* valueView_;
+  std::shared_ptr<const SearchResult> search_;
 };
 
 }  // namespace kvscope::ui

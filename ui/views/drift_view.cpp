@@ -25,6 +25,7 @@ namespace {
 
 QChart* makeChart(const QString& title) {
   auto* chart = new QChart;
+  applyPaletteTheme(chart);
   chart->setAnimationOptions(QChart::NoAnimation);
   chart->setTitle(title);
   chart->legend()->setAlignment(Qt::AlignRight);

@@ -28,6 +28,7 @@ constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
 
 HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart;
+  applyPaletteTheme(chart_);
   chart_->setAnimationOptions(QChart::NoAnimation);
   chart_->legend()->setAlignment(Qt::AlignBottom);
   original_ = new QLineSeries;

@@ -84,6 +84,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   table_->setToolTip(tr("Click a row to select that layer and kv head in every view; click a header to sort."));
 
   chart_ = new QChart;
+  applyPaletteTheme(chart_);
   chart_->setAnimationOptions(QChart::NoAnimation);
   chart_->legend()->setAlignment(Qt::AlignBottom);
   chartView_ = new QChartView(chart_, this);
@@ -254,26 +255,23 @@ void SummaryView::rebuildChart() {
   chart_->addAxis(yAxis, Qt::AlignLeft);
   bars->attachAxis(xAxis);
   bars->attachAxis(yAxis);
-  // Budget lines across the bars (a second, hidden value x-axis spans the categories).
-  auto* lineAxis = new QValueAxis;
-  lineAxis->setRange(0, 1);
-  lineAxis->setVisible(false);
-  chart_->addAxis(lineAxis, Qt::AlignTop);
-  const auto budgetLine = [&](double y, const QString& name, const QColor& colour) {
+  // Budget lines across the bars: on a category axis, category i sits at x = i.
+  const double x0 = -0.5, x1 = static_cast<double>(categories.size()) - 0.5;
+  const auto budgetLine = [&](double y, const QString& name, const QColor& colour, Qt::PenStyle style) {
     auto* line = new QLineSeries;
     line->setName(name);
-    line->append(0, y);
-    line->append(1, y);
+    line->append(x0, y);
+    line->append(x1, y);
     QPen pen(colour);
-    pen.setStyle(Qt::DashLine);
-    pen.setWidthF(1.5);
+    pen.setStyle(style);
+    pen.setWidthF(2.0);
     line->setPen(pen);
     chart_->addSeries(line);
-    line->attachAxis(lineAxis);
+    line->attachAxis(xAxis);
     line->attachAxis(yAxis);
   };
-  budgetLine(keyBudget(), tr("K budget"), keySet->color().darker(140));
-  budgetLine(valueBudget(), tr("V budget"), valueSet->color().darker(140));
+  budgetLine(keyBudget(), tr("K budget"), keySet->color().darker(150), Qt::DashLine);
+  budgetLine(valueBudget(), tr("V budget"), valueSet->color().darker(150), Qt::DotLine);
 }
 
 void SummaryView::renderTo(QPainter& painter, const QRectF& target) { renderChart(chart_, painter, target); }

@@ -2,6 +2,7 @@
 #include "ui/widgets/dataset_panel.h"
 
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
 #include <QTreeWidget>
@@ -21,6 +22,7 @@ DatasetPanel::DatasetPanel(QWidget* parent) : QWidget(parent) {
   summary_->setToolTip(tr("The open dump's model, shape and the size of its KV cache in fp16."));
   tree_ = new QTreeWidget(this);
   tree_->setHeaderLabels({tr("Item"), tr("Details")});
+  tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   tree_->setToolTip(tr("Select a layer or a kv head to show it in every view."));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
