@@ -672,7 +672,11 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
   if (H5Fis_hdf5(path.c_str()) <= 0) return Status::invalidData(path + ": not an HDF5 file");
   auto impl = std::make_unique<Impl>();
   impl->info.path = path;
-  impl->file = h5::fileId(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  // No file locks for reading: a read-only open needs none, and HDF5 1.10's locking fails
+  // outright on file systems without flock (some NFS mounts).
+  h5::Id fapl = h5::plistId(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_file_locking(fapl.get(), false, true);
+  impl->file = h5::fileId(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!impl->file) return Status::ioError(path + ": cannot open: " + h5::lastErrorText());
   Status st = options.mapping ? openMapped(*impl, options) : openCanonical(*impl, options);
   if (!st) return st;

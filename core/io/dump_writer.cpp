@@ -137,7 +137,10 @@ struct DumpWriter::Impl {
   Status setUp() {
     h5::Id fcpl = h5::plistId(H5Pcreate(H5P_FILE_CREATE));
     H5Pset_obj_track_times(fcpl.get(), false);  // the root group too
-    file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT));
+    // Lock while writing where the file system supports it; go on where it does not.
+    h5::Id fapl = h5::plistId(H5Pcreate(H5P_FILE_ACCESS));
+    H5Pset_file_locking(fapl.get(), true, true);
+    file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()));
     if (!file) return ioFail("(file)", "cannot create temporary file " + tmp);
     const int64_t version = 1;
     KVS_RETURN_IF_ERROR(
