@@ -4,6 +4,7 @@
 // so loops over them auto-vectorize; the bit encoders serve tests, the GUI and ggml's fp16 scales.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -18,35 +19,45 @@ inline uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
 /// The float of some bits.
 inline float fromBits(uint32_t u) { return std::bit_cast<float>(u); }
 
-/// Rounds a >= 0 (finite) to the nearest value, ties to even, of a binary format with `MBits`
-/// mantissa bits and smallest normal exponent `EMin`; overflow is left to the caller.
-template <int MBits, int EMin>
-inline float roundMagnitude(float a) {
-  static_assert(MBits >= 1 && MBits <= 22 && EMin >= -126 && EMin - MBits + 23 <= 127);
-  constexpr int kShift = 23 - MBits;
-  constexpr uint32_t kHalfMinus1 = (1u << (kShift - 1)) - 1u;
-  constexpr uint32_t kMask = ~((1u << kShift) - 1u);
-  // Normal range: integer round-half-even on the dropped mantissa bits (a carry bumps the exponent).
-  uint32_t u = bitsOf(a);
-  u += kHalfMinus1 + ((u >> kShift) & 1u);
-  const float normal = fromBits(u & kMask);
-  // Subnormal range: adding 2^(EMin-MBits+23) makes the hardware's RNE round to the subnormal step.
-  const float magic = fromBits(static_cast<uint32_t>(EMin - MBits + 23 + 127) << 23);
-  const float sub = (a + magic) - magic;
-  const float minNormal = fromBits(static_cast<uint32_t>(EMin + 127) << 23);
-  return a >= minNormal ? normal : sub;
-}
-
-/// Rounds v to a small float format; beyond `maxFinite` it saturates (fp8, fp4) or becomes
-/// infinity (IEEE fp16/bf16). NaN stays NaN.
+/// Rounds v to nearest-even onto a binary format with `MBits` mantissa bits and smallest normal
+/// exponent `EMin`; beyond `maxFinite` it saturates (fp8, fp4) or becomes infinity (IEEE fp16,
+/// bf16). NaN stays NaN.
+///
+/// One formula for normals and subnormals: adding M = 2^(max(e, EMin) - MBits + 23) (e the
+/// exponent of |v|) makes the FPU's own round-to-nearest-even drop exactly the bits the format
+/// lacks. Selects are written as sign masks, not ?:, so that GCC vectorizes the loops that call
+/// this even with -ftrapping-math (it will not if-convert around float arithmetic).
 template <int MBits, int EMin, bool Saturate>
 inline float roundSmallFloat(float v, float maxFinite) {
-  const float a = std::fabs(v);
-  float r = roundMagnitude<MBits, EMin>(a);
-  const float over = Saturate ? maxFinite : std::numeric_limits<float>::infinity();
-  r = r > maxFinite ? over : r;
-  r = a != a ? a : r;  // NaN in, NaN out
-  return std::copysign(r, v);
+  static_assert(MBits >= 1 && MBits <= 22);
+  const uint32_t bits = bitsOf(v);
+  const auto abits = static_cast<int32_t>(bits & 0x7fffffffu);
+  const auto maxBits = static_cast<int32_t>(bitsOf(maxFinite));
+  int32_t r;
+  if constexpr (EMin == -126) {
+    // bfloat16 shares float's exponent range: integer round-half-even of the dropped bits is exact
+    // for subnormals too, and overflow carries into the infinity pattern by itself.
+    constexpr int kShift = 23 - MBits;
+    const int32_t a = std::min(abits, 0x7f800000);  // NaN is restored below; avoids overflow
+    const int32_t half = (1 << (kShift - 1)) - 1 + ((a >> kShift) & 1);
+    r = (a + half) & ~((1 << kShift) - 1);
+  } else {
+    static_assert(EMin > -126 && EMin + 2 * 24 < 127);
+    // Values above 2·maxFinite all end as maxFinite or infinity; clamping keeps M finite.
+    const auto clampBits = static_cast<int32_t>(bitsOf(2.0f * maxFinite));
+    const int32_t clamped = std::min(abits, clampBits);
+    const float a = fromBits(static_cast<uint32_t>(clamped));
+    constexpr int32_t kEMinBits = (EMin + 127) << 23;
+    const int32_t e = std::max(clamped & 0x7f800000, kEMinBits);
+    const float magic = fromBits(static_cast<uint32_t>(e + ((23 - MBits) << 23)));
+    r = static_cast<int32_t>(bitsOf((a + magic) - magic));
+  }
+  const int32_t over = (maxBits - r) >> 31;  // all ones when r > maxFinite
+  const int32_t overValue = Saturate ? maxBits : 0x7f800000;
+  r = (r & ~over) | (overValue & over);
+  const int32_t nan = (0x7f800000 - abits) >> 31;  // all ones when v is NaN
+  r = (r & ~nan) | (abits & nan);
+  return fromBits(static_cast<uint32_t>(r) | (bits & 0x80000000u));
 }
 
 inline constexpr float kFp16Max = 65504.0f;      ///< largest finite fp16
@@ -67,14 +78,18 @@ inline float roundE5m2(float v) { return roundSmallFloat<2, -14, true>(v, kE5m2M
 inline float roundE2m1(float v) { return roundSmallFloat<1, 0, true>(v, kE2m1Max); }
 
 /// Rounds a double to a format with `mbits` mantissa bits, smallest normal exponent `emin`,
-/// ties to even, overflowing to infinity above `maxFinite` (for per-group metadata).
+/// ties to even, overflowing to infinity above `maxFinite` (for per-group metadata). Uses the
+/// magic-number addition in double (no libm calls: this runs once per group).
 inline double roundDoubleTo(double v, int mbits, int emin, double maxFinite) {
-  if (!std::isfinite(v) || v == 0.0) return v;
-  int e = std::ilogb(v);
-  if (e < emin) e = emin;
-  const double r = std::ldexp(std::nearbyint(std::ldexp(v, mbits - e)), e - mbits);
-  if (std::fabs(r) > maxFinite) return std::copysign(std::numeric_limits<double>::infinity(), v);
-  return r;
+  const double a = std::fabs(v);
+  if (!(a <= maxFinite * 2.0) || a == 0.0) {  // NaN stays, huge becomes infinity, zero stays
+    return a == 0.0 || a != a ? v : std::copysign(std::numeric_limits<double>::infinity(), v);
+  }
+  const int e = std::max(static_cast<int>((std::bit_cast<uint64_t>(a) >> 52) & 0x7ffu) - 1023, emin);
+  const double magic = std::bit_cast<double>(static_cast<uint64_t>(e - mbits + 52 + 1023) << 52);
+  const double r = (a + magic) - magic;
+  if (r > maxFinite) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  return std::copysign(r, v);
 }
 
 /// meta(x) of quantization.md: x rounded to the metadata type (RNE), as a float.

@@ -2,6 +2,11 @@
 // Fast block quantizers. The ggml kernels keep ggml's float32 operation order (x*id, then +8.5f,
 // then a truncating cast; q*d + m on dequantization) and its fp16 rounding of scales, but skip the
 // bit packing, which does not change any value.
+// The kernels never read floating-point exception flags; telling GCC so lets it if-convert the
+// clamps and selects of the element loops into vector code (results are unchanged).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "core/quant/kernels_block.h"
 
 #include <algorithm>
@@ -16,12 +21,17 @@ namespace {
 
 constexpr int kQk = 32;
 
+// n a multiple of 8; eight lanes so the compiler can use packed max.
 float maxAbs(const float* x, int n) {
-  float a = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float v = std::fabs(x[i]);
-    a = v > a ? v : a;
+  float lanes[8] = {};
+  for (int i = 0; i < n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const float v = std::fabs(x[i + j]);
+      lanes[j] = v > lanes[j] ? v : lanes[j];
+    }
   }
+  float a = lanes[0];
+  for (int j = 1; j < 8; ++j) a = lanes[j] > a ? lanes[j] : a;
   return a;
 }
 
@@ -115,25 +125,30 @@ void iq4nl(float* x, float /*g*/) {
 // d = Σw·q·x / Σw·q² with w = x², stored as fp16.
 float iq4nlQuantize(const float* x, int* codes) {
   constexpr float kGroupMaxEps = 1e-15f;
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kQk; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const float amax = maxAbs(x, kQk);
+  const float max = signedMax(x, kQk, amax);
   if (amax < kGroupMaxEps) {
     std::fill(codes, codes + kQk, 0);
     return 0.0f;
   }
   float d = max / static_cast<float>(kIq4nlValues[0]);
   const float id = 1.0f / d;
-  float sumqx = 0.0f, sumq2 = 0.0f;
+  // best_index_int8 as a count: the boundary between codes i and i+1 is passed exactly when ggml's
+  // test "x - v[i] < v[i+1] - x" fails (monotone in x), so the code is the number of failures.
+  constexpr auto v = [] {
+    std::array<float, 16> f{};
+    for (int i = 0; i < 16; ++i) f[i] = kIq4nlValues[i];
+    return f;
+  }();
   for (int j = 0; j < kQk; ++j) {
-    const int l = iq4nlBestIndex(id * x[j]);
+    const float al = id * x[j];
+    int l = 0;
+    for (int i = 0; i < 15; ++i) l += (al - v[i] < v[i + 1] - al) ? 0 : 1;
     codes[j] = l;
-    const float q = kIq4nlValues[l];
+  }
+  float sumqx = 0.0f, sumq2 = 0.0f;  // in ggml's order: sequential float sums
+  for (int j = 0; j < kQk; ++j) {
+    const float q = v[codes[j]];
     const float w = x[j] * x[j];
     sumqx += w * q * x[j];
     sumq2 += w * q * q;

@@ -7,48 +7,60 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "core/quant/fp_types.h"
 #include "core/quant/spec.h"
 
 namespace kvscope::kernels {
 
-/// std::round (half away from zero) for |v| < 2^31, written so that it vectorizes: truncation
-/// is exact and v - trunc(v) is exact for floats.
+/// std::round (half away from zero) for |v| < 2^31, written so that it vectorizes: adding the
+/// largest float below 0.5 with v's sign, then truncating, is exact under round-to-nearest-even
+/// (checked against std::round for every float in range).
 inline float roundHalfAway(float v) {
-  const float t = static_cast<float>(static_cast<int32_t>(v));
-  const float f = v - t;
-  return t + (f >= 0.5f ? 1.0f : 0.0f) - (f <= -0.5f ? 1.0f : 0.0f);
+  return static_cast<float>(static_cast<int32_t>(v + std::copysign(0.49999997f, v)));
 }
 
-/// int asym: q = clamp(rnd((x-m)/s), 0, n), x̂ = q·s + m; s = 0 gives m.
-inline float quantAsym(float x, float s, float m, float n) {
-  const float sd = s == 0.0f ? 1.0f : s;
-  float v = (x - m) / sd;
-  v = std::min(std::max(v, -1.0f), n + 1.0f);  // keeps the int conversion in range
-  const float q = std::min(std::max(roundHalfAway(v), 0.0f), n);
+/// The divisor for a scale s >= 0: s itself, or the smallest subnormal when s = 0 (then every
+/// formula below multiplies by s = 0 again, so the quotient's size does not matter). A max()
+/// rather than a select keeps the compiler from branching around the division.
+inline float safeDivisor(float s) { return std::max(s, std::numeric_limits<float>::denorm_min()); }
+
+/// Largest float below 0.5: adding it and truncating rounds halves up (see roundHalfAway).
+inline constexpr float kJustBelowHalf = 0.49999997f;
+
+/// The largest float below top + 0.5: clamping v to [-kJustBelowHalf, that] before rounding gives
+/// exactly clamp(rnd(v), 0, top) (rounding is monotone), with one clamp instead of two.
+inline float roundingCeiling(float top) { return std::nextafter(top + 0.5f, 0.0f); }
+
+/// int asym: q = clamp(rnd((x-m)/s), 0, n), x̂ = q·s + m; s = 0 gives m. `ceiling` is
+/// roundingCeiling(n). For v >= -0.5, rnd(v) is trunc(v + kJustBelowHalf).
+inline float quantAsym(float x, float s, float m, float ceiling) {
+  float v = (x - m) / safeDivisor(s);
+  v = std::min(std::max(v, -kJustBelowHalf), ceiling);
+  const auto q = static_cast<float>(static_cast<int32_t>(v + kJustBelowHalf));
   return q * s + m;
 }
 
-/// int sym: q = clamp(rnd(x/s), -qmax, qmax), x̂ = q·s; s = 0 gives 0.
-inline float quantSym(float x, float s, float qmax) {
-  const float sd = s == 0.0f ? 1.0f : s;
-  float v = x / sd;
-  v = std::min(std::max(v, -qmax - 1.0f), qmax + 1.0f);
-  const float q = std::min(std::max(roundHalfAway(v), -qmax), qmax);
-  return q * s;
+/// int sym: q = clamp(rnd(x/s), -qmax, qmax), x̂ = q·s; s = 0 gives 0. `ceiling` is
+/// roundingCeiling(qmax).
+inline float quantSym(float x, float s, float ceiling) {
+  float v = x / safeDivisor(s);
+  v = std::min(std::max(v, -ceiling), ceiling);
+  return roundHalfAway(v) * s;
 }
 
 /// fp8 e4m3: x̂ = s·e4m3(x/s); s = 0 gives 0.
 inline float quantE4m3(float x, float s) {
-  const float sd = s == 0.0f ? 1.0f : s;
+  const float sd = safeDivisor(s);
   return fp::roundE4m3(x / sd) * s;
 }
 
 /// fp8 e5m2: x̂ = s·e5m2(x/s); s = 0 gives 0.
 inline float quantE5m2(float x, float s) {
-  const float sd = s == 0.0f ? 1.0f : s;
+  const float sd = safeDivisor(s);
   return fp::roundE5m2(x / sd) * s;
 }
 
@@ -65,7 +77,7 @@ const std::array<float, 15>& nf4Thresholds();
 
 /// nf4: x̂ = s·c[k], k the code nearest x/s (ties: lower k); s = 0 gives 0.
 inline float quantNf4(float x, float s, const float* thresholds) {
-  const float sd = s == 0.0f ? 1.0f : s;
+  const float sd = safeDivisor(s);
   const float v = x / sd;
   float c = kNf4Codebook[0];
   for (int i = 0; i < 15; ++i) c = v >= thresholds[i] ? kNf4Codebook[i + 1] : c;

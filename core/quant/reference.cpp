@@ -20,8 +20,8 @@ float roundToFormat(float v, int mbits, int emin, double maxFinite, bool saturat
   if (std::isnan(v)) return v;
   const double a = std::fabs(static_cast<double>(v));
   double r;
-  if (a == 0.0) {
-    r = 0.0;
+  if (a == 0.0 || std::isinf(a)) {
+    r = a;
   } else {
     const int e = std::max(std::ilogb(a), emin);
     const double step = std::ldexp(1.0, e - mbits);

@@ -365,6 +365,23 @@ TEST(Iq4Nl, WeightedLeastSquaresScale) {
   expectQuantizesTo(plainSpec(FormatId::Iq4Nl), table, expected);
 }
 
+TEST(Iq4Nl, TiesBetweenTableValuesGoUpLikeGgml) {
+  // max = -127 -> d0 = 1, id = 1: x/d0 lands exactly between two table values; ggml's
+  // best_index_int8 keeps the upper one ("x - v[lo] < v[hi] - x" fails on a tie). The fast path
+  // counts failed comparisons instead of searching; both must agree on every tie.
+  std::vector<float> in(32, 0.0f);
+  const float ties[] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f, 7.0f, 19.0f, 31.5f, 45.5f, 61.0f, 79.0f, 101.0f};
+  in[0] = -127.0f;
+  for (int i = 0; i < 15; ++i) in[static_cast<size_t>(i + 1)] = ties[i];
+  Tensor3 fast = row(in), ref = row(in);
+  ASSERT_TRUE(quantizeFormatInPlace(fast, plainSpec(FormatId::Iq4Nl)).isOk());
+  ASSERT_TRUE(quantizeFormatReference(ref, plainSpec(FormatId::Iq4Nl)).isOk());
+  EXPECT_EQ(fast.data, ref.data);
+  // The codes are the upper neighbours 1..15: x̂_i / x̂_0 = v[i] / -127 exactly up to rounding.
+  const int8_t k[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  for (int i = 1; i < 16; ++i) EXPECT_FLOAT_EQ(fast.data[i] / fast.data[0], k[i] / -127.0f) << i;
+}
+
 // ---- describeGroup ---------------------------------------------------------------------------
 
 TEST(DescribeGroup, Int4AsymHasSixteenLevelsAndCountsCodes) {

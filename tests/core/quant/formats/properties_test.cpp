@@ -5,12 +5,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
+#include "core/quant/fp_types.h"
+#include "core/quant/kernels_grouped.h"
+#include "core/quant/reference.h"
 #include "core/quant/spec.h"
 
 namespace kvscope {
@@ -269,6 +273,35 @@ TEST(IntSpec, RejectsBadBits) {
   spec.bits = 1;
   spec.symmetric = true;
   EXPECT_EQ(quantizeFormatInPlace(x, spec).code(), StatusCode::InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The bit-trick roundings of the fast path against the double-precision nearbyint reference on
+// a stride through all 2^32 float bit patterns (every sign, exponent and many mantissas).
+TEST(SmallFloats, BitTrickRoundingMatchesReferenceAcrossAllExponents) {
+  int64_t checked = 0;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4093) {
+    const float v = fp::fromBits(static_cast<uint32_t>(u));
+    if (std::isnan(v)) continue;
+    ASSERT_EQ(fp::bitsOf(fp::roundFp16(v)), fp::bitsOf(reference::fp16(v))) << v;
+    ASSERT_EQ(fp::bitsOf(fp::roundBf16(v)), fp::bitsOf(reference::bf16(v))) << v;
+    ASSERT_EQ(fp::bitsOf(fp::roundE4m3(v)), fp::bitsOf(reference::e4m3(v))) << v;
+    ASSERT_EQ(fp::bitsOf(fp::roundE5m2(v)), fp::bitsOf(reference::e5m2(v))) << v;
+    ASSERT_EQ(fp::bitsOf(fp::roundE2m1(v)), fp::bitsOf(reference::e2m1(v))) << v;
+    if (std::fabs(v) < 2.0e9f) {
+      ASSERT_EQ(kernels::roundHalfAway(v), std::round(v)) << v;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000);
+  EXPECT_TRUE(std::isnan(fp::roundE4m3(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(fp::roundE4m3(std::numeric_limits<float>::infinity()), 448.0f);
+  EXPECT_EQ(fp::roundFp16(-std::numeric_limits<float>::infinity()), -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
