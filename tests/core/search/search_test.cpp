@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/quant/presets.h"
@@ -92,6 +93,24 @@ TEST_F(BudgetSearch, ChoosesTheCheapestCandidateMeetingTheBudget) {
   ASSERT_TRUE(r->jointSummary.has_value());
   EXPECT_EQ(r->jointSummary->valueOnly.outputRelError, 0.0);
   EXPECT_NEAR(r->jointSummary->joint.klMean, r->jointSummary->keyOnly.klMean, 1e-15);
+}
+
+TEST_F(BudgetSearch, MarksTheParetoFront) {
+  auto dump = open();
+  ASSERT_TRUE(dump);
+  SearchOptions o;
+  o.keyBudget = Budget{AttentionField::KlMean, 1.0};
+  // bf16 costs as much as fp16 and is worse (fp16 is exact on an fp16 dump): dominated.
+  o.candidates = {"bf16", "fp16", "int8,axis=channel", "int4,axis=channel"};
+  auto r = searchBudgets(*dump, o);
+  ASSERT_TRUE(r.hasValue());
+  std::map<std::string, const CandidateResult*> by;
+  for (const CandidateResult& c : r->key.candidates) by[c.spec] = &c;
+  ASSERT_GT(by["bf16"]->worst, 0.0);
+  EXPECT_FALSE(by["bf16"]->pareto);
+  EXPECT_TRUE(by["fp16"]->pareto);
+  EXPECT_TRUE(by["int8,axis=channel"]->pareto);
+  EXPECT_TRUE(by["int4,axis=channel"]->pareto);
 }
 
 TEST_F(BudgetSearch, JudgesValuesOnValueOnlyMetrics) {
