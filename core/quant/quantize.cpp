@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -96,17 +96,40 @@ int64_t outlierCount(double fraction, int64_t n) {
 std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count) {
   count = std::min(count, n);
   if (count <= 0) return {};
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  // A strict total order (|x| descending, then index ascending) makes the choice deterministic.
-  auto before = [values](int64_t a, int64_t b) {
-    const float fa = std::fabs(values[a]), fb = std::fabs(values[b]);
-    return fa != fb ? fa > fb : a < b;
+  // Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
+  // order like the values. Two 16-bit histogram passes find the k-th largest magnitude T
+  // without sorting or allocating per element (a 32k-token layer holds millions per head).
+  auto key = [values](int64_t i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    return bits & 0x7fffffffu;
   };
-  if (count < n) std::nth_element(order.begin(), order.begin() + (count - 1), order.end(), before);
-  order.resize(static_cast<size_t>(count));
-  std::sort(order.begin(), order.end(), before);
-  return order;
+  std::vector<int64_t> hist(65536);
+  for (int64_t i = 0; i < n; ++i) ++hist[key(i) >> 16];
+  int64_t above = 0;  // elements with a larger key than the threshold bucket
+  uint32_t high = 65535;
+  while (above + hist[high] < count) above += hist[high--];
+  std::fill(hist.begin(), hist.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t k = key(i);
+    if ((k >> 16) == high) ++hist[k & 0xffffu];
+  }
+  uint32_t low = 65535;
+  while (above + hist[low] < count) above += hist[low--];
+  const uint32_t threshold = (high << 16) | low;
+  // Everything above the threshold, then ties at it by ascending index (§1: lower index first).
+  int64_t ties = count - above;
+  std::vector<int64_t> picked;
+  picked.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t k = key(i);
+    if (k > threshold || (k == threshold && ties-- > 0)) picked.push_back(i);
+  }
+  std::sort(picked.begin(), picked.end(), [&](int64_t a, int64_t b) {
+    const uint32_t ka = key(a), kb = key(b);
+    return ka != kb ? ka > kb : a < b;
+  });
+  return picked;
 }
 
 void applyRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset) {
@@ -122,22 +145,25 @@ void hadamardInPlace(Tensor3& x) {
   if (!isPowerOfTwo(d)) return;  // callers validate; a no-op beats a corrupt tensor
   const double norm = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t rows = x.heads * x.tokens;
-#pragma omp parallel for schedule(static) if (rows * d > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    // Fast Walsh–Hadamard transform in double; Sylvester order, so the result is x·H.
-    std::vector<double> buf(static_cast<size_t>(d));
-    float* row = x.data.data() + r * d;
-    for (int64_t i = 0; i < d; ++i) buf[static_cast<size_t>(i)] = row[i];
-    for (int64_t len = 1; len < d; len <<= 1) {
-      for (int64_t i = 0; i < d; i += 2 * len) {
-        for (int64_t j = i; j < i + len; ++j) {
-          const double a = buf[static_cast<size_t>(j)], b = buf[static_cast<size_t>(j + len)];
-          buf[static_cast<size_t>(j)] = a + b;
-          buf[static_cast<size_t>(j + len)] = a - b;
+#pragma omp parallel if (rows * d > 65536)
+  {
+    std::vector<double> buf(static_cast<size_t>(d));  // one per thread
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      // Fast Walsh–Hadamard transform in double; Sylvester order, so the result is x·H.
+      float* row = x.data.data() + r * d;
+      for (int64_t i = 0; i < d; ++i) buf[static_cast<size_t>(i)] = row[i];
+      for (int64_t len = 1; len < d; len <<= 1) {
+        for (int64_t i = 0; i < d; i += 2 * len) {
+          for (int64_t j = i; j < i + len; ++j) {
+            const double a = buf[static_cast<size_t>(j)], b = buf[static_cast<size_t>(j + len)];
+            buf[static_cast<size_t>(j)] = a + b;
+            buf[static_cast<size_t>(j + len)] = a - b;
+          }
         }
       }
+      for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(buf[static_cast<size_t>(i)] * norm);
     }
-    for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(buf[static_cast<size_t>(i)] * norm);
   }
 }
 
@@ -174,8 +200,8 @@ StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
   return s;
 }
 
-Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& spec,
-                                     const Progress& progress) {
+Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantOutput& out,
+                         const Progress& progress) {
   if (input.tensor == nullptr) return Status::internal("quantizeTensor: no input tensor");
   const Tensor3& reference = *input.tensor;
   const std::string specText = toString(spec);
@@ -200,47 +226,93 @@ Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& s
                                " (quantization needs finite values)");
   }
 
-  QuantOutput out;
   out.storage = storageFor(spec, source->heads, source->tokens, source->dim);
-  out.reconstruction = *source;  // kept tokens are copied exactly from here
   Tensor3& recon = out.reconstruction;
+  if (source == &recon) return Status::internal("quantizeTensorInto: the output aliases the input");
+  recon.heads = source->heads;
+  recon.tokens = source->tokens;
+  recon.dim = source->dim;
+  recon.data.assign(source->data.begin(), source->data.end());  // reuses the buffer's capacity
 
   // Step 2: only tokens [S, T-R) are quantized.
   const int64_t kvh = source->heads, tokens = source->tokens, d = source->dim;
   const int64_t kept = std::min<int64_t>(int64_t{spec.sinks} + spec.residual, tokens);
   const int64_t first = std::min<int64_t>(spec.sinks, tokens);
   const int64_t count = tokens - kept;
+  const auto rowBytes = static_cast<size_t>(d) * sizeof(float);
 
   if (count > 0 && spec.format != FormatId::None) {
-    Tensor3 q(kvh, count, d);
+    // The quantized tokens are compacted inside the output's own buffer (fresh allocations of a
+    // whole layer cost more than the quantization), kept rows wait in a small side buffer.
+    std::vector<float> keptRows(static_cast<size_t>(kvh * kept * d));
     for (int64_t h = 0; h < kvh; ++h) {
-      std::copy_n(source->row(h, first), static_cast<size_t>(count * d), q.row(h, 0));
+      float* dst = keptRows.data() + h * kept * d;
+      std::copy_n(recon.row(h, 0), static_cast<size_t>(first * d), dst);
+      std::copy_n(recon.row(h, first + count), static_cast<size_t>((kept - first) * d), dst + first * d);
     }
-    // Step 3: rotation.
-    if (spec.hadamard) hadamardInPlace(q);
-    // Step 4: dense-and-sparse outliers, per kv head.
-    std::vector<Outlier> outliers;
-    const int64_t perHead = outlierCount(spec.outliers, count * d);
-    outliers.reserve(static_cast<size_t>(perHead * kvh));
-    for (int64_t h = 0; h < kvh; ++h) {
-      if (!report(progress, 0.5 * static_cast<double>(h) / static_cast<double>(kvh), "outliers")) {
-        return Status::cancelled();
+    Tensor3 q;
+    q.heads = kvh;
+    q.tokens = count;
+    q.dim = d;
+    q.data = std::move(recon.data);
+    if (kept > 0) {
+      // Moving left, head by head: a head's source never lies below an earlier head's target.
+      for (int64_t h = 0; h < kvh; ++h) {
+        std::memmove(q.data.data() + h * count * d, q.data.data() + (h * tokens + first) * d,
+                     static_cast<size_t>(count) * rowBytes);
       }
-      extractOutliers(q, h, perHead, outliers);
+      q.data.resize(static_cast<size_t>(kvh * count * d));
     }
-    if (!report(progress, 0.5, "quantizing")) return Status::cancelled();
-    // Step 5: the format.
-    KVS_RETURN_IF_ERROR(quantizeFormatInPlace(q, spec).withContext("spec '" + specText + "'"));
-    if (!report(progress, 0.9, "reconstructing")) return Status::cancelled();
-    // Step 6: restore outliers, rotate back, insert between the kept tokens.
-    for (const Outlier& o : outliers) q.data[o.index] = o.value;
-    if (spec.hadamard) hadamardInPlace(q);  // H is symmetric and orthogonal: H·H = I
-    for (int64_t h = 0; h < kvh; ++h) {
-      std::copy_n(q.row(h, 0), static_cast<size_t>(count * d), recon.row(h, first));
+    auto steps3to6 = [&]() -> Status {
+      // Step 3: rotation.
+      if (spec.hadamard) hadamardInPlace(q);
+      // Step 4: dense-and-sparse outliers, per kv head.
+      std::vector<Outlier> outliers;
+      const int64_t perHead = outlierCount(spec.outliers, count * d);
+      outliers.reserve(static_cast<size_t>(perHead * kvh));
+      for (int64_t h = 0; h < kvh; ++h) {
+        if (!report(progress, 0.5 * static_cast<double>(h) / static_cast<double>(kvh), "outliers")) {
+          return Status::cancelled();
+        }
+        extractOutliers(q, h, perHead, outliers);
+      }
+      if (!report(progress, 0.5, "quantizing")) return Status::cancelled();
+      // Step 5: the format.
+      KVS_RETURN_IF_ERROR(quantizeFormatInPlace(q, spec).withContext("spec '" + specText + "'"));
+      if (!report(progress, 0.9, "reconstructing")) return Status::cancelled();
+      // Step 6: restore outliers, rotate back (H is symmetric and orthogonal: H·H = I).
+      for (const Outlier& o : outliers) q.data[o.index] = o.value;
+      if (spec.hadamard) hadamardInPlace(q);
+      return Status::ok();
+    };
+    Status st = steps3to6();
+    recon.data = std::move(q.data);
+    if (!st.isOk()) {
+      recon = Tensor3{};  // no half-built result
+      return st;
+    }
+    if (kept > 0) {
+      recon.data.resize(static_cast<size_t>(kvh * tokens * d));  // within capacity: no allocation
+      // Moving right, last head first, mirrors the compaction.
+      for (int64_t h = kvh - 1; h >= 0; --h) {
+        std::memmove(recon.row(h, first), recon.data.data() + h * count * d, static_cast<size_t>(count) * rowBytes);
+      }
+      for (int64_t h = 0; h < kvh; ++h) {
+        const float* src = keptRows.data() + h * kept * d;
+        std::copy_n(src, static_cast<size_t>(first * d), recon.row(h, 0));
+        std::copy_n(src + first * d, static_cast<size_t>((kept - first) * d), recon.row(h, first + count));
+      }
     }
   }
   if (spec.prerope) applyRope(recon, input.rope);
   if (!report(progress, 1.0, "done")) return Status::cancelled();
+  return Status::ok();
+}
+
+Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& spec,
+                                     const Progress& progress) {
+  QuantOutput out;
+  KVS_RETURN_IF_ERROR(quantizeTensorInto(input, spec, out, progress));
   return out;
 }
 

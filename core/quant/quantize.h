@@ -61,5 +61,9 @@ struct QuantOutput {
 /// Runs §1 steps 1-6. Cancels between heads when `progress` returns false.
 Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& spec,
                                      const Progress& progress = {});
+/// The same into `out`, reusing its reconstruction's buffer: loops over candidates (search, GUI
+/// sliders) then allocate no layer-sized memory. On failure `out` holds no meaningful result.
+Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantOutput& out,
+                          const Progress& progress = {});
 
 }  // namespace kvscope

@@ -144,14 +144,15 @@ void meanInto(double& out, int n, Field sum) {
 
 }  // namespace
 
-Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& context,
-                                        const EvalOptions& options, const Progress& progress) {
+Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
+                         LayerEvaluation& ev, const Progress& progress) {
   const std::string& origin = context.origin;
   if (!data.key.sameShape(data.value)) {
     return Status::invalidData(origin + ": key and value shapes differ");
   }
   const int64_t kvh = data.key.heads;
-  LayerEvaluation ev;
+  ev.result = LayerResult{};
+  ev.notes.clear();
   ev.result.layer = context.layer;
   ev.result.heads.resize(static_cast<size_t>(kvh));
   for (int64_t g = 0; g < kvh; ++g) ev.result.heads[static_cast<size_t>(g)].kvHead = static_cast<int>(g);
@@ -162,16 +163,20 @@ Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& cont
     skipNonFiniteHeads(data, ev.result.heads);
   }
 
+  // The reconstructions reuse ev's buffers: fresh layer-sized allocations cost more than the
+  // quantization itself.
+  QuantOutput keyOut{std::move(ev.keyHat), {}};
   QuantInput keyIn{&data.key, data.keyPreRope ? &*data.keyPreRope : nullptr, context.rope};
-  auto keyOut = quantizeTensor(keyIn, options.key, subProgress(progress, 0.0, 0.4));
-  if (!keyOut) return keyOut.status().withContext(origin + ": key");
+  Status keyStatus = quantizeTensorInto(keyIn, options.key, keyOut, subProgress(progress, 0.0, 0.4));
+  ev.keyHat = std::move(keyOut.reconstruction);
+  ev.keyStorage = keyOut.storage;
+  KVS_RETURN_IF_ERROR(keyStatus.withContext(origin + ": key"));
+  QuantOutput valueOut{std::move(ev.valueHat), {}};
   QuantInput valueIn{&data.value, nullptr, context.rope};
-  auto valueOut = quantizeTensor(valueIn, options.value, subProgress(progress, 0.4, 0.8));
-  if (!valueOut) return valueOut.status().withContext(origin + ": value");
-  ev.keyHat = std::move(keyOut->reconstruction);
-  ev.valueHat = std::move(valueOut->reconstruction);
-  ev.keyStorage = keyOut->storage;
-  ev.valueStorage = valueOut->storage;
+  Status valueStatus = quantizeTensorInto(valueIn, options.value, valueOut, subProgress(progress, 0.4, 0.8));
+  ev.valueHat = std::move(valueOut.reconstruction);
+  ev.valueStorage = valueOut.storage;
+  KVS_RETURN_IF_ERROR(valueStatus.withContext(origin + ": value"));
 
   for (int64_t g = 0; g < kvh; ++g) {
     HeadResult& r = ev.result.heads[static_cast<size_t>(g)];
@@ -206,6 +211,13 @@ Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& cont
     }
   }
   if (!report(progress, 1.0, "layer done")) return Status::cancelled();
+  return Status::ok();
+}
+
+Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& context,
+                                        const EvalOptions& options, const Progress& progress) {
+  LayerEvaluation ev;
+  KVS_RETURN_IF_ERROR(evaluateLayerInto(std::move(data), context, options, ev, progress));
   return ev;
 }
 
@@ -330,6 +342,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
 
   bool attentionUnsupported = false;
+  LayerEvaluation ev;  // reused: its reconstructions keep their buffers from layer to layer
   const size_t n = layers.size();
   for (size_t i = 0; i < n; ++i) {
     const int l = layers[i];
@@ -360,19 +373,18 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
     context.rope = RopeParams{info.ropeTheta, info.ropeStyle};
     context.softmaxScale = info.softmaxScale;
     context.origin = info.path + ": layer " + std::to_string(l);
-    auto ev = evaluateLayer(std::move(data), context, options, subProgress(progress, from, to));
-    if (!ev) return ev.status();
-    if (!ev->notes.empty()) {
+    KVS_RETURN_IF_ERROR(evaluateLayerInto(std::move(data), context, options, ev, subProgress(progress, from, to)));
+    if (!ev.notes.empty()) {
       attentionUnsupported = true;  // the engine said no: do not read queries again
-      for (auto& note : ev->notes) rep.notes.push_back(std::move(note));
+      for (auto& note : ev.notes) rep.notes.push_back(std::move(note));
     }
-    for (const HeadResult& h : ev->result.heads) {
+    for (const HeadResult& h : ev.result.heads) {
       if (h.skipped) {
         rep.notes.push_back("layer " + std::to_string(l) + ", kv head " + std::to_string(h.kvHead) +
                             " skipped: " + h.skipReason);
       }
     }
-    rep.layers.push_back(std::move(ev->result));
+    rep.layers.push_back(std::move(ev.result));
   }
   rep.summary = summarize(rep.layers);
   if (!report(progress, 1.0, "done")) return Status::cancelled();

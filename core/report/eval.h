@@ -119,6 +119,10 @@ struct LayerContext {
 Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& context,
                                         const EvalOptions& options, const Progress& progress = {});
 
+/// The same into `ev`, reusing its reconstructions' buffers (for loops over layers or specs).
+Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
+                         LayerEvaluation& ev, const Progress& progress = {});
+
 /// Checks options against a dump (layers, sequence, queries, specs via validateSpec).
 Status validateEvalOptions(const DumpInfo& info, const EvalOptions& options);
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "core/quant/formats.h"
 #include "core/quant/quantize.h"
 
 namespace kvscope {
@@ -214,6 +215,93 @@ TEST(Outliers, SelectionPicksLargestMagnitudesWithTiesToLowerIndex) {
   for (size_t i = 0; i < same.size(); i += 2) same[i] = -1.0f;
   auto picked = selectOutliers(same.data(), 1000, 10);
   for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(picked[size_t(i)], i);
+}
+
+TEST(Outliers, SelectionAgreesWithAFullSortOnTiesAndSignedZeros) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t n = 1 + int64_t(rng() % 3000);
+    std::vector<float> v(static_cast<size_t>(n));
+    // Few distinct magnitudes (many ties), both signs, and ±0.
+    for (float& x : v) {
+      const int m = int(rng() % 9) - 4;
+      x = m == 0 ? (rng() % 2 ? 0.0f : -0.0f) : float(m) * 0.25f;
+    }
+    if (trial % 5 == 0) v[size_t(rng() % n)] = 1e30f;
+    if (trial % 7 == 0) v[size_t(rng() % n)] = 1e-40f;  // subnormal
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return std::fabs(v[size_t(a)]) > std::fabs(v[size_t(b)]); });
+    const int64_t k = int64_t(rng() % (n + 1));
+    std::vector<int64_t> want(order.begin(), order.begin() + k);
+    EXPECT_EQ(selectOutliers(v.data(), n, k), want) << "trial " << trial << " n=" << n << " k=" << k;
+  }
+}
+
+TEST(Pipeline, StepsComposeInTheOrderOfSection1) {
+  // Independent composition: slice, rotate, pick outliers by a full sort, zero them, run the
+  // format's scalar reference, restore, rotate back, reinsert kept tokens.
+  const int64_t kvh = 2, t = 24, d = 16, s = 2, r = 3, count = t - s - r;
+  Tensor3 x = randomTensor(kvh, t, d, 21);
+  const QuantSpec qs = spec("int3,sinks=2,residual=3,rot=hadamard,outliers=0.02,axis=channel,group=8");
+  Tensor3 q(kvh, count, d);
+  for (int64_t h = 0; h < kvh; ++h) {
+    for (int64_t j = 0; j < count; ++j) {
+      for (int64_t c = 0; c < d; ++c) q.at(h, j, c) = x.at(h, j + s, c);
+    }
+  }
+  hadamardInPlace(q);
+  std::vector<std::pair<size_t, float>> saved;
+  const int64_t n = count * d, k = int64_t(std::ceil(0.02 * double(n)));
+  for (int64_t h = 0; h < kvh; ++h) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+    const float* base = q.data.data() + q.index(h, 0, 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return std::fabs(base[a]) > std::fabs(base[b]); });
+    for (int64_t i = 0; i < k; ++i) {
+      const size_t at = q.index(h, 0, 0) + size_t(order[size_t(i)]);
+      saved.emplace_back(at, q.data[at]);
+      q.data[at] = 0.0f;
+    }
+  }
+  ASSERT_TRUE(quantizeFormatReference(q, qs).isOk());
+  for (const auto& [at, value] : saved) q.data[at] = value;
+  hadamardInPlace(q);
+  Tensor3 want = x;
+  for (int64_t h = 0; h < kvh; ++h) {
+    for (int64_t j = 0; j < count; ++j) {
+      for (int64_t c = 0; c < d; ++c) want.at(h, j + s, c) = q.at(h, j, c);
+    }
+  }
+  QuantInput in{&x, nullptr, {}};
+  auto out = quantizeTensor(in, qs);
+  ASSERT_TRUE(out.hasValue()) << out.status().message();
+  EXPECT_LT(maxAbsDiff(out->reconstruction, want), 1e-6);
+  EXPECT_GT(maxAbsDiff(out->reconstruction, x), 0.01) << "int3 should change the tensor";
+}
+
+TEST(Pipeline, IntoReusesTheOutputAndMatchesQuantizeTensor) {
+  QuantOutput reused;
+  const char* specs[] = {"int4,sinks=1,residual=2", "q4_0,outliers=0.01", "int2,axis=channel,group=4",
+                         "nf4,residual=30", "int4,rot=hadamard,sinks=31"};
+  for (int i = 0; i < 5; ++i) {
+    Tensor3 x = randomTensor(2, 30 + i, 16, 40 + uint32_t(i));
+    QuantInput in{&x, nullptr, {}};
+    const QuantSpec qs = spec(specs[i]);
+    ASSERT_TRUE(quantizeTensorInto(in, qs, reused).isOk()) << specs[i];
+    auto fresh = quantizeTensor(in, qs);
+    ASSERT_TRUE(fresh.hasValue());
+    EXPECT_TRUE(reused.reconstruction.sameShape(x)) << specs[i];
+    EXPECT_EQ(reused.reconstruction.data, fresh->reconstruction.data) << specs[i];
+    EXPECT_EQ(reused.storage.totalBits(), fresh->storage.totalBits());
+  }
+  Tensor3 x = randomTensor(1, 4, 4, 1);
+  QuantOutput alias;
+  alias.reconstruction = x;
+  QuantInput self{&alias.reconstruction, nullptr, {}};
+  EXPECT_FALSE(quantizeTensorInto(self, spec("int4"), alias).isOk());
 }
 
 TEST(Outliers, ExactlyCeilFractionPerHeadAreRestoredExactly) {
