@@ -732,9 +732,9 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     std::vector<uint16_t> raw(static_cast<size_t>(n));
     rc = H5Dread(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data());
     if (rc >= 0) {
-      const int64_t count = static_cast<int64_t>(raw.size());
-#pragma omp parallel for schedule(static) if (count > (int64_t{1} << 20))
-      for (int64_t i = 0; i < count; ++i) target[i] = halfToFloat(raw[static_cast<size_t>(i)]);
+      const int64_t elements = static_cast<int64_t>(raw.size());
+#pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
+      for (int64_t i = 0; i < elements; ++i) target[i] = halfToFloat(raw[static_cast<size_t>(i)]);
     }
   } else {
     rc = H5Dread(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, target);

@@ -22,8 +22,10 @@ namespace {
 std::string temporaryNameFor(const std::string& path) {
   std::filesystem::path p(path);
   std::random_device rd;
-  std::string name = "." + p.filename().string() + ".kvscope-tmp-" + std::to_string(::getpid()) +
-                     "-" + std::to_string(rd());
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "." + std::string.
+  std::string name(1, '.');
+  name += p.filename().string();
+  name += ".kvscope-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   return (p.parent_path() / name).string();
 }
 
@@ -282,9 +284,9 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
   herr_t rc;
   if (im.o.dtype == DiskType::Float16) {
     std::vector<uint16_t> bits(t.data.size());
-    const int64_t count = static_cast<int64_t>(bits.size());
-#pragma omp parallel for schedule(static) if (count > (int64_t{1} << 20))
-    for (int64_t i = 0; i < count; ++i)
+    const int64_t elements = static_cast<int64_t>(bits.size());
+#pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
+    for (int64_t i = 0; i < elements; ++i)
       bits[static_cast<size_t>(i)] = floatToHalf(t.data[static_cast<size_t>(i)]);
     h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
     rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
