@@ -373,6 +373,37 @@ TEST(QuantizedKvStore, ChannelGroupsCountFromTheFirstTokenOutsideTheWindow) {
   expectRowsEqual(lc, lc.key, q->reconstruction, 0, 73, "groups");
 }
 
+TEST(E2e, ValueOnlyQuantizationLeavesAttentionWeightsExact) {
+  REQUIRE_STORIES();
+  E2eResult r = run("none", "int4");
+  for (const E2eLayer& l : r.layers) {
+    EXPECT_EQ(l.attentionKlMean, 0.0) << "keys are exact, so the weights are too";
+    EXPECT_EQ(l.attentionTop1, 1.0);
+    EXPECT_GT(l.outputRelError, 0.0) << "but the output mixes quantized values";
+  }
+  E2eResult k = run("int4", "none");
+  for (const E2eLayer& l : k.layers) {
+    EXPECT_GT(l.attentionKlMean, 0.0);
+    EXPECT_GE(l.attentionKlMax, l.attentionKlMean);
+    EXPECT_GT(l.outputRelError, 0.0);
+  }
+}
+
+TEST(E2e, ProgressCanCancelRecordingAndReplay) {
+  REQUIRE_STORIES();
+  const Fixture& f = fixture();
+  int calls = 0;
+  Progress stopAtThird = [&calls](double, std::string_view) { return ++calls < 3; };
+  RecordOptions o;
+  o.steps = 16;
+  EXPECT_EQ(recordSequence(f.model, o, stopAtThird).status().code(), StatusCode::Cancelled);
+  calls = 0;
+  EXPECT_EQ(runE2e(f.model, f.rec, f.baseline, spec("int4"), spec("int4"), stopAtThird).status().code(),
+            StatusCode::Cancelled);
+  calls = 0;
+  EXPECT_EQ(e2eBaseline(f.model, f.rec, stopAtThird).status().code(), StatusCode::Cancelled);
+}
+
 TEST(E2e, NotesAnIncompleteChannelGroup) {
   REQUIRE_STORIES();
   E2eResult r = run("int2,axis=channel,group=20", "int2,axis=channel,group=48");
