@@ -216,6 +216,37 @@ TEST_F(EvaluateDump, CancelStopsBetweenLayers) {
   EXPECT_EQ(rep.status().code(), StatusCode::Cancelled);
 }
 
+TEST(EvaluateBatch, EvaluatesTheRequestedSequence) {
+  test::TempDir dir;
+  const std::string path = dir.file("b.h5");
+  SynthOptions s;
+  s.layers = 1;
+  s.kvHeads = 2;
+  s.heads = 2;
+  s.tokens = 32;
+  s.queries = 0;
+  s.headDim = 16;
+  s.sequences = 2;
+  ASSERT_TRUE(writeSynthDump(path, s).isOk());
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump.hasValue()) << dump.status().message();
+  EvalOptions o = options("int3", "int3");
+  o.sequence = 1;
+  auto rep = evaluate(**dump, o);
+  ASSERT_TRUE(rep.hasValue()) << rep.status().message();
+  EXPECT_EQ(rep->sequence, 1);
+  auto key = (*dump)->read(0, TensorKind::Key, 1);
+  ASSERT_TRUE(key.hasValue());
+  QuantInput in{&*key, nullptr, {}};
+  auto kq = quantizeTensor(in, o.key);
+  ASSERT_TRUE(kq.hasValue());
+  EXPECT_EQ(rep->layers[0].heads[1].key.mse, headMetrics(*key, kq->reconstruction, 1).mse);
+  EXPECT_FALSE(rep->layers[0].heads[0].attention.has_value()) << "no queries in this dump";
+  bool noted = false;
+  for (const auto& n : rep->notes) noted = noted || n.find("no query") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 TEST(EvaluateNonFiniteDump, SkipHeadsMarksTheHeadInTheReport) {
   test::TempDir dir;
   const std::string path = dir.file("nan.h5");
