@@ -29,7 +29,7 @@ Lock::Lock() : lock_(globalMutex()) { silenceErrors(); }
 std::string lastErrorText() {
   Lock lock;
   std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keepInnermost, &text);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keepInnermost, &text);
   return text;
 }
 
