@@ -96,7 +96,11 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!o->csv.empty()) {
       if (Status s = writeOutput(o->csv, toCsv(*report)); !s.isOk()) return fail(s);
     }
-    if (o->json.empty() && o->csv.empty()) std::cout << toText(*report);
+    if (o->json.empty() && o->csv.empty()) {
+      std::cout << toText(*report);
+    } else {
+      for (const std::string& note : report->notes) std::cerr << "kvscope-cli: note: " << note << "\n";
+    }
     return kExitOk;
   };
 };
