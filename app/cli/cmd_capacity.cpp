@@ -218,7 +218,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!report) return fail(report.status());
     if (!o->json.empty()) {
       if (Status s = writeOutput(o->json, toJsonText(*report)); !s.isOk()) return fail(s);
-      if (o->json == "-") return kExitOk;
+      return kExitOk;  // like eval: text only when no JSON was asked for
     }
     std::cout << toText(*report);
     return kExitOk;

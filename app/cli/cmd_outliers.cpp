@@ -171,7 +171,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!profile) return fail(profile.status());
     if (!o->json.empty()) {
       if (Status s = writeOutput(o->json, toJsonText(*profile)); !s.isOk()) return fail(s);
-      if (o->json == "-") return kExitOk;
+      return kExitOk;  // like eval: text only when no JSON was asked for
     }
     std::cout << toText(*profile);
     return kExitOk;

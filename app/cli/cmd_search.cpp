@@ -84,7 +84,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!result) return fail(result.status());
     if (!o->json.empty()) {
       if (Status s = writeOutput(o->json, searchToJson(*result)); !s.isOk()) return fail(s);
-      if (o->json == "-") return kExitOk;
+      return kExitOk;  // like eval: text only when no JSON was asked for
     }
     std::cout << searchToText(*result);
     return kExitOk;

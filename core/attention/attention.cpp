@@ -34,15 +34,6 @@ using ConstMapF = Eigen::Map<const RowMatF>;
 // float matrices, 20 MiB) while keeping GEMMs large enough to run near peak.
 constexpr int64_t kTargetScoreElements = int64_t{1} << 20;
 
-struct Shape {
-  int64_t kvHeads = 0, tokens = 0, dim = 0, heads = 0, queries = 0;
-  int64_t group = 0;           // query heads per kv head
-  int64_t selected = 0;        // Tq'
-  int64_t firstQuery = 0;      // Tq - Tq'
-  int64_t chunk = 0;           // queries per item
-  int64_t chunksPerHead = 0;
-  double scale = 0;
-};
 
 Status checkTensor(const Tensor3* t, const char* name, const Tensor3& key) {
   if (!t) return Status::invalidArgument(std::string("attention: ") + name + " is missing");
@@ -138,9 +129,11 @@ double relativeError(const float* diff, const float* ref, int64_t d) {
   return std::sqrt(num / den);
 }
 
-// One work item; returns its partial sums and writes per-row values when asked.
+// One work item; returns its partial sums and writes per-row values when asked. `base`
+// supplies the original scores, normalizers and outputs; `fill` receives them.
 Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
-                int64_t g, int64_t chunkIndex, RowValues* rowsOut) {
+                int64_t g, int64_t chunkIndex, RowValues* rowsOut, const ItemBaseline* base,
+                ItemBaseline* fill) {
   const bool needKeys = which.keyOnly || which.joint;
   const bool needValues = which.valueOnly || which.joint;
   const int64_t i0 = s.firstQuery + chunkIndex * s.chunk;
@@ -162,8 +155,12 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   auto kg = kAll.topRows(ncol);
   auto vg = vAll.topRows(ncol);
 
-  RowMatF scores(rows, ncol);
-  scores.noalias() = qc * kg.transpose();
+  RowMatF ownScores;
+  if (!base) {
+    ownScores.resize(rows, ncol);
+    ownScores.noalias() = qc * kg.transpose();
+  }
+  ConstMapF scores(base ? base->scores.data() : ownScores.data(), rows, ncol);
   RowMatF deltaScores;
   if (needKeys) {
     ConstMapF khAll(in.keyHat->row(g, 0), s.tokens, d);
@@ -192,11 +189,22 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
     auto sdh = sd.head(nk);
     sdh = scores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
-    const double m1 = sdh.maxCoeff();
     auto ph = p.head(nk);
-    ph = (sdh - m1).exp();
-    const double z1 = ph.sum();
+    double m1 = 0, z1 = 0;
+    if (base) {
+      m1 = base->rowMax[static_cast<size_t>(r)];
+      ph = (sdh - m1).exp();
+      z1 = base->rowSum[static_cast<size_t>(r)];
+    } else {
+      m1 = sdh.maxCoeff();
+      ph = (sdh - m1).exp();
+      z1 = ph.sum();
+    }
     ph /= z1;
+    if (fill) {
+      fill->rowMax[static_cast<size_t>(r)] = m1;
+      fill->rowSum[static_cast<size_t>(r)] = z1;
+    }
     prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
     if (!needKeys) continue;
 
@@ -226,8 +234,16 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
   }
 
-  RowMatF out(rows, d);
-  out.noalias() = prob * vg;
+  RowMatF ownOut;
+  if (!base) {
+    ownOut.resize(rows, d);
+    ownOut.noalias() = prob * vg;
+  }
+  ConstMapF out(base ? base->out.data() : ownOut.data(), rows, d);
+  if (fill) {
+    fill->scores.assign(ownScores.data(), ownScores.data() + ownScores.size());
+    fill->out.assign(ownOut.data(), ownOut.data() + ownOut.size());
+  }
   RowMatF diffKey, diffValue, diffJoint;
   if (needKeys) {
     diffKey.resize(rows, d);
@@ -270,10 +286,20 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
 
 Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
                                           const AttentionCaseSelection& which, RowValues* rows,
-                                          const Progress& progress) {
+                                          const Progress& progress,
+                                          const AttentionBaseline* baseline) {
   auto shape = validate(input, which);
   if (!shape) return shape.status();
-  const Shape s = *shape;
+  Shape s = *shape;
+  if (baseline) {
+    if (baseline->query != input.query || baseline->key != input.key ||
+        baseline->value != input.value || baseline->softmaxScale != input.softmaxScale ||
+        baseline->lastQueries != input.lastQueries) {
+      return Status::invalidArgument(
+          "attention: the baseline was prepared for other tensors or options");
+    }
+    s = baseline->shape;  // the items must split the layer as they did when it was prepared
+  }
   if (rows) {
     const size_t n = static_cast<size_t>(s.heads * s.selected);
     rows->selectedQueries = s.selected;
@@ -296,7 +322,8 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
   for (int64_t item = 0; item < items; ++item) {
     if (cancelled.load(std::memory_order_relaxed)) continue;
     partials[static_cast<size_t>(item)] =
-        runItem(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows);
+        runItem(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
+                baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr);
     const int64_t finished = done.fetch_add(1) + 1;
     bool reporter = true;
 #ifdef _OPENMP
@@ -370,6 +397,75 @@ double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& whic
 }
 
 }  // namespace attention_engine
+
+Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
+    const AttentionInput& input, size_t maxBytes, const Progress& progress) {
+  using namespace attention_engine;
+  const AttentionCaseSelection none{false, false, false};
+  auto shape = validate(input, none);
+  if (!shape) return shape.status();
+  const Shape s = *shape;
+  double bytes = 0;
+  for (int64_t c = 0; c < s.chunksPerHead; ++c) {
+    const int64_t i0 = s.firstQuery + c * s.chunk;
+    const int64_t i1 = std::min(s.queries, i0 + s.chunk);
+    const double rows = static_cast<double>(s.group * (i1 - i0));
+    bytes += rows * (4.0 * static_cast<double>(s.tokens - s.queries + i1) + 4.0 * s.dim + 16.0);
+  }
+  bytes *= static_cast<double>(s.kvHeads);
+  if (bytes > static_cast<double>(maxBytes)) {
+    return Status::resourceLimit("attention baseline: " + std::to_string(bytes / (1 << 20)) +
+                                 " MiB exceeds the limit of " +
+                                 std::to_string(static_cast<double>(maxBytes) / (1 << 20)) + " MiB");
+  }
+  auto b = std::make_shared<AttentionBaseline>();
+  b->query = input.query;
+  b->key = input.key;
+  b->value = input.value;
+  b->softmaxScale = input.softmaxScale;
+  b->lastQueries = input.lastQueries;
+  b->shape = s;
+  const int64_t items = s.kvHeads * s.chunksPerHead;
+  b->items.resize(static_cast<size_t>(items));
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t c = item % s.chunksPerHead;
+    const int64_t i0 = s.firstQuery + c * s.chunk;
+    const size_t rows = static_cast<size_t>(s.group * (std::min(s.queries, i0 + s.chunk) - i0));
+    b->items[static_cast<size_t>(item)].rowMax.resize(rows);
+    b->items[static_cast<size_t>(item)].rowSum.resize(rows);
+  }
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
+  const bool parallel = items > 1 && work > 2e6;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t item = 0; item < items; ++item) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    runItem(input, none, s, item / s.chunksPerHead, item % s.chunksPerHead, nullptr, nullptr,
+            &b->items[static_cast<size_t>(item)]);
+    const int64_t finished = done.fetch_add(1) + 1;
+    bool reporter = true;
+#ifdef _OPENMP
+    reporter = omp_get_thread_num() == 0;
+#endif
+    if (reporter && !report(progress, static_cast<double>(finished) / static_cast<double>(items),
+                            "attention baseline")) {
+      cancelled = true;
+    }
+  }
+  if (cancelled) return Status::cancelled();
+  return std::shared_ptr<const AttentionBaseline>(std::move(b));
+}
+
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const AttentionCaseSelection& which,
+                                                       const AttentionBaseline& baseline,
+                                                       const Progress& progress) {
+  if (!which.keyOnly && !which.valueOnly && !which.joint) {
+    return Status::invalidArgument("attention: no case selected");
+  }
+  return attention_engine::run(input, which, nullptr, progress, &baseline);
+}
 
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
                                                        const Progress& progress) {

@@ -2,6 +2,8 @@
 // Attention reconstruction metrics (quantization.md §6) for one layer.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/util/status.h"
@@ -53,6 +55,22 @@ struct AttentionCaseSelection {
 /// candidates and value_only for value candidates only).
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
                                                        const AttentionCaseSelection& which,
+                                                       const Progress& progress = {});
+
+/// The original (unquantized) attention of one layer: scores, softmax normalizers and outputs,
+/// kept so that many reconstructions can be measured without recomputing them (budget search).
+class AttentionBaseline;
+
+/// Computes the baseline of `input` (keyHat and valueHat are ignored). Fails with
+/// ResourceLimit when it would hold more than `maxBytes` (about 4·H·Tq'·T bytes).
+Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
+    const AttentionInput& input, size_t maxBytes = size_t{1} << 30, const Progress& progress = {});
+
+/// attentionMetrics reusing a baseline prepared from the same query, key, value, softmax scale
+/// and lastQueries (otherwise InvalidArgument). Results equal those computed without it.
+Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
+                                                       const AttentionCaseSelection& which,
+                                                       const AttentionBaseline& baseline,
                                                        const Progress& progress = {});
 
 }  // namespace kvscope

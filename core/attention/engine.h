@@ -20,10 +20,31 @@ struct RowValues {
   std::vector<double> relJoint;     ///< output relative error, joint
 };
 
-/// Computes the selected cases of §6 per kv head; fills `rows` when it is not null.
+/// Queries per work item and how items split a layer (fixed when a baseline is prepared).
+struct Shape {
+  int64_t kvHeads = 0, tokens = 0, dim = 0, heads = 0, queries = 0;
+  int64_t group = 0;           ///< query heads per kv head
+  int64_t selected = 0;        ///< Tq'
+  int64_t firstQuery = 0;      ///< Tq - Tq'
+  int64_t chunk = 0;           ///< queries per item
+  int64_t chunksPerHead = 0;
+  double scale = 0;
+};
+
+/// The original attention of one work item.
+struct ItemBaseline {
+  std::vector<float> scores;   ///< [rows, ncol] Qc·Kᵀ (unscaled)
+  std::vector<float> out;      ///< [rows, D] P·V
+  std::vector<double> rowMax;  ///< per row: max of the scaled scores
+  std::vector<double> rowSum;  ///< per row: Σ exp(s − max)
+};
+
+/// Computes the selected cases of §6 per kv head; fills `rows` when it is not null. With
+/// `baseline`, the original scores, normalizers and outputs come from it.
 Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
                                           const AttentionCaseSelection& which, RowValues* rows,
-                                          const Progress& progress);
+                                          const Progress& progress,
+                                          const AttentionBaseline* baseline = nullptr);
 
 /// Checks shapes and presence of the tensors the selected cases need.
 Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which);
@@ -32,3 +53,17 @@ Status checkInput(const AttentionInput& input, const AttentionCaseSelection& whi
 double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& which);
 
 }  // namespace kvscope::attention_engine
+
+namespace kvscope {
+/// See attention.h; complete here for the engine.
+class AttentionBaseline {
+ public:
+  const Tensor3* query = nullptr;
+  const Tensor3* key = nullptr;
+  const Tensor3* value = nullptr;
+  double softmaxScale = 0;
+  int lastQueries = 0;
+  attention_engine::Shape shape;
+  std::vector<attention_engine::ItemBaseline> items;  ///< item = kv head · chunksPerHead + chunk
+};
+}  // namespace kvscope

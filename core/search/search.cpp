@@ -376,6 +376,8 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   };
 
   // Sweep: each layer read once; each candidate quantized once per layer.
+  constexpr size_t kBaselineBytes = size_t{1} << 30;
+  bool baselineNoted = false;
   for (int layer : result.layers) {
     const std::string where = origin + ": layer " + std::to_string(layer);
     auto key = dump.read(layer, TensorKind::Key, options.sequence);
@@ -394,6 +396,25 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
     KVS_RETURN_IF_ERROR(checkFinite(*key, where + ": key"));
     KVS_RETURN_IF_ERROR(checkFinite(*value, where + ": value"));
     KVS_RETURN_IF_ERROR(checkFinite(*query, where + ": query"));
+
+    // The original attention is the same for every candidate: computed once per layer.
+    AttentionInput baseInput;
+    baseInput.query = &*query;
+    baseInput.key = &*key;
+    baseInput.value = &*value;
+    baseInput.softmaxScale = scale;
+    baseInput.lastQueries = options.lastQueries;
+    std::shared_ptr<const AttentionBaseline> baseline;
+    if (auto b = prepareAttentionBaseline(baseInput, kBaselineBytes, sub(step)); b) {
+      baseline = *b;
+    } else if (b.status().code() != StatusCode::ResourceLimit) {
+      return b.status().withContext(where);
+    } else if (!baselineNoted) {
+      baselineNoted = true;  // too large to keep: each candidate recomputes it (slower, same result)
+      result.notes.push_back("the original attention of a layer exceeds " +
+                             std::to_string(kBaselineBytes >> 20) +
+                             " MiB and is recomputed for every candidate");
+    }
 
     for (int pass = 0; pass < 2; ++pass) {
       const bool isKey = pass == 0;
@@ -419,7 +440,8 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
             ain.softmaxScale = scale;
             ain.lastQueries = options.lastQueries;
             AttentionCaseSelection which{isKey, !isKey, false};
-            auto m = attentionMetrics(ain, which, sub(step));
+            auto m = baseline ? attentionMetrics(ain, which, *baseline, sub(step))
+                              : attentionMetrics(ain, which, sub(step));
             if (!m) return m.status().withContext(where + ": " + c.result.spec);
             std::vector<AttentionMetrics> heads;
             for (const AttentionCases& h : *m) heads.push_back(isKey ? h.keyOnly : h.valueOnly);

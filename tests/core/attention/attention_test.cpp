@@ -375,3 +375,61 @@ TEST(AttentionMetrics, ProgressReturningFalseCancels) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+void expectIdentical(const AttentionMetrics& a, const AttentionMetrics& b) {
+  EXPECT_EQ(a.scoreMae, b.scoreMae);
+  EXPECT_EQ(a.scoreMax, b.scoreMax);
+  EXPECT_EQ(a.klMean, b.klMean);
+  EXPECT_EQ(a.klMax, b.klMax);
+  EXPECT_EQ(a.top1Agreement, b.top1Agreement);
+  EXPECT_EQ(a.outputRelError, b.outputRelError);
+}
+
+TEST(AttentionBaseline, ReusedBaselineGivesIdenticalResults) {
+  Layer l = randomLayer(8, 2, 300, 40, 16, 0.05, 31);
+  AttentionInput in = l.input();
+  in.lastQueries = 25;
+  auto base = prepareAttentionBaseline(in);
+  ASSERT_TRUE(base.hasValue()) << base.status().message();
+  for (AttentionCaseSelection which : {AttentionCaseSelection{true, true, true},
+                                       AttentionCaseSelection{true, false, false},
+                                       AttentionCaseSelection{false, true, false}}) {
+    auto fresh = attentionMetrics(in, which);
+    auto reused = attentionMetrics(in, which, **base);
+    ASSERT_TRUE(fresh.hasValue() && reused.hasValue());
+    for (size_t g = 0; g < 2; ++g) {
+      expectIdentical((*fresh)[g].keyOnly, (*reused)[g].keyOnly);
+      expectIdentical((*fresh)[g].valueOnly, (*reused)[g].valueOnly);
+      expectIdentical((*fresh)[g].joint, (*reused)[g].joint);
+    }
+  }
+  // Another reconstruction on the same baseline.
+  Layer other = l;
+  other.kh = perturbed(l.k, 99, 0.2);
+  AttentionInput in2 = in;
+  in2.keyHat = &other.kh;
+  auto fresh = attentionMetrics(in2);
+  auto reused = attentionMetrics(in2, AttentionCaseSelection{}, **base);
+  ASSERT_TRUE(fresh.hasValue() && reused.hasValue());
+  expectIdentical((*fresh)[1].joint, (*reused)[1].joint);
+}
+
+TEST(AttentionBaseline, RefusesOtherTensorsAndExcessMemory) {
+  Layer l = randomLayer(4, 2, 50, 10, 8, 0.05, 37);
+  auto base = prepareAttentionBaseline(l.input());
+  ASSERT_TRUE(base.hasValue());
+  AttentionInput in = l.input();
+  in.lastQueries = 3;
+  auto r = attentionMetrics(in, AttentionCaseSelection{}, **base);
+  ASSERT_FALSE(r.hasValue());
+  EXPECT_EQ(r.status().code(), StatusCode::InvalidArgument);
+  auto big = prepareAttentionBaseline(l.input(), 1000);
+  ASSERT_FALSE(big.hasValue());
+  EXPECT_EQ(big.status().code(), StatusCode::ResourceLimit);
+}
+
+}  // namespace
+}  // namespace kvscope
