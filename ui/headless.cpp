@@ -6,6 +6,7 @@
 #include <QBuffer>
 #include <QFileInfo>
 #include <QImage>
+#include <QTimer>
 
 #include <cstdio>
 #include <functional>
@@ -69,7 +70,7 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
                                    options.size.toStdString() + "'");
   }
   if (!out.exportDir.isEmpty() && !out.key && out.session.isEmpty() && out.screenshot.isEmpty()) {
-    return Status::invalidArgument("--export-dir needs --key and --value, --preset or --session");
+    return Status::invalidArgument("--export-dir needs --key and --value, --preset or --load-session");
   }
   if (!out.dump.isEmpty() && !QFileInfo::exists(out.dump)) {
     return Status::ioError(out.dump.toStdString() + ": no such file");
@@ -135,6 +136,10 @@ int runScreenshot(const Launch& launch) {
   window.show();
   if (launch.tab >= 0) window.showTab(launch.tab);
   return waitUntilReady(window, launch, [&]() -> Status {
+    // Charts lay themselves out on posted events; let the event loop run them before grabbing.
+    QEventLoop settle;
+    QTimer::singleShot(400, &settle, &QEventLoop::quit);
+    settle.exec();
     const QImage image = window.grab().toImage();
     QByteArray png;
     QBuffer buffer(&png);

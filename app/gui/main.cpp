@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
   const QCommandLineOption value(QStringLiteral("value"), QStringLiteral("Value spec."), QStringLiteral("spec"));
   const QCommandLineOption preset(QStringLiteral("preset"), QStringLiteral("Preset name (see kvscope-cli presets)."),
                                   QStringLiteral("name"));
-  const QCommandLineOption session(QStringLiteral("session"), QStringLiteral("Session file to restore."), QStringLiteral("file"));
+  // Not "--session": QGuiApplication takes -session for X11 session management.
+  const QCommandLineOption session(QStringLiteral("load-session"), QStringLiteral("Session file to restore."),
+                                   QStringLiteral("file"));
   const QCommandLineOption exportDir(QStringLiteral("export-dir"),
                                      QStringLiteral("Write the views into this folder and exit (no window)."),
                                      QStringLiteral("dir"));

@@ -249,11 +249,18 @@ void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
 void BudgetView::rebuildPareto() {
   const auto fill = [](QChart* chart, const TensorChoice* choice, const QString& title) {
     chart->removeAllSeries();
-    for (QAbstractAxis* axis : chart->axes()) {
-      chart->removeAxis(axis);
-      delete axis;
-    }
     chart->setTitle(title);
+    // The axes are made once per chart and re-ranged (replacing them leaves stale items drawn).
+    if (chart->axes(Qt::Horizontal).isEmpty()) {
+      auto* x = new QValueAxis;
+      x->setTitleText(QObject::tr("bits per element"));
+      auto* yLog = new QLogValueAxis;
+      yLog->setLabelFormat(QStringLiteral("%.1e"));
+      chart->addAxis(x, Qt::AlignBottom);
+      chart->addAxis(yLog, Qt::AlignLeft);
+    }
+    auto* xAxis = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+    auto* yAxis = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
     if (!choice || !choice->searched) return;
     // Log metric axis: candidates span orders of magnitude. Zero sits at a floor below the rest.
     double lo = 1e300, hi = 0, bitsHi = 1;
@@ -294,15 +301,9 @@ void BudgetView::rebuildPareto() {
     budget->append(0, y(choice->budget.bound));
     budget->append(bitsHi * 1.05, y(choice->budget.bound));
     for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) chart->addSeries(s);
-    auto* xAxis = new QValueAxis;
     xAxis->setRange(0, bitsHi * 1.05);
-    xAxis->setTitleText(QObject::tr("bits per element"));
-    auto* yAxis = new QLogValueAxis;
     yAxis->setRange(lo, hi);
-    yAxis->setLabelFormat(QStringLiteral("%.1e"));
     yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
-    chart->addAxis(xAxis, Qt::AlignBottom);
-    chart->addAxis(yAxis, Qt::AlignLeft);
     for (QAbstractSeries* s : chart->series()) {
       s->attachAxis(xAxis);
       s->attachAxis(yAxis);

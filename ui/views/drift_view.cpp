@@ -44,25 +44,29 @@ QLineSeries* makeSeries(QChart* chart, const QString& name, const QColor& colour
   return s;
 }
 
+// Axes are made once and only re-ranged: replacing axes leaves stale axis items in the scene.
 void setAxes(QChart* chart, double x0, double x1, double y0, double y1, const QString& xTitle,
              const QString& yTitle) {
-  for (QAbstractAxis* axis : chart->axes()) {
-    chart->removeAxis(axis);
-    delete axis;
+  QValueAxis* x = nullptr;
+  QValueAxis* y = nullptr;
+  if (chart->axes(Qt::Horizontal).isEmpty()) {
+    x = new QValueAxis;
+    x->setLabelFormat(QStringLiteral("%d"));
+    y = new QValueAxis;
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (QAbstractSeries* s : chart->series()) {
+      s->attachAxis(x);
+      s->attachAxis(y);
+    }
+  } else {
+    x = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+    y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
   }
-  auto* x = new QValueAxis;
   x->setRange(x0, x1 > x0 ? x1 : x0 + 1);
   x->setTitleText(xTitle);
-  x->setLabelFormat(QStringLiteral("%d"));
-  auto* y = new QValueAxis;
   y->setRange(y0, y1 > y0 ? y1 : y0 + 1);
   y->setTitleText(yTitle);
-  chart->addAxis(x, Qt::AlignBottom);
-  chart->addAxis(y, Qt::AlignLeft);
-  for (QAbstractSeries* s : chart->series()) {
-    s->attachAxis(x);
-    s->attachAxis(y);
-  }
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace {
 
 // Figure layout, in pixels of the target.
 constexpr double kLeft = 56, kTop = 30, kBottom = 40, kSideBar = 70, kGap = 10, kColourBar = 14,
-                 kColourLabels = 58;
+                 kColourLabels = 72;
 
 QString valueLabel(HeatmapValue v) {
   switch (v) {
@@ -32,6 +32,7 @@ QString valueLabel(HeatmapValue v) {
 }
 
 QString formatNumber(double v) { return QString::number(v, 'g', 4); }
+QString formatTick(double v) { return QString::number(v, 'g', 3); }
 
 }  // namespace
 
@@ -180,7 +181,7 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
     const double y = bar.bottom() - f * bar.height();
     painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y));
     painter.drawText(QRectF(bar.right() + 5, y - fm.height() / 2, kColourLabels - 5, fm.height()),
-                     Qt::AlignLeft | Qt::AlignVCenter, formatNumber(v));
+                     Qt::AlignLeft | Qt::AlignVCenter, formatTick(v));
   }
   painter.restore();
 }

@@ -49,6 +49,22 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   chart_->addSeries(levels_);
   chart_->addSeries(original_);
   chart_->addSeries(reconstructed_);
+  // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
+  xAxis_ = new QValueAxis(this);
+  xAxis_->setTitleText(tr("value"));
+  linearAxis_ = new QValueAxis(this);
+  linearAxis_->setLabelFormat(QStringLiteral("%d"));
+  linearAxis_->setTitleText(tr("count"));
+  logAxis_ = new QLogValueAxis(this);
+  logAxis_->setBase(10);
+  logAxis_->setLabelFormat(QStringLiteral("%g"));
+  logAxis_->setTitleText(tr("count"));
+  chart_->addAxis(xAxis_, Qt::AlignBottom);
+  chart_->addAxis(linearAxis_, Qt::AlignLeft);
+  for (QLineSeries* s : {levels_, original_, reconstructed_}) {
+    s->attachAxis(xAxis_);
+    s->attachAxis(linearAxis_);
+  }
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
 
@@ -214,33 +230,18 @@ void HistogramView::rebuildChart() {
   reconstructed_->replace(b);
   levels_->replace(levels);
 
-  for (QAbstractAxis* axis : chart_->axes()) {
-    chart_->removeAxis(axis);
-    delete axis;
+  xAxis_->setRange(xlo, xhi);
+  QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
+  QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
+  if (!chart_->axes(Qt::Vertical).contains(wanted)) {
+    for (QLineSeries* s : {levels_, original_, reconstructed_}) s->detachAxis(other);
+    chart_->removeAxis(other);
+    other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
+    chart_->addAxis(wanted, Qt::AlignLeft);
+    for (QLineSeries* s : {levels_, original_, reconstructed_}) s->attachAxis(wanted);
   }
-  auto* xAxis = new QValueAxis;
-  xAxis->setRange(xlo, xhi);
-  xAxis->setTitleText(tr("value"));
-  QAbstractAxis* yAxis = nullptr;
-  if (logCounts) {
-    auto* axis = new QLogValueAxis;
-    axis->setBase(10);
-    axis->setRange(base, yTop);
-    axis->setLabelFormat(QStringLiteral("%g"));
-    yAxis = axis;
-  } else {
-    auto* axis = new QValueAxis;
-    axis->setRange(0, yTop);
-    axis->setLabelFormat(QStringLiteral("%d"));
-    yAxis = axis;
-  }
-  yAxis->setTitleText(tr("count"));
-  chart_->addAxis(xAxis, Qt::AlignBottom);
-  chart_->addAxis(yAxis, Qt::AlignLeft);
-  for (QLineSeries* s : {levels_, original_, reconstructed_}) {
-    s->attachAxis(xAxis);
-    s->attachAxis(yAxis);
-  }
+  if (logCounts) logAxis_->setRange(base, yTop);
+  else linearAxis_->setRange(0, yTop);
   if (layer_) {
     const auto t = static_cast<ViewTensor>(tensor_->currentData().toInt());
     chart_->setTitle(tr("%1 · layer %2 · kv head %3 · %4 · %5")

@@ -13,6 +13,8 @@
 #include "ui/model/layer_data.h"
 
 class QChart;
+class QValueAxis;
+class QLogValueAxis;
 class QChartView;
 class QCheckBox;
 class QComboBox;
@@ -57,6 +59,9 @@ class HistogramView : public QWidget, public ExportableView {
   QLineSeries* original_;
   QLineSeries* reconstructed_;
   QLineSeries* levels_;
+  QValueAxis* xAxis_;
+  QValueAxis* linearAxis_;
+  QLogValueAxis* logAxis_;
   QComboBox* tensor_;
   QComboBox* scope_;
   QSpinBox* bins_;

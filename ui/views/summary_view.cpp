@@ -77,6 +77,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableView(this);
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
+  table_->sortByColumn(0, Qt::AscendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -88,6 +89,11 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   chart_->setAnimationOptions(QChart::NoAnimation);
   chart_->legend()->setAlignment(Qt::AlignBottom);
   chartView_ = new QChartView(chart_, this);
+  xAxis_ = new QBarCategoryAxis;
+  xAxis_->setTitleText(tr("layer"));
+  yAxis_ = new QValueAxis;
+  chart_->addAxis(xAxis_, Qt::AlignBottom);
+  chart_->addAxis(yAxis_, Qt::AlignLeft);
   chartView_->setRenderHint(QPainter::Antialiasing);
 
   keyBudget_ = new QDoubleSpinBox(this);
@@ -111,6 +117,10 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   auto* splitter = new QSplitter(Qt::Vertical, this);
   splitter->addWidget(table_);
   splitter->addWidget(chartView_);
+  splitter->setStretchFactor(0, 1);
+  splitter->setStretchFactor(1, 1);
+  chartView_->setMinimumHeight(220);
+  splitter->setSizes({300, 400});
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(controls);
@@ -207,10 +217,7 @@ void SummaryView::rebuildTable() {
 
 void SummaryView::rebuildChart() {
   chart_->removeAllSeries();
-  for (QAbstractAxis* axis : chart_->axes()) {
-    chart_->removeAxis(axis);
-    delete axis;
-  }
+  xAxis_->clear();
   const bool attentionMetrics = hasAttention();
   chart_->setTitle(attentionMetrics ? tr("output_rel_error per layer (mean over kv heads)")
                                     : tr("rel_error per layer (no queries in this dump)"));
@@ -246,13 +253,10 @@ void SummaryView::rebuildChart() {
   bars->append(valueSet);
   if (jointSet) bars->append(jointSet);
   chart_->addSeries(bars);
-  auto* xAxis = new QBarCategoryAxis;
+  QBarCategoryAxis* xAxis = xAxis_;
+  QValueAxis* yAxis = yAxis_;
   xAxis->append(categories);
-  xAxis->setTitleText(tr("layer"));
-  auto* yAxis = new QValueAxis;
   yAxis->setRange(0, top * 1.1);
-  chart_->addAxis(xAxis, Qt::AlignBottom);
-  chart_->addAxis(yAxis, Qt::AlignLeft);
   bars->attachAxis(xAxis);
   bars->attachAxis(yAxis);
   // Budget lines across the bars: on a category axis, category i sits at x = i.

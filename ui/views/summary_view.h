@@ -12,6 +12,8 @@
 
 class QBarSeries;
 class QChart;
+class QBarCategoryAxis;
+class QValueAxis;
 class QChartView;
 class QDoubleSpinBox;
 class QLabel;
@@ -64,6 +66,8 @@ class SummaryView : public QWidget, public ExportableView {
   QTableView* table_;
   QChart* chart_;
   QChartView* chartView_;
+  QBarCategoryAxis* xAxis_;
+  QValueAxis* yAxis_;
   QDoubleSpinBox* keyBudget_;
   QDoubleSpinBox* valueBudget_;
   QLabel* status_;
