@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -322,6 +323,20 @@ TEST(Synth, SampleIsSmallAndWrittenOnce) {
   auto repaired = ensureSampleDump(cache);
   ASSERT_TRUE(repaired);
   EXPECT_TRUE(Dump::open(*repaired));
+}
+
+TEST(Synth, ResultDoesNotDependOnThreadCount) {
+  SynthOptions o = small();
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  SynthLayer one = synthLayer(o, 1);
+  omp_set_num_threads(4);
+  SynthLayer four = synthLayer(o, 1);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one.key.data, four.key.data);
+  EXPECT_EQ(one.keyPreRope.data, four.keyPreRope.data);
+  EXPECT_EQ(one.value.data, four.value.data);
+  EXPECT_EQ(one.query.data, four.query.data);
 }
 
 }  // namespace
