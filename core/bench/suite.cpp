@@ -268,11 +268,21 @@ class SuiteRunner {
       row.cpuSeconds = sample->cpu;
       row.runs = sample->runs;
       row.figures = {{"milliseconds", 1000 * sample->best}};
+      // Where one (separate) run spent its time, for the diagnosis.
+      const auto& steps = sample == &figures->wholeLayer ? figures->wholeLayerSteps : figures->oneHeadSteps;
+      std::string breakdown;
+      for (const Step& step : steps) {
+        row.figures.emplace_back("step_ms:" + step.name, 1000 * step.seconds);
+        row.figures.emplace_back("step_cpu_ms:" + step.name, 1000 * step.cpuSeconds);
+        breakdown += (breakdown.empty() ? "" : ", ") + step.name + " " +
+                     fixed(1000 * step.seconds, 1) + "/" + fixed(1000 * step.cpuSeconds, 1);
+      }
       row.measured = fixed(1000 * sample->best, 1) + " ms";
       row.target = target;
       row.verdict = judge(sample->best <= kInteractiveSeconds);
+      row.note = "one run, wall/cpu ms: " + breakdown;
       if (sample == &figures->wholeLayer) {
-        row.note = "quantizes all kv heads first, as ui/model quantizeLayer does";
+        row.note = "quantizes all kv heads first, as ui/model quantizeLayer does; " + row.note;
       }
       result_.rows.push_back(std::move(row));
     }

@@ -219,25 +219,37 @@ Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, con
     queryIn = &queryGroup;
   }
   const int64_t viewHead = wholeLayer ? head : 0;
+  ViewData out;
+  double mark = nowSeconds(), cpuMark = processCpuSeconds();
+  auto step = [&](const char* name) {
+    const double now = nowSeconds(), cpuNow = processCpuSeconds();
+    out.steps.push_back({name, now - mark, cpuNow - cpuMark});
+    mark = now;
+    cpuMark = cpuNow;
+  };
   QuantInput keyInput, valueInput;
   keyInput.tensor = keyIn;
   valueInput.tensor = valueIn;
   auto kq = quantizeTensor(keyInput, *ks);
   if (!kq) return kq.status().withContext("K");
+  step("quantize K");
   auto vq = quantizeTensor(valueInput, *vs);
   if (!vq) return vq.status().withContext("V");
-  ViewData out;
+  step("quantize V");
   out.keyHat = std::move(kq->reconstruction);
   out.valueHat = std::move(vq->reconstruction);
   if (wholeLayer && withPreRope) {
     Tensor3 pre = out.keyHat;  // quantizeLayer keeps K̂ with RoPE undone for the pre-RoPE view
     applyInverseRope(pre, RopeParams{});
+    step("inverse RoPE");
   }
 
   // The views of K: heat map, histogram, and the scale group under the cursor.
   out.heatmap = errorHeatmap(*keyIn, viewHead, out.keyHat, viewHead, shape.columns);
+  step("heat map");
   out.histogram = histogram(keyIn->row(viewHead, 0), out.keyHat.row(viewHead, 0),
                             keyIn->tokens * keyIn->dim, shape.bins);
+  step("histogram");
   int64_t first = 0;
   const Tensor3 input = formatInput(*keyIn, *ks, &first);
   const int64_t token = keyIn->tokens / 2, channel = 3;
@@ -246,6 +258,7 @@ Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, con
     if (!detail) return detail.status().withContext("describeGroup");
     out.group = std::move(detail).value();
   }
+  step("group");
 
   // The drift view's row: the last query of the head's first query head.
   AttentionInput attention;
@@ -258,6 +271,7 @@ Expected<ViewData> computeViewData(const Tensor3& key, const Tensor3& value, con
   auto row = attentionRowDetail(attention, queryHead, static_cast<int>(query.tokens - 1));
   if (!row) return row.status().withContext("attention detail");
   out.detail = std::move(row).value();
+  step("attention row");
   return out;
 }
 
@@ -282,6 +296,9 @@ Expected<InteractiveFigures> benchInteractive(const InteractiveShape& shape,
         budget);
     if (!time) return time.status();
     (whole ? figures.wholeLayer : figures.oneHead) = *time;
+    auto views = computeViewData(key, value, query, head, keySpec, valueSpec, whole, whole, shape);
+    if (!views) return views.status();
+    (whole ? figures.wholeLayerSteps : figures.oneHeadSteps) = views->steps;
   }
 
   // The drift view's lines over the whole layer (a separate worker in the GUI).

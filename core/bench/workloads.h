@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/attention/detail.h"
@@ -87,6 +88,13 @@ struct HistogramCounts {
   double maxOverMedian = 0;
 };
 
+/// Time of one named step of a computation.
+struct Step {
+  std::string name;
+  double seconds = 0;     ///< wall clock
+  double cpuSeconds = 0;  ///< process CPU time, all threads
+};
+
 /// Everything the visible views of one (layer, kv head) need after a spec change, with K the
 /// tensor on screen: K̂ and V̂, K's error heat map and histogram, the scale group under the
 /// cursor, and the attention detail of one query row.
@@ -97,6 +105,9 @@ struct ViewData {
   HistogramCounts histogram;
   GroupDetail group;
   AttentionRowDetail detail;
+  /// Each step in order: "quantize K", "quantize V", ("inverse RoPE" for the whole layer),
+  /// "heat map", "histogram", "group", "attention row".
+  std::vector<Step> steps;
 };
 
 /// Recomputes the views of kv head `head` after a spec change, mirroring the GUI (MainWindow::
@@ -116,6 +127,8 @@ struct InteractiveFigures {
   Sample oneHead;     ///< spec change → views ready, quantizing only the visible head
   Sample wholeLayer;  ///< the same when the whole layer is quantized first (the GUI today)
   Sample driftSeries; ///< attentionPositionSeries over the layer (the drift view's lines)
+  std::vector<Step> oneHeadSteps;    ///< ViewData::steps of one run
+  std::vector<Step> wholeLayerSteps;
 };
 
 /// Times computeViewData on synthetic data of `shape`.
