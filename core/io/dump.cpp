@@ -214,6 +214,17 @@ Expected<h5::Id> openDataset(const Impl& impl, const OpenOptions& options, const
   return ds;
 }
 
+/// "float16" (IEEE half), "bfloat16" (a custom type with bf16's layout), else "float<bits>".
+std::string floatTypeName(hid_t type, size_t bits) {
+  if (h5::isIeeeHalf(type)) return "float16";
+  size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (bits == 16 && H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 &&
+      epos == 7 && esize == 8 && mpos == 0 && msize == 7 && H5Tget_ebias(type) == 127)
+    return "bfloat16";
+  if (bits == 16) return "float16-custom";
+  return "float" + std::to_string(bits);
+}
+
 struct DatasetMeta {
   std::vector<hsize_t> dims;
   std::string dtype;
@@ -236,7 +247,7 @@ Expected<DatasetMeta> floatMeta(const Impl& impl, hid_t ds, const std::string& p
       return impl.bad(path, "axis " + std::to_string(i) + " has size 0 (shape " +
                                 shapeText(m.dims) + ")" + suffix);
   const size_t bits = H5Tget_precision(type.get());
-  m.dtype = "float" + std::to_string(bits == 0 ? H5Tget_size(type.get()) * 8 : bits);
+  m.dtype = floatTypeName(type.get(), bits == 0 ? H5Tget_size(type.get()) * 8 : bits);
   return m;
 }
 

@@ -337,5 +337,34 @@ TEST(DumpRead, ConcurrentReadsFromOneSharedDumpMatchSequentialReads) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+TEST(DumpRead, CustomBfloat16TypeConvertsThroughHdf5) {
+  // bfloat16 has no predefined HDF5 type, but a writer can define one; HDF5 converts it.
+  test::TempDir dir;
+  const std::string path = dir.file("bf16.h5");
+  const std::vector<double> values = {1.5, -2.0, 0.25, 3.0e38, -1.0e-38, 0.0, 96.0, -0.0078125};
+  {
+    test::H5Builder b(path);
+    b.intAttr("kvdump_version", 1);
+    hid_t bf16 = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(bf16, 15, 7, 8, 0, 7);
+    H5Tset_size(bf16, 2);
+    H5Tset_ebias(bf16, 127);
+    b.floats("/layers/0/key", {1, 2, 4}, values, bf16);
+    b.floats("/layers/0/value", {1, 2, 4}, values, bf16);
+    H5Tclose(bf16);
+  }
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  EXPECT_EQ((*dump)->info().dtype, "bfloat16");
+  auto k = (*dump)->read(0, TensorKind::Key);
+  ASSERT_TRUE(k);
+  // Every value above is a bf16 value except 3.0e38 and -1.0e-38, which round to the nearest
+  // bf16 on write (by HDF5); compare against bf16 truncation bounds instead of exact floats.
+  for (size_t i : {0u, 1u, 2u, 5u, 6u, 7u})
+    EXPECT_EQ(k->data[i], static_cast<float>(values[i])) << i;
+  EXPECT_NEAR(k->data[3], 3.0e38, 3.0e38 / 128);
+  EXPECT_NEAR(k->data[4], -1.0e-38, 1.0e-38 / 64);
+}
+
 }  // namespace
 }  // namespace kvscope
