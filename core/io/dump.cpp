@@ -3,8 +3,11 @@
 // sequence) at a time by hyperslab, so dumps larger than memory open instantly.
 #include "core/io/dump.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -679,6 +682,8 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::ioError(path + ": cannot open: no such file");
   if (fs::is_directory(path, ec)) return Status::ioError(path + ": cannot open: is a folder");
+  if (::access(path.c_str(), R_OK) != 0)
+    return Status::ioError(path + ": cannot open: " + std::strerror(errno));
   h5::Lock lock;
   if (H5Fis_hdf5(path.c_str()) <= 0) return Status::invalidData(path + ": not an HDF5 file");
   auto impl = std::make_unique<Impl>();
