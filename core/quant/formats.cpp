@@ -327,6 +327,22 @@ int countDistinct(std::vector<float> v) {
   return static_cast<int>(std::unique(v.begin(), v.end()) - v.begin());
 }
 
+// Distinct reconstructions among `values`, by marking which of the (sorted) levels they hit; a
+// whole-tensor group has millions of values but at most a few hundred levels.
+int countLevelsUsed(const std::vector<float>& values, const std::vector<double>& levels) {
+  std::vector<char> hit(levels.size(), 0);
+  int offGrid = 0;
+  for (float v : values) {
+    const auto it = std::lower_bound(levels.begin(), levels.end(), static_cast<double>(v));
+    if (it != levels.end() && *it == static_cast<double>(v)) {
+      hit[static_cast<size_t>(it - levels.begin())] = 1;
+    } else {
+      ++offGrid;  // not expected; counted rather than hidden
+    }
+  }
+  return static_cast<int>(std::count(hit.begin(), hit.end(), 1)) + (offGrid > 0 ? 1 : 0);
+}
+
 void sortLevels(std::vector<double>& levels) {
   std::sort(levels.begin(), levels.end());
   levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
@@ -380,7 +396,6 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   g.scale = p.scale;
   g.zero = p.zero;
   kernels::applyGroupTo(spec, p, values.data(), work.data(), n);
-  g.codesUsed = countDistinct(work);
   const double s = p.scale;
   switch (kernels::groupedKind(spec)) {
     case GroupedKind::Asym: {
@@ -418,6 +433,7 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   }
   if (s == 0.0) g.levels = {static_cast<double>(p.zero)};
   sortLevels(g.levels);
+  g.codesUsed = countLevelsUsed(work, g.levels);
   return g;
 }
 

@@ -35,11 +35,14 @@ float maxAbs(const float* x, int n) {
   return a;
 }
 
-// ggml's "value of largest magnitude, first one on ties" (strict > keeps the first).
-float signedMax(const float* x, int n, float amax) {
-  if (amax == 0.0f) return 0.0f;
+// ggml's "value of largest magnitude, first one on ties" (its strict > keeps the first), from the
+// block's min and max: only when -lo and hi are equal does the order matter.
+float signedMax(const float* x, int n, MinMax mm) {
+  if (mm.hi > -mm.lo) return mm.hi;
+  if (-mm.lo > mm.hi) return mm.lo;
+  if (mm.hi == 0.0f) return 0.0f;
   for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) == amax) return x[i];
+    if (std::fabs(x[i]) == mm.hi) return x[i];
   }
   return 0.0f;
 }
@@ -77,8 +80,7 @@ void q8_0(float* x, float /*g*/) {
 // q4_0 / q5_0: d = max / -half, code = min(top, trunc(x*id + half + 0.5)), x̂ = (code - half)·fp16(d).
 template <int Half, int Top>
 void symmetricBlock(float* x) {
-  const float amax = maxAbs(x, kQk);
-  const float max = signedMax(x, kQk, amax);
+  const float max = signedMax(x, kQk, minMax(x, kQk));
   const float d = max / static_cast<float>(-Half);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const float dh = fp::roundFp16(d);
@@ -125,8 +127,9 @@ void iq4nl(float* x, float /*g*/) {
 // d = Σw·q·x / Σw·q² with w = x², stored as fp16.
 float iq4nlQuantize(const float* x, int* codes) {
   constexpr float kGroupMaxEps = 1e-15f;
-  const float amax = maxAbs(x, kQk);
-  const float max = signedMax(x, kQk, amax);
+  const MinMax mm = minMax(x, kQk);
+  const float amax = std::max(-mm.lo, mm.hi);
+  const float max = signedMax(x, kQk, mm);
   if (amax < kGroupMaxEps) {
     std::fill(codes, codes + kQk, 0);
     return 0.0f;
@@ -170,8 +173,8 @@ float blockScale(FormatId format, const float* x, float g, float* zero) {
       return d * g;
     }
     case FormatId::Q8_0: return fp::roundFp16(maxAbs(x, kQk) / 127.0f);
-    case FormatId::Q4_0: return fp::roundFp16(signedMax(x, kQk, maxAbs(x, kQk)) / -8.0f);
-    case FormatId::Q5_0: return fp::roundFp16(signedMax(x, kQk, maxAbs(x, kQk)) / -16.0f);
+    case FormatId::Q4_0: return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -8.0f);
+    case FormatId::Q5_0: return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -16.0f);
     case FormatId::Q4_1:
     case FormatId::Q5_1: {
       const MinMax mm = minMax(x, kQk);

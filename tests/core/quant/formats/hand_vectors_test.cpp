@@ -317,6 +317,14 @@ TEST(Q4_0, MatchesGgmlWorkedBlock) {
   expectQuantizesTo(plainSpec(FormatId::Q4_0), padded({3.3f, 1.0f}, 32), padded({3.30078125f, 0.8251953125f}, 32));
 }
 
+TEST(Q4_0, FirstValueOfLargestMagnitudeSetsTheSign) {
+  // 4 before -4: max = 4, d = -0.5, id = -2: 4 -> -8 + 8.5 -> 0 -> -8·-0.5 = 4;
+  // -4 -> 8 + 8.5 = 16.5 -> 16 -> 15 -> 7·-0.5 = -3.5.
+  expectQuantizesTo(plainSpec(FormatId::Q4_0), padded({4.0f, -4.0f}, 32), padded({4.0f, -3.5f}, 32));
+  // -4 first: d = 0.5, so the positive end saturates instead.
+  expectQuantizesTo(plainSpec(FormatId::Q4_0), padded({-4.0f, 4.0f}, 32), padded({-4.0f, 3.5f}, 32));
+}
+
 TEST(Q8_0, RoundsHalfAwayWithFp16Scale) {
   // amax = 127 -> d = 1: x̂ = roundf(x): 2.5 -> 3, -2.5 -> -3, 0.49 -> 0, 126.5 -> 127.
   expectQuantizesTo(plainSpec(FormatId::Q8_0), padded({127.0f, 2.5f, -2.5f, 0.49f, 126.5f}, 32),

@@ -3,6 +3,7 @@
 // the scalar reference, grouping shapes, error ordering.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -302,6 +303,50 @@ TEST(SmallFloats, BitTrickRoundingMatchesReferenceAcrossAllExponents) {
   EXPECT_TRUE(std::isnan(fp::roundE4m3(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(fp::roundE4m3(std::numeric_limits<float>::infinity()), 448.0f);
   EXPECT_EQ(fp::roundFp16(-std::numeric_limits<float>::infinity()), -std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// describeGroup's level grid must contain every value the group actually reconstructs to, and its
+// code count must equal the number of distinct reconstructions, for every non-elementwise row.
+TEST(DescribeGroup, LevelsContainEveryReconstructionForEveryFormat) {
+  Tensor3 x(2, 5, 64);
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x.data) v = normal(rng);
+  for (const FormatInfo& info : formatTable()) {
+    if (info.kind == FormatKind::Elementwise) continue;
+    QuantSpec spec;
+    spec.format = info.id;
+    spec.bits = info.hasBits ? 3 : static_cast<int>(info.payloadBits);
+    spec.axis = Axis::Token;
+    spec.group = 32;
+    spec.scale = MetaType::Fp16;
+    const int64_t head = 1, token = 2, channel = 40;
+    auto detail = describeGroup(x, spec, head, token, channel);
+    ASSERT_TRUE(detail.hasValue()) << info.name;
+    Tensor3 q = x;
+    ASSERT_TRUE(quantizeFormatInPlace(q, spec).isOk());
+    // Members: channels [32, 64) of (head, token) for both the token group and the 32-block;
+    // nvfp4's 16-block is channels [32, 48).
+    const int64_t size = info.id == FormatId::Nvfp4 ? 16 : 32;
+    EXPECT_EQ(detail->size, size) << info.name;
+    std::vector<float> members;
+    for (int64_t c = 32; c < 32 + size; ++c) members.push_back(q.at(head, token, c));
+    for (float v : members) {
+      EXPECT_TRUE(std::binary_search(detail->levels.begin(), detail->levels.end(), static_cast<double>(v)))
+          << info.name << ": " << v << " is not among the group's levels";
+    }
+    std::sort(members.begin(), members.end());
+    const auto distinct = std::unique(members.begin(), members.end()) - members.begin();
+    EXPECT_EQ(detail->codesUsed, distinct) << info.name;
+    EXPECT_TRUE(std::is_sorted(detail->levels.begin(), detail->levels.end())) << info.name;
+    EXPECT_LE(static_cast<int64_t>(detail->levels.size()), detail->codesTotal) << info.name;
+  }
 }
 
 }  // namespace
