@@ -4,6 +4,11 @@
 
 #include "ui/compute/heatmap_data.h"
 #include "ui/compute/histogram_data.h"
+#include "ui/workers/job_runner.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -71,6 +76,48 @@ class ComputeTest : public QObject {
     QVERIFY(std::abs(h.kurtosis - 1.64) < 1e-12);
     // max |x| = 3, median |x| = 1.5.
     QCOMPARE(h.maxOverMedian, 2.0);
+  }
+
+  void newerJobCancelsStaleOne() {
+    JobRunner runner(QStringLiteral("test"));
+    std::atomic<bool> firstStarted{false}, firstStopped{false};
+    int delivered = 0, value = 0;
+    QSignalSpy failures(&runner, &JobRunner::failed);
+    runner.start<int>(
+        [&](const Progress& progress) -> Expected<int> {
+          firstStarted = true;
+          // Runs until the runner says stop: only a newer request can end it.
+          while (progress(0.5, "spinning")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          firstStopped = true;
+          return Status::cancelled();
+        },
+        [&](int v) {
+          ++delivered;
+          value = v;
+        });
+    QTRY_VERIFY(firstStarted.load());
+    QVERIFY(runner.busy());
+    runner.start<int>([](const Progress&) -> Expected<int> { return 42; },
+                      [&](int v) {
+                        ++delivered;
+                        value = v;
+                      });
+    QTRY_COMPARE(value, 42);
+    QVERIFY(firstStopped.load());
+    QCOMPARE(delivered, 1);  // the stale job delivered nothing
+    QVERIFY(!runner.busy());
+    QCOMPARE(failures.count(), 0);  // cancellation is not an error
+  }
+
+  void failedJobReportsItsMessage() {
+    JobRunner runner(QStringLiteral("test"));
+    QSignalSpy failures(&runner, &JobRunner::failed);
+    bool delivered = false;
+    runner.start<int>([](const Progress&) -> Expected<int> { return Status::invalidData("x.h5: key: broken"); },
+                      [&](int) { delivered = true; });
+    QVERIFY(failures.wait(5000));
+    QCOMPARE(failures.at(0).at(0).toString(), QStringLiteral("x.h5: key: broken"));
+    QVERIFY(!delivered);
   }
 
   void histogramChannelScope() {

@@ -17,10 +17,12 @@
 #include <QTableView>
 #include <QTemporaryDir>
 
+#include <hdf5.h>
 #include <nlohmann/json.hpp>
 
 #include "core/attention/detail.h"
 #include "core/capacity/capacity.h"
+#include "core/io/dataset_tree.h"
 #include "core/io/dump.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
@@ -33,6 +35,7 @@
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
 #include "ui/views/summary_view.h"
+#include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/spec_panel.h"
 
 using namespace kvscope;
@@ -64,9 +67,11 @@ std::vector<double> seriesCounts(QLineSeries* s) {
   return out;
 }
 
-bool waitFor(MainWindow& w, void (MainWindow::*signal)()) {
-  QSignalSpy spy(&w, signal);
-  return spy.wait(kWaitMs);
+// Element (layer, head, token, dim) of the stacked test file's data, as written.
+float data(const QString&, int layer, int head, int token, int dim) {
+  const size_t i = ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(head)) * 16 + static_cast<size_t>(token)) * 8 +
+                   static_cast<size_t>(dim);
+  return static_cast<float>(i % 17) - 8.0f;
 }
 
 }  // namespace
@@ -217,6 +222,54 @@ class MainWindowTest : public QObject {
     QVERIFY(!v->bitsSlider()->isEnabled());
     QVERIFY(!v->axisBox()->isEnabled());
     QVERIFY(!v->bitsSlider()->isHidden());
+  }
+
+  void nonCanonicalFileOpensThroughMappingDialog() {
+    // A stacked layout: /cache/key and /cache/value of shape [layer, head, token, dim] = [2, 2, 16, 8].
+    const QString path = dir_.filePath(QStringLiteral("stacked.h5"));
+    {
+      const hid_t file = H5Fcreate(path.toUtf8().constData(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      QVERIFY(file >= 0);
+      const hid_t group = H5Gcreate2(file, "cache", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      const hsize_t dims[4] = {2, 2, 16, 8};
+      std::vector<float> data(2 * 2 * 16 * 8);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 17) - 8.0f;
+      for (const char* name : {"key", "value"}) {
+        const hid_t space = H5Screate_simple(4, dims, nullptr);
+        const hid_t set = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        QVERIFY(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) >= 0);
+        H5Dclose(set);
+        H5Sclose(space);
+      }
+      H5Gclose(group);
+      H5Fclose(file);
+    }
+    auto tree = listDatasets(path.toStdString());
+    QVERIFY2(tree.hasValue(), tree.status().message().c_str());
+    QVERIFY(!tree->canonical);
+    QCOMPARE(static_cast<int>(tree->datasets.size()), 2);
+    QCOMPARE(tree->datasets[0].path, std::string("/cache/key"));
+    QCOMPARE(tree->datasets[0].shape, (std::vector<int64_t>{2, 2, 16, 8}));
+    QCOMPARE(tree->datasets[0].dtype, std::string("float32"));
+
+    // The dialog guesses K and V by name and the axes by rank; the mapping opens the file.
+    MappingDialog dialog(path, *tree);
+    auto mapping = dialog.mapping();
+    QVERIFY2(mapping.hasValue(), mapping.status().message().c_str());
+    QCOMPARE(mapping->key.path, std::string("/cache/key"));
+    QCOMPARE(mapping->value.axes, (std::vector<std::string>{"layer", "head", "token", "dim"}));
+    QVERIFY(!mapping->query.has_value());
+    MainWindow w(false);
+    QSignalSpy layer(&w, &MainWindow::layerReady);
+    w.openDump(path, *mapping);
+    QVERIFY(layer.wait(kWaitMs));
+    QCOMPARE(w.dump()->info().layers, 2);
+    QCOMPARE(w.dump()->info().tokens, 16);
+    QVERIFY(!w.dump()->info().canonical);
+    QCOMPARE(w.layerQuant()->tensors->key.at(1, 3, 5), data(path, 0, 1, 3, 5));
+    // The session keeps the mapping, so the file reopens the same way.
+    const auto session = nlohmann::json::parse(w.sessionJson());
+    QCOMPARE(session["mapping"]["key"]["path"].get<std::string>(), std::string("/cache/key"));
   }
 
   void badFileShowsErrorAndAppStaysUsable() {
