@@ -184,6 +184,20 @@ class MainWindowTest : public QObject {
     for (qsizetype j = 0; j < drawn.size(); ++j) QCOMPARE(drawn[j].y(), row->keyOnly.scores[static_cast<size_t>(j)]);
   }
 
+  void sliderBurstComputesOnceWithTheNewestSpec() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    openSample(w);
+    QSignalSpy ready(&w, &MainWindow::layerReady);
+    // A drag: many values before the event loop runs again; one computation must follow.
+    for (int bits = 1; bits <= 8; ++bits) w.keyPanel()->bitsSlider()->setValue(bits);
+    w.keyPanel()->bitsSlider()->setValue(3);
+    QVERIFY(ready.wait(kWaitMs));
+    QCOMPARE(w.layerQuant()->keySpec.bits, 3);
+    QVERIFY(!ready.wait(300));  // nothing else was queued
+    QCOMPARE(ready.count(), 1);
+  }
+
   void presetFillsBothPanels() {
     MainWindow w(false);
     QVERIFY(w.applyPreset(QStringLiteral("kivi-2")));
