@@ -21,7 +21,12 @@ herr_t keepInnermost(unsigned n, const H5E_error2_t* err, void* data) {
 
 void silenceErrors() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // After a failed H5Fclose (disk full), HDF 1.10's exit-time clean-up closes the broken file
+    // again and crashes (SIGSEGV in H5F__close_cb): skip it; kvscope closes its files itself.
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 Lock::Lock() : lock_(globalMutex()) { silenceErrors(); }
