@@ -132,6 +132,11 @@ class MainWindowTest : public QObject {
     // Hovering a cell names its token, channel and value.
     const QString hover = w.heatmapView()->canvas()->describeAt(QPointF(400, 200));
     QVERIFY2(hover.contains(QStringLiteral("token")) && hover.contains(QStringLiteral("channel")), qPrintable(hover));
+    // The profile line names the sample's persistent outlier key channels (core's synth knows them).
+    const QString profile = w.heatmapView()->profileText();
+    for (int c : synthOutlierChannels(sampleOptions(), 0, 0)) {
+      QVERIFY2(profile.contains(QStringLiteral("%1 (×").arg(c)), qPrintable(profile));
+    }
     const float errBefore = w.heatmapView()->canvas()->data().maxValue;
     const std::vector<double> driftBefore = [&] {
       std::vector<double> v;

@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "core/metrics/outliers.h"
 #include "ui/views/colour_map.h"
 
 namespace kvscope::ui {
@@ -260,10 +261,16 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(new QLabel(tr("Scale"), this));
   controls->addWidget(scale_);
   controls->addStretch(1);
+  profile_ = new QLabel(this);
+  profile_->setWordWrap(true);
+  profile_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  profile_->setToolTip(tr("Outlier channels (max |x| over the median channel's, above 6), how often each is among a "
+                          "token's top 1% of channels, the tokens with the largest norms, and the kurtosis."));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(controls);
   layout->addWidget(canvas_, 1);
+  layout->addWidget(profile_);
 
   for (QComboBox* box : {tensor_, value_, scale_}) {
     connect(box, &QComboBox::currentIndexChanged, this, &HeatmapView::refresh);
@@ -290,6 +297,40 @@ void HeatmapView::refresh() {
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
                      tokenText_);
+  profile_->setText(profileText());
+}
+
+QString HeatmapView::profileText() const {
+  if (!layer_) return {};
+  const auto tensor = static_cast<ViewTensor>(tensor_->currentData().toInt());
+  const Tensor3* x = layer_->original(tensor);
+  if (!x || kvHead_ >= x->heads) return {};
+  std::vector<std::string> text;
+  text.reserve(static_cast<size_t>(tokenText_.size()));
+  for (const QString& t : tokenText_) text.push_back(t.toStdString());
+  const OutlierOptions options;
+  const TensorOutliers p = profileHead(*x, kvHead_, options, text);
+  QStringList channels;
+  for (const ChannelStat& c : p.outlierChannels) {
+    if (channels.size() == 8) {
+      channels << tr("…");
+      break;
+    }
+    channels << tr("%1 (×%2, in top 1% of %3% of tokens)").arg(c.channel).arg(c.ratio, 0, 'f', 1).arg(c.persistence * 100, 0, 'f', 0);
+  }
+  QStringList tokens;
+  for (const TokenStat& t : p.topTokens) {
+    if (tokens.size() == 5) break;
+    QString item = tr("%1 (×%2").arg(t.token).arg(t.ratio, 0, 'f', 1);
+    if (!t.text.empty()) item += QStringLiteral(" \u201c%1\u201d").arg(QString::fromStdString(t.text));
+    tokens << item + QLatin1Char(')');
+  }
+  return tr("<b>Outlier channels</b> (max |x| > %1× the median channel's): %2<br><b>Largest token norms</b>: %3 · "
+            "kurtosis %4")
+      .arg(options.threshold)
+      .arg(channels.isEmpty() ? tr("none") : channels.join(QStringLiteral(", ")).toHtmlEscaped())
+      .arg(tokens.join(QStringLiteral(", ")).toHtmlEscaped())
+      .arg(p.kurtosis, 0, 'f', 2);
 }
 
 void HeatmapView::renderTo(QPainter& painter, const QRectF& target) {

@@ -12,6 +12,7 @@
 #include "ui/model/layer_data.h"
 
 class QComboBox;
+class QLabel;
 
 namespace kvscope::ui {
 
@@ -75,6 +76,8 @@ class HeatmapView : public QWidget, public ExportableView {
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* valueBox() { return value_; }
   QComboBox* scaleBox() { return scale_; }
+  /// The outlier profile line under the map (core's profileHead on the shown tensor).
+  [[nodiscard]] QString profileText() const;
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("heatmap"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
@@ -91,6 +94,7 @@ class HeatmapView : public QWidget, public ExportableView {
   QComboBox* tensor_;
   QComboBox* value_;
   QComboBox* scale_;
+  QLabel* profile_;
   LayerQuantPtr layer_;
   int kvHead_ = 0;
   QStringList tokenText_;
