@@ -53,8 +53,12 @@ void mxfp4(float* x, float /*g*/) {
     if (a == 0.0f) std::fill(x, x + kQk, 0.0f);
     return;
   }
-  const float scale = std::ldexp(1.0f, mxfp4Exponent(a));
-  for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] / scale) * scale;
+  const int e = mxfp4Exponent(a);
+  const float scale = std::ldexp(1.0f, e);
+  // x / 2^e == x · 2^-e exactly (both are the exact product, rounded once); 2^-e is a float for
+  // every e in E8M0's range, so the division can be a multiplication.
+  const float inverse = std::ldexp(1.0f, -e);
+  for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] * inverse) * scale;
 }
 
 void nvfp4(float* x, float g) {
@@ -211,8 +215,11 @@ float nvfp4GlobalScale(float maxAbs) {
 }
 
 int mxfp4Exponent(float maxAbs) {
-  // E8M0 holds 2^-127 .. 2^127.
-  return std::clamp(std::ilogb(maxAbs) - 2, -127, 127);
+  // floor(log2 a) is the exponent field for normal a (ilogb only for subnormals); E8M0 holds
+  // 2^-127 .. 2^127.
+  const int field = static_cast<int>((fp::bitsOf(maxAbs) >> 23) & 0xffu);
+  const int e = field != 0 ? field - 127 : std::ilogb(maxAbs);
+  return std::clamp(e - 2, -127, 127);
 }
 
 BlockKernel blockKernel(FormatId format) {
