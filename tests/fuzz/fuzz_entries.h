@@ -6,7 +6,6 @@
 // hangs and sanitizer reports are caught by the fuzzer itself.
 #pragma once
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -25,30 +24,33 @@ namespace kvscope::fuzz {
 /// The name every fuzzed file or mapping is opened under, so messages can be checked for it.
 inline constexpr const char* kOrigin = "fuzz-input";
 
-/// A file that exists only in memory (memfd), reachable by path through /proc/self/fd. The dump
-/// reader opens paths, so this needs no in-memory entry point in core (see docs/reliability.md).
+/// The bytes as a file in memory (tmpfs /dev/shm when present), removed on destruction. The
+/// dump reader opens paths, so this needs no in-memory entry point in core (docs/reliability.md).
+/// Not a memfd: HDF5 1.10 resolves /proc/self/fd/N symlinks to their target name and fails.
 class MemoryFile {
  public:
   MemoryFile(const uint8_t* data, size_t size) {
-    fd_ = ::memfd_create(kOrigin, MFD_CLOEXEC);
-    if (fd_ < 0) return;
+    const char* dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    std::string name = std::string(dir) + "/" + kOrigin + "-XXXXXX";
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) return;
     size_t done = 0;
     while (done < size) {
-      ssize_t n = ::write(fd_, data + done, size - done);
+      ssize_t n = ::write(fd, data + done, size - done);
       if (n <= 0) break;
       done += static_cast<size_t>(n);
     }
-    path_ = "/proc/self/fd/" + std::to_string(fd_);
+    ::close(fd);
+    path_ = name;
   }
   ~MemoryFile() {
-    if (fd_ >= 0) ::close(fd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
   }
   MemoryFile(const MemoryFile&) = delete;
   MemoryFile& operator=(const MemoryFile&) = delete;
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
-  int fd_ = -1;
   std::string path_;
 };
 
@@ -64,7 +66,7 @@ inline std::string checkFailure(const Status& st, const std::string& what, const
 /// Opens the bytes as a dump and reads every tensor of every layer of the first and last sequence.
 inline std::string fuzzDump(const uint8_t* data, size_t size) {
   MemoryFile file(data, size);
-  if (file.path().empty()) return "";  // no memfd: nothing to test
+  if (file.path().empty()) return "";  // no temporary file: nothing to test
   auto dump = Dump::open(file.path());
   if (!dump) return checkFailure(dump.status(), "open", file.path());
   const DumpInfo& info = (*dump)->info();

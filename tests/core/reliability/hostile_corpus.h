@@ -504,6 +504,47 @@ inline std::vector<Case> buildCorpus(const std::string& dir, const Shape& shape 
         };
       }));
 
+  // Mapping files for a non-canonical file: one stacked [L, B, KVH, T, D] dataset per tensor.
+  const std::string stacked = path("stacked_pkv.h5");
+  {
+    hid_t file = H5Fcreate(stacked.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = H5Gcreate2(file, "past_key_values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    TensorPlan p;
+    p.dims = {static_cast<hsize_t>(shape.layers), 1, kvh, t, d};
+    p.data = pattern(elementCount(p.dims), 1);
+    writeDataset(g, "key", p);
+    p.data = pattern(elementCount(p.dims), 2);
+    writeDataset(g, "value", p);
+    H5Gclose(g);
+    H5Fclose(file);
+  }
+  auto addMapping = [&](const std::string& name, Expect expect, std::vector<std::string> mention,
+                        const std::string& json) {
+    Case c{name, stacked, path(name + ".json"), expect, std::move(mention)};
+    writeBytes(c.mapping, json);
+    cases.push_back(c);
+  };
+  const std::string keyOk = R"("key": {"path": "/past_key_values/key", "axes": "layer,batch,head,token,dim"})";
+  const std::string valueOk = R"("value": {"path": "/past_key_values/value", "axes": "layer,batch,head,token,dim"})";
+  addMapping("mapping_valid", Expect::Valid, {}, "{" + keyOk + ", " + valueOk + "}");
+  addMapping("mapping_malformed_json", Expect::Reject, {"json"}, "{" + keyOk + ", \"value\": {\"path\": ");
+  addMapping("mapping_top_level_array", Expect::Reject, {"object"}, "[" + keyOk.substr(6) + "]");
+  addMapping("mapping_names_missing_dataset", Expect::Reject, {"/past_key_values/nothing_here"},
+             "{" + keyOk + R"(, "value": {"path": "/past_key_values/nothing_here", "axes": "layer,batch,head,token,dim"}})");
+  addMapping("mapping_axes_count_differs", Expect::Reject, {"axes"},
+             "{" + keyOk + R"(, "value": {"path": "/past_key_values/value", "axes": "layer,head,token,dim"}})");
+  addMapping("mapping_unknown_axis", Expect::Reject, {"axis"},
+             "{" + keyOk + R"(, "value": {"path": "/past_key_values/value", "axes": "layer,batch,head,token,channel"}})");
+  addMapping("mapping_per_layer_path_missing", Expect::Reject, {"/layers/"},
+             R"({"key": {"path": "/layers/{layer}/k", "axes": "head,token,dim"},
+                 "value": {"path": "/layers/{layer}/v", "axes": "head,token,dim"}, "layers": 3})");
+  addMapping("mapping_number_overflow", Expect::Reject, {"json|rope_theta"},
+             "{" + keyOk + ", " + valueOk + R"(, "rope_theta": 1e999})");
+  {
+    Case c{"mapping_is_binary", stacked, path("mapping_is_binary.json"), Expect::Reject, {}};
+    writeBytes(c.mapping, slurpBytes(stacked));
+    cases.push_back(c);
+  }
   return cases;
 }
 
