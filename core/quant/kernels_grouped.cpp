@@ -42,7 +42,7 @@ GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a) {
   GroupParams p;
   switch (groupedKind(spec)) {
     case GroupedKind::Sym: {
-      const double qmax = std::ldexp(1.0, spec.bits - 1) - 1.0;
+      const double qmax = static_cast<double>((1 << (spec.bits - 1)) - 1);
       p.scale = fp::metaRound(a / qmax, spec.scale);
       break;
     }
@@ -54,7 +54,7 @@ GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a) {
       break;
     case GroupedKind::Nf4: p.scale = fp::metaRound(a, spec.scale); break;
     case GroupedKind::Asym: {  // not a max-abs format; treat as the range [-a, a]
-      const double n = std::ldexp(1.0, spec.bits) - 1.0;
+      const double n = static_cast<double>((1 << spec.bits) - 1);
       p.scale = fp::metaRound(2.0 * a / n, spec.scale);
       p.zero = fp::metaRound(-a, spec.scale);
       break;
@@ -67,7 +67,7 @@ GroupParams paramsFromRange(const QuantSpec& spec, double lo, double hi) {
   if (groupedKind(spec) != GroupedKind::Asym) {
     return paramsFromMaxAbs(spec, std::max(std::fabs(lo), std::fabs(hi)));
   }
-  const double n = std::ldexp(1.0, spec.bits) - 1.0;
+  const double n = static_cast<double>((1 << spec.bits) - 1);
   GroupParams p;
   p.scale = fp::metaRound((hi - lo) / n, spec.scale);
   p.zero = fp::metaRound(lo, spec.scale);
