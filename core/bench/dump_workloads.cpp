@@ -115,6 +115,7 @@ Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& prese
   malloc_trim(0);
   figures.baselineRssBytes = currentRssBytes();
   resetPeakRss();
+  const double c0 = processCpuSeconds();
   const double t0 = nowSeconds();
   auto dump = Dump::open(generated->path);
   if (!dump) return dump.status();
@@ -125,6 +126,7 @@ Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& prese
   auto report = evaluate(**dump, options, progress);
   if (!report) return report.status();
   figures.seconds = nowSeconds() - t0;
+  figures.cpuSeconds = processCpuSeconds() - c0;
   figures.peakRssBytes = peakRssBytes();
   return figures;
 }
@@ -144,9 +146,11 @@ Expected<OpenFigures> benchOpen(const DumpShape& shape, const std::string& tempD
   malloc_trim(0);
   figures.rssBeforeBytes = currentRssBytes();
   {
+    const double c0 = processCpuSeconds();
     const double t0 = nowSeconds();
     auto dump = Dump::open(generated->path);
     figures.seconds = nowSeconds() - t0;
+    figures.cpuSeconds = processCpuSeconds() - c0;
     if (!dump) return dump.status();
     figures.rssAfterBytes = currentRssBytes();
   }

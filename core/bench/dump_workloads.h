@@ -35,6 +35,7 @@ struct EvalFigures {
   std::string preset;
   double generateSeconds = 0;  ///< writing the dump (setup, not judged)
   double seconds = 0;          ///< Dump::open + evaluate, wall clock
+  double cpuSeconds = 0;       ///< process CPU time of the same, all threads
   int64_t baselineRssBytes = 0;  ///< RSS just before opening
   int64_t peakRssBytes = 0;      ///< the process's peak RSS during the evaluation
   int64_t dumpBytes = 0;         ///< size of the generated file
@@ -50,6 +51,7 @@ struct OpenFigures {
   double generateSeconds = 0;
   int64_t dumpBytes = 0;
   double seconds = 0;            ///< Dump::open with the file evicted from the page cache (cold)
+  double cpuSeconds = 0;         ///< process CPU time of that open
   double warmSeconds = 0;        ///< best of a few Dump::open right after (file metadata cached)
   bool evicted = false;          ///< whether the kernel accepted the eviction (posix_fadvise)
   int64_t rssBeforeBytes = 0;    ///< RSS before opening

@@ -339,6 +339,7 @@ class SuiteRunner {
     time.name = "time (kivi-2)";
     time.shape = shapeStr;
     time.seconds = time.medianSeconds = figures->seconds;
+    time.cpuSeconds = figures->cpuSeconds;
     time.runs = 1;
     time.figures = {{"seconds", figures->seconds}, {"generate_seconds", figures->generateSeconds},
                     {"dump_bytes", static_cast<double>(figures->dumpBytes)}};
@@ -394,6 +395,7 @@ class SuiteRunner {
     time.name = "time";
     time.shape = shapeStr;
     time.seconds = time.medianSeconds = figures->seconds;
+    time.cpuSeconds = figures->cpuSeconds;
     time.runs = 1;
     time.figures = {{"seconds", figures->seconds}, {"warm_seconds", figures->warmSeconds},
                     {"generate_seconds", figures->generateSeconds},
