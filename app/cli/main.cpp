@@ -92,7 +92,17 @@ Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
 
 namespace {
 volatile std::sig_atomic_t gInterrupted = 0;
-extern "C" void onSigint(int) { gInterrupted = 1; }
+// The first SIGINT/SIGTERM asks long work to stop cleanly (it checks interrupted() through its
+// Progress callback, removes temporary files and exits 130). A second one, for work stuck where
+// no callback runs (inside libhdf5 on a hostile file), ends the process at once.
+extern "C" void onSigint(int sig) {
+  if (gInterrupted) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  gInterrupted = 1;
+}
 }  // namespace
 
 bool interrupted() { return gInterrupted != 0; }
@@ -106,6 +116,7 @@ Progress cancellationProgress() {
 int main(int argc, char** argv) {
   using namespace kvscope::cli;
   std::signal(SIGINT, onSigint);
+  std::signal(SIGTERM, onSigint);
   CLI::App app{"kvscope-cli: measure what KV-cache quantization does to attention", "kvscope-cli"};
   app.set_version_flag("--version", std::string("kvscope ") + KVSCOPE_VERSION);
   app.require_subcommand(1);

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "core/io/h5.h"
+#include "core/util/atomic_file.h"
 #include "core/io/half.h"
 
 namespace kvscope {
@@ -19,14 +21,25 @@ const char* diskTypeName(DiskType type) { return type == DiskType::Float16 ? "fp
 
 namespace {
 
-std::string temporaryNameFor(const std::string& path) {
-  std::filesystem::path p(path);
-  std::random_device rd;
-  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "." + std::string.
-  std::string name(1, '.');
-  name += p.filename().string();
-  name += ".kvscope-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  return (p.parent_path() / name).string();
+// Refuses a dump that cannot fit on the target's file system before writing a byte, so a typo
+// in `synth --tokens` does not fill the disk.
+Status checkFreeSpace(const DumpWriterOptions& o, const std::string& path) {
+  const double elementBytes = o.dtype == DiskType::Float16 ? 2.0 : 4.0;
+  const double kv = double(o.kvHeads) * o.tokens * o.headDim;
+  const double perLayer = kv * (o.keyPreRope ? 3 : 2) + double(o.heads) * o.queries * o.headDim;
+  const double bytes = (perLayer * o.layers * elementBytes + double(o.tokens) * o.logitsVocab * 4.0) *
+                       std::max(1, o.sequences);
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  auto space = std::filesystem::space(parent.empty() ? std::filesystem::path(".") : parent, ec);
+  if (ec) return Status::ok();  // cannot tell; the write itself reports a full disk
+  if (bytes > static_cast<double>(space.available))
+    return Status::resourceLimit(path + ": the dump would need " +
+                                 std::to_string(static_cast<long long>(bytes / (1 << 20))) +
+                                 " MiB but only " +
+                                 std::to_string(static_cast<long long>(space.available >> 20)) +
+                                 " MiB are free there");
+  return Status::ok();
 }
 
 Status checkOptions(const DumpWriterOptions& o, const std::string& path) {
@@ -251,9 +264,10 @@ Expected<std::unique_ptr<DumpWriter>> DumpWriter::create(const std::string& path
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
     return Status::ioError(path + ": folder " + parent.string() + " does not exist");
+  KVS_RETURN_IF_ERROR(checkFreeSpace(options, path));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->tmp = temporaryNameFor(path);
+  impl->tmp = temporaryPathFor(path);
   impl->o = options;
   impl->batched = options.batchAxis || options.sequences > 1;
   h5::Lock lock;

@@ -24,14 +24,6 @@ bool existsAndNotRegular(const std::string& path) {
   return !S_ISREG(st.st_mode);
 }
 
-std::string temporaryNameFor(const std::string& path) {
-  fs::path p(path);
-  std::random_device rd;
-  std::string name = "." + p.filename().string() + ".kvscope-tmp-" + std::to_string(::getpid()) +
-                     "-" + std::to_string(rd());
-  return (p.parent_path() / name).string();
-}
-
 Status writeAll(int fd, std::string_view content, const std::string& shownPath) {
   const char* data = content.data();
   size_t left = content.size();
@@ -49,6 +41,16 @@ Status writeAll(int fd, std::string_view content, const std::string& shownPath) 
 
 }  // namespace
 
+std::string temporaryPathFor(const std::string& path) {
+  fs::path p(path);
+  std::random_device rd;
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) on "." + std::string.
+  std::string name(1, '.');
+  name += p.filename().string();
+  name += ".kvscope-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  return (p.parent_path() / name).string();
+}
+
 Status writeViaTemporary(const std::string& path,
                          const std::function<Status(const std::string& temporaryPath)>& writer) {
   if (path.empty()) return Status::invalidArgument("empty output path");
@@ -59,7 +61,7 @@ Status writeViaTemporary(const std::string& path,
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent))
     return Status::ioError(path + ": folder " + parent.string() + " does not exist");
-  const std::string tmp = temporaryNameFor(path);
+  const std::string tmp = temporaryPathFor(path);
   Status st = writer(tmp);
   if (st.isOk()) {
     int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);

@@ -22,6 +22,10 @@ Status writeFileAtomic(const std::string& path, std::string_view content);
 Status writeViaTemporary(const std::string& path,
                          const std::function<Status(const std::string& temporaryPath)>& writer);
 
+/// A fresh hidden temporary path beside `path` (".NAME.kvscope-tmp-PID-N"), for writers that
+/// manage the temporary file themselves (the HDF5 dump writer).
+std::string temporaryPathFor(const std::string& path);
+
 /// Reads a whole file (for mappings, sessions, candidate lists); errors name the file.
 Expected<std::string> readTextFile(const std::string& path, size_t maxBytes = size_t{64} << 20);
 

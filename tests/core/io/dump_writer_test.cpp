@@ -253,3 +253,25 @@ TEST(DumpWriter, RefusesInconsistentOptionsAndMissingFolders) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Regression for the reliability finding "synth accepts absurd sizes and fills the disk".
+TEST(DumpWriter, RefusesADumpLargerThanTheFreeSpaceBeforeWriting) {
+  test::TempDir dir;
+  const std::string path = dir.file("huge.h5");
+  DumpWriterOptions o = smallOptions();
+  o.layers = 100000;
+  o.tokens = 100000;
+  o.headDim = 1024;  // ~6e15 bytes: more than any disk this runs on
+  auto w = DumpWriter::create(path, o);
+  ASSERT_FALSE(w.hasValue());
+  EXPECT_EQ(w.status().code(), StatusCode::ResourceLimit);
+  EXPECT_NE(w.status().message().find("huge.h5"), std::string::npos) << w.status().message();
+  EXPECT_NE(w.status().message().find("free"), std::string::npos) << w.status().message();
+  EXPECT_EQ(filesIn(dir.path()), 0u);
+}
+
+}  // namespace
+}  // namespace kvscope
