@@ -425,3 +425,36 @@ TEST(CliNothingLost, SigintStopsALongSynthWithExit130AndNoFileLeft) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Inputs that crash or hang libhdf5 1.10.8 itself (tests/fuzz/hdf5-findings): the CLI opens the
+// dump in a child process first, so each becomes exit 2 with a message naming the file.
+TEST(CliHostileInputs, FilesThatCrashOrHangLibhdf5GiveExit2NotACrash) {
+  const fs::path dir = fs::path(KVSCOPE_SOURCE_DIR) / "tests" / "fuzz" / "hdf5-findings";
+  ASSERT_TRUE(fs::is_directory(dir));
+  ::setenv("KVSCOPE_PROBE_TIMEOUT_MS", "2000", 1);
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".h5") continue;
+    const std::string file = entry.path().string();
+    for (const char* command : {"info", "outliers"}) {
+      RunResult r = test::runCli(std::string(command) + " '" + file + "'");
+      const bool tokenTextOnly = entry.path().filename().string().find("token_text") != std::string::npos;
+      if (tokenTextOnly && std::string(command) == "info") {
+        EXPECT_TRUE(r.exitCode == 0 || r.exitCode == 2) << file << ": " << r.err;
+      } else {
+        EXPECT_EQ(r.exitCode, 2) << command << " " << file << ": " << r.err;
+        EXPECT_NE(r.err.find(entry.path().filename().string()), std::string::npos) << r.err;
+      }
+      EXPECT_EQ(r.err.find("HDF5-DIAG"), std::string::npos) << r.err;
+    }
+    ++checked;
+  }
+  ::unsetenv("KVSCOPE_PROBE_TIMEOUT_MS");
+  EXPECT_GE(checked, 4);
+}
+
+}  // namespace
+}  // namespace kvscope
