@@ -35,6 +35,9 @@
 #include "core/attention/attention.h"
 #include "core/attention/detail.h"
 #include "core/io/dataset_tree.h"
+#include "core/model/checkpoint.h"
+#include "core/model/e2e.h"
+#include "core/model/record.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
 #include "core/report/eval.h"
@@ -92,6 +95,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   driftRunner_ = new JobRunner(tr("attention drift"), this);
   summaryRunner_ = new JobRunner(tr("layer summary"), this);
   searchRunner_ = new JobRunner(tr("budget search"), this);
+  e2eRunner_ = new JobRunner(tr("end-to-end check"), this);
 
   statusText_ = new QLabel(this);
   progress_ = new QProgressBar(this);
@@ -109,7 +113,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     for (JobRunner* r : runners_) r->cancel();
     showStatus(tr("Cancelled."));
   });
-  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_}) trackBusy(r);
+  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) trackBusy(r);
 
   buildDocks();
   buildMenus();
@@ -131,6 +135,11 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   connect(summary_, &SummaryView::selected, this, &MainWindow::select);
   connect(summary_, &SummaryView::budgetsChanged, budget_, &BudgetView::setBudgetBounds);
   connect(budget_, &BudgetView::searchRequested, this, &MainWindow::runSearch);
+  connect(budget_, &BudgetView::e2eRequested, this, &MainWindow::runE2eCheck);
+  connect(e2eRunner_, &JobRunner::failed, this, [this] {
+    e2eSpecs_.reset();
+    budget_->setE2eMessage(tr("The end-to-end check failed; see the status bar."));
+  });
   connect(dataset_, &DatasetPanel::selected, this, [this](int layer, int head) {
     select(layer, head < 0 ? selection_.kvHead : head);
   });
@@ -355,7 +364,7 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
 
 void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText,
                               std::optional<Mapping> mapping) {
-  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_}) r->cancel();
+  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) r->cancel();
   budget_->setSearchResult(nullptr);
   dump_ = std::move(dump);
   mapping_ = std::move(mapping);
@@ -391,6 +400,9 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
     pendingSessionMessage_.clear();
   }
   showStatus(status);
+  e2eSpecs_.reset();
+  const QString e2eWhy = e2eUnavailableReason();
+  budget_->setE2eAvailable(e2eWhy.isEmpty(), e2eWhy);
   updateStorage();
   emit dumpOpened();
   recomputeTimer_.stop();
@@ -458,6 +470,60 @@ void MainWindow::runSearch(const SearchOptions& options) {
       });
 }
 
+QString MainWindow::e2eUnavailableReason() const {
+  if (!dump_) return tr("Open a dump written by kvscope-cli record to run the end-to-end check.");
+  const DumpInfo& info = dump_->info();
+  const QString model = q(info.modelPath);
+  if (!info.hasLogits || model.isEmpty())
+    return tr("The end-to-end check needs a dump written by kvscope-cli record (with /logits and model_path); "
+              "this one has %1.")
+        .arg(info.hasLogits ? tr("no model_path attribute") : tr("no /logits"));
+  if (!QFileInfo(model).isFile())
+    return tr("The end-to-end check needs a dump written by kvscope-cli record and its model file at %1, "
+              "which is missing.")
+        .arg(model);
+  return {};
+}
+
+void MainWindow::runE2eCheck() {
+  const QString why = e2eUnavailableReason();
+  if (!why.isEmpty()) {
+    showError(tr("end-to-end check"), why);
+    return;
+  }
+  const QuantSpec key = keyPanel_->spec();
+  const QuantSpec value = valuePanel_->spec();
+  e2eSpecs_ = std::make_pair(key, value);
+  budget_->setE2eResult(nullptr);
+  budget_->setE2eMessage(tr("Replaying the recording through the model…"));
+  auto dump = dump_;
+  // start() cancels a run still going for older specs: newest request wins.
+  e2eRunner_->start<std::shared_ptr<const E2eResult>>(
+      [dump, key, value](const Progress& progress) -> Expected<std::shared_ptr<const E2eResult>> {
+        const std::string& path = dump->info().modelPath;
+        auto model = Checkpoint::load(path);
+        if (!model) return model.status();
+        // Reading, the exact replay and the quantized replay share the progress bar in thirds.
+        const auto part = [&progress](double from) {
+          return Progress([&progress, from](double f, std::string_view what) {
+            return report(progress, from + f / 3.0, what);
+          });
+        };
+        auto recording = readRecording(*dump, part(0.0));
+        if (!recording) return recording.status();
+        auto baseline = e2eBaseline(*model, *recording, part(1.0 / 3.0));
+        if (!baseline) return baseline.status().withContext(dump->info().path);
+        auto result = runE2e(*model, *recording, *baseline, key, value, part(2.0 / 3.0));
+        if (!result) return result.status();
+        return std::make_shared<const E2eResult>(std::move(result).value());
+      },
+      [this](std::shared_ptr<const E2eResult> result) {
+        budget_->setE2eResult(std::move(result));
+        showStatus(tr("End-to-end check done."));
+        emit e2eFinished();
+      });
+}
+
 void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }
 
 void MainWindow::stepLayer(int delta) {
@@ -481,6 +547,13 @@ void MainWindow::updateStorage() {
   }
   const DumpInfo& info = dump_->info();
   budget_->setInputs(info, keyPanel_->spec(), valuePanel_->spec());
+  if (e2eSpecs_ && (e2eSpecs_->first != keyPanel_->spec() || e2eSpecs_->second != valuePanel_->spec())) {
+    // The shown (or running) end-to-end check is for other specs.
+    e2eRunner_->cancel();
+    e2eSpecs_.reset();
+    budget_->setE2eResult(nullptr);
+    budget_->setE2eMessage(tr("The specs changed; press Run to check these."));
+  }
   const StorageCount k = storageFor(keyPanel_->spec(), info.kvHeads, info.tokens, info.headDim);
   const StorageCount v = storageFor(valuePanel_->spec(), info.kvHeads, info.tokens, info.headDim);
   // §5: bytes per token = Σ over layers of K and V bits / 8 / T (every layer has the same shape).

@@ -65,6 +65,11 @@ class MainWindow : public QMainWindow {
   void select(int layer, int kvHead);
   /// Runs the budget search in the background; the budget view shows the result.
   void runSearch(const SearchOptions& options);
+  /// Runs the end-to-end check (core/model/e2e.h) for the current specs in the background; needs
+  /// a dump written by `kvscope-cli record` whose model file exists. The budget view shows it.
+  void runE2eCheck();
+  /// Empty when the open dump can drive the end-to-end check, else what it lacks.
+  [[nodiscard]] QString e2eUnavailableReason() const;
   /// Brings view tab `index` to the front (0 histogram … 4 budget).
   void showTab(int index);
 
@@ -104,6 +109,8 @@ class MainWindow : public QMainWindow {
   void summaryFinished();
   /// The budget search delivered its result.
   void searchFinished();
+  /// The end-to-end check delivered its result.
+  void e2eFinished();
   /// An error reached the user (message as shown).
   void errorShown(const QString& message);
 
@@ -163,6 +170,9 @@ class MainWindow : public QMainWindow {
   JobRunner* driftRunner_;
   JobRunner* summaryRunner_;
   JobRunner* searchRunner_;
+  JobRunner* e2eRunner_;
+  /// The specs of the end-to-end result shown (or running); a change makes it stale.
+  std::optional<std::pair<QuantSpec, QuantSpec>> e2eSpecs_;
   QList<JobRunner*> runners_;
   QTimer recomputeTimer_;
   QLabel* statusText_;

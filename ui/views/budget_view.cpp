@@ -12,6 +12,7 @@
 #include <QValueAxis>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -122,9 +123,40 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   searchRow->addWidget(valueBound_);
   searchRow->addWidget(run_);
   searchRow->addStretch(1);
+  e2eGroup_ = new QGroupBox(tr("End-to-end check (model)"), this);
+  e2eRun_ = new QPushButton(tr("Run"), e2eGroup_);
+  e2eRun_->setToolTip(tr("Replay the recorded tokens through the model with the current K and V specs and "
+                         "compare its next-token distribution with the exact replay."));
+  e2eInfo_ = new QLabel(e2eGroup_);
+  e2eInfo_->setWordWrap(true);
+  e2eKlMean_ = new QLabel(QStringLiteral("–"), e2eGroup_);
+  e2eKlMax_ = new QLabel(QStringLiteral("–"), e2eGroup_);
+  e2eTop1_ = new QLabel(QStringLiteral("–"), e2eGroup_);
+  e2ePpl_ = new QLabel(QStringLiteral("–"), e2eGroup_);
+  e2eKlMean_->setObjectName(QStringLiteral("kl_mean"));
+  e2eKlMax_->setObjectName(QStringLiteral("kl_max"));
+  e2eTop1_->setObjectName(QStringLiteral("top1"));
+  e2ePpl_->setObjectName(QStringLiteral("ppl_ratio"));
+  e2eNotes_ = new QLabel(e2eGroup_);
+  e2eNotes_->setWordWrap(true);
+  auto* e2eForm = new QFormLayout;
+  e2eForm->addRow(tr("next-token KL mean (nats)"), e2eKlMean_);
+  e2eForm->addRow(tr("next-token KL max (nats)"), e2eKlMax_);
+  e2eForm->addRow(tr("top-1 agreement"), e2eTop1_);
+  e2eForm->addRow(tr("perplexity ratio"), e2ePpl_);
+  auto* e2eLayout = new QVBoxLayout(e2eGroup_);
+  e2eLayout->addWidget(e2eRun_);
+  e2eLayout->addWidget(e2eInfo_);
+  e2eLayout->addLayout(e2eForm);
+  e2eLayout->addWidget(e2eNotes_, 1);
+  e2eGroup_->setMaximumWidth(360);
+  setE2eAvailable(false, tr("Open a dump written by kvscope-cli record to run the end-to-end check."));
+  connect(e2eRun_, &QPushButton::clicked, this, [this] { emit e2eRequested(); });
+
   auto* charts = new QHBoxLayout;
   charts->addWidget(keyView_);
   charts->addWidget(valueView_);
+  charts->addWidget(e2eGroup_);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(new QLabel(tr("<b>Budget search</b>"), this));
   layout->addLayout(searchRow);
@@ -223,6 +255,43 @@ SearchOptions BudgetView::searchOptions() const {
 void BudgetView::setBudgetBounds(double key, double value) {
   if (static_cast<AttentionField>(keyField_->currentData().toInt()) == AttentionField::OutputRelError) keyBound_->setValue(key);
   if (static_cast<AttentionField>(valueField_->currentData().toInt()) == AttentionField::OutputRelError) valueBound_->setValue(value);
+}
+
+void BudgetView::setE2eAvailable(bool available, const QString& why) {
+  e2eGroup_->setEnabled(available);
+  e2eGroup_->setToolTip(available ? QString() : why);
+  setE2eResult(nullptr);
+  setE2eMessage(available ? tr("Press Run to replay the recording with the current specs.") : why);
+}
+
+void BudgetView::setE2eMessage(const QString& message) { e2eInfo_->setText(message); }
+
+void BudgetView::setE2eResult(std::shared_ptr<const E2eResult> result) {
+  e2e_ = std::move(result);
+  if (!e2e_) {
+    for (QLabel* l : {e2eKlMean_, e2eKlMax_, e2eTop1_, e2ePpl_}) l->setText(QStringLiteral("–"));
+    e2eNotes_->clear();
+    return;
+  }
+  const E2eSummary& s = e2e_->summary;
+  e2eKlMean_->setText(QString::number(s.klMean, 'g', 6));
+  e2eKlMax_->setText(QString::number(s.klMax, 'g', 6));
+  e2eTop1_->setText(QString::number(s.top1Agreement, 'f', 4));
+  e2ePpl_->setText(QString::number(s.pplRatio, 'f', 5));
+  e2eInfo_->setText(tr("%1, %2 tokens replayed. K %3 (%4); V %5 (%6).")
+                        .arg(q(e2e_->model))
+                        .arg(e2e_->tokens)
+                        .arg(q(e2e_->key.specText), q(e2e_->key.storage), q(e2e_->value.specText),
+                             q(e2e_->value.storage)));
+  QStringList notes;
+  for (const std::string& n : e2e_->notes) notes << tr("note: %1").arg(q(n));
+  for (const std::string& w : e2e_->warnings) notes << tr("⚠ %1").arg(q(w));
+  e2eNotes_->setText(notes.join(QStringLiteral("\n")));
+}
+
+QString BudgetView::e2eFigure(const QString& name) const {
+  const QLabel* l = e2eGroup_->findChild<QLabel*>(name);
+  return l ? l->text() : QString();
 }
 
 void BudgetView::setSearchMessage(const QString& message) { searchInfo_->setText(message); }

@@ -10,6 +10,7 @@
 
 #include "core/capacity/capacity.h"
 #include "core/io/dump.h"
+#include "core/model/e2e.h"
 #include "core/quant/spec.h"
 #include "core/search/search.h"
 #include "ui/export/exportable.h"
@@ -19,6 +20,7 @@ class QChartView;
 class QComboBox;
 class QPushButton;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QSpinBox;
 class QTableWidget;
@@ -47,6 +49,18 @@ class BudgetView : public QWidget, public ExportableView {
   void setBudgetBounds(double key, double value);
   QPushButton* searchButton() { return run_; }
 
+  /// Enables the end-to-end check; when `available` is false, `why` says what it needs.
+  void setE2eAvailable(bool available, const QString& why);
+  /// The end-to-end check's result for the current specs; nullptr clears it.
+  void setE2eResult(std::shared_ptr<const E2eResult> result);
+  /// Shows why there is no end-to-end result (running, failed, specs changed).
+  void setE2eMessage(const QString& message);
+  [[nodiscard]] const E2eResult* e2eResult() const { return e2e_.get(); }
+  QGroupBox* e2eGroup() { return e2eGroup_; }
+  QPushButton* e2eButton() { return e2eRun_; }
+  /// The figures as shown: "kl_mean", "kl_max", "top1", "ppl_ratio" (each label's text).
+  [[nodiscard]] QString e2eFigure(const QString& name) const;
+
   [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
@@ -55,6 +69,8 @@ class BudgetView : public QWidget, public ExportableView {
  signals:
   /// The user asked for a budget search with these options.
   void searchRequested(const kvscope::SearchOptions& options);
+  /// The user asked for the end-to-end check with the current specs.
+  void e2eRequested();
 
  private:
   void rebuildPareto();
@@ -85,6 +101,15 @@ class BudgetView : public QWidget, public ExportableView {
   QChartView* keyView_;
   QChartView* valueView_;
   std::shared_ptr<const SearchResult> search_;
+  QGroupBox* e2eGroup_;
+  QPushButton* e2eRun_;
+  QLabel* e2eInfo_;
+  QLabel* e2eKlMean_;
+  QLabel* e2eKlMax_;
+  QLabel* e2eTop1_;
+  QLabel* e2ePpl_;
+  QLabel* e2eNotes_;
+  std::shared_ptr<const E2eResult> e2e_;
 };
 
 }  // namespace kvscope::ui
