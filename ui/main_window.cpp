@@ -53,6 +53,7 @@
 #include "ui/widgets/dataset_panel.h"
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/spec_panel.h"
+#include "ui/workers/dump_probe.h"
 #include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
@@ -344,6 +345,9 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
       [file, mapping](const Progress& progress) -> Expected<std::shared_ptr<Opened>> {
         OpenOptions options;
         options.mapping = mapping;
+        // A file that crashes or hangs libhdf5 must not take the window with it.
+        KVS_RETURN_IF_ERROR(probeDumpInSubprocess(file, mapping));
+        if (!report(progress, 0.2, "opening")) return Status::cancelled();
         auto dump = Dump::open(file, options);
         if (!dump) return dump.status();
         if (!report(progress, 0.5, "reading token text")) return Status::cancelled();

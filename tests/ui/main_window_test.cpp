@@ -308,6 +308,28 @@ class MainWindowTest : public QObject {
     QVERIFY(w.dump());
   }
 
+  // tests/fuzz/hdf5-findings holds files that segfault or hang libhdf5 1.10.8 itself; the window
+  // probes them through kvscope-cli first, so it shows an error instead of dying.
+  void fileThatCrashesLibhdf5ShowsErrorAndAppStaysUsable() {
+    qputenv("KVSCOPE_CLI", KVSCOPE_CLI_PATH);
+    qputenv("KVSCOPE_PROBE_TIMEOUT_MS", "2000");
+    MainWindow w(false);
+    for (const char* name : {"segv-null-H5F__accum_read-group-lookup.h5",
+                             "segv-H5HG_read-token_text.h5", "hang-H5HG_read-string-attribute.h5"}) {
+      const QString bad = QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/fuzz/hdf5-findings/") + QLatin1String(name);
+      QVERIFY(QFileInfo::exists(bad));
+      QSignalSpy errors(&w, &MainWindow::errorShown);
+      w.openDump(bad);
+      QVERIFY(errors.wait(kWaitMs));
+      QVERIFY2(w.lastError().contains(QLatin1String(name)), qPrintable(w.lastError()));
+      QVERIFY(!w.dump());
+    }
+    openSample(w);
+    QVERIFY(w.dump());
+    qunsetenv("KVSCOPE_PROBE_TIMEOUT_MS");
+    qunsetenv("KVSCOPE_CLI");
+  }
+
   void exportsAreValidFiles() {
     MainWindow w(false);
     w.setSpecs(*parseSpec("int4,axis=channel"), *parseSpec("int4"));
