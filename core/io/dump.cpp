@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "core/io/h5.h"
-#include "core/io/half.h"
+#include "core/quant/fp_types.h"
 
 namespace kvscope {
 
@@ -750,7 +750,7 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     if (rc >= 0) {
       const int64_t elements = static_cast<int64_t>(raw.size());
 #pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
-      for (int64_t i = 0; i < elements; ++i) target[i] = halfToFloat(raw[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < elements; ++i) target[i] = fp::fp16Value(raw[static_cast<size_t>(i)]);
     }
   } else {
     rc = H5Dread(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, target);

@@ -13,7 +13,7 @@
 
 #include "core/io/h5.h"
 #include "core/util/atomic_file.h"
-#include "core/io/half.h"
+#include "core/quant/fp_types.h"
 
 namespace kvscope {
 
@@ -301,7 +301,7 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
     const int64_t elements = static_cast<int64_t>(bits.size());
 #pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
     for (int64_t i = 0; i < elements; ++i)
-      bits[static_cast<size_t>(i)] = floatToHalf(t.data[static_cast<size_t>(i)]);
+      bits[static_cast<size_t>(i)] = fp::fp16Bits(t.data[static_cast<size_t>(i)]);
     h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
     rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
                   bits.data());

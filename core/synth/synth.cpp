@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/io/half.h"
+#include "core/quant/fp_types.h"
 
 namespace kvscope {
 
@@ -122,7 +122,7 @@ void rope(float* row, int dim, const std::vector<double>& cosv, const std::vecto
 }
 
 float storageRound(float x, DiskType dtype) {
-  return dtype == DiskType::Float16 ? roundToHalf(x) : x;
+  return dtype == DiskType::Float16 ? fp::roundFp16(x) : x;
 }
 
 /// Per (layer, kv head) parameters of the synthetic model.

@@ -10,7 +10,7 @@
 
 #include "core/io/dump.h"
 #include "core/io/dump_writer.h"
-#include "core/io/half.h"
+#include "core/quant/fp_types.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
@@ -173,18 +173,18 @@ TEST(HalfConversion, AgreesWithRoundingThroughDoubleOnEveryHalfInterval) {
   // For every finite half h and the midpoint to the next one, check RNE against an
   // independent computation in double.
   for (uint32_t bits = 0; bits < 0x7bffu; ++bits) {
-    const float lo = halfToFloat(static_cast<uint16_t>(bits));
-    const float hi = halfToFloat(static_cast<uint16_t>(bits + 1));
-    ASSERT_EQ(floatToHalf(lo), bits);
+    const float lo = fp::fp16Value(static_cast<uint16_t>(bits));
+    const float hi = fp::fp16Value(static_cast<uint16_t>(bits + 1));
+    ASSERT_EQ(fp::fp16Bits(lo), bits);
     const double mid = (double(lo) + double(hi)) / 2.0;
     const uint16_t even =
         (bits & 1u) ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits);
-    ASSERT_EQ(floatToHalf(static_cast<float>(mid)), even) << bits;
-    ASSERT_EQ(floatToHalf(std::nextafter(static_cast<float>(mid), 0.0f)), bits) << bits;
-    ASSERT_EQ(floatToHalf(std::nextafter(static_cast<float>(mid), 1e9f)), bits + 1) << bits;
+    ASSERT_EQ(fp::fp16Bits(static_cast<float>(mid)), even) << bits;
+    ASSERT_EQ(fp::fp16Bits(std::nextafter(static_cast<float>(mid), 0.0f)), bits) << bits;
+    ASSERT_EQ(fp::fp16Bits(std::nextafter(static_cast<float>(mid), 1e9f)), bits + 1) << bits;
   }
-  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_EQ(floatToHalf(-0.0f), 0x8000u);
+  EXPECT_TRUE(std::isnan(fp::fp16Value(fp::fp16Bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(fp::fp16Bits(-0.0f), 0x8000u);
 }
 
 TEST(DumpWriter, DestroyedWithoutFinishLeavesThePreviousFileAndNoTemporary) {
