@@ -50,25 +50,10 @@ Expected<CapacityRequest> buildRequest(const Options& o) {
   if (o.context > 0) r.context = o.context;
   if (r.context <= 0) r.context = 4096;
   r.batch = o.batch;
-  if (!o.preset.empty()) {
-    if (!o.key.empty() || !o.value.empty()) {
-      return Status::invalidArgument("give either --key and --value, or --preset, not both");
-    }
-    auto p = presetSpecs(o.preset);
-    if (!p) return p.status();
-    r.key = p->key;
-    r.value = p->value;
-  } else {
-    if (o.key.empty() || o.value.empty()) {
-      return Status::invalidArgument("give both --key SPEC and --value SPEC (or --preset NAME)");
-    }
-    auto key = parseSpec(o.key);
-    if (!key) return key.status().withContext("--key");
-    auto value = parseSpec(o.value);
-    if (!value) return value.status().withContext("--value");
-    r.key = *key;
-    r.value = *value;
-  }
+  auto specs = resolveSpecs(o.key, o.value, o.preset);
+  if (!specs) return specs.status();
+  r.key = specs->key;
+  r.value = specs->value;
   auto memory = parseByteSize(o.memory, "--memory");
   if (!memory) return memory.status();
   auto weights = parseByteSize(o.weights, "--weights");

@@ -87,23 +87,12 @@ Expected<std::vector<SweepEntry>> entriesFrom(const Options& o) {
   if (ways != 1)
     return Status::invalidArgument("give exactly one of: --key SPEC --value SPEC, --preset NAME, or --sweep LIST");
   if (!o.sweep.empty()) return parseSweep(o.sweep);
+  auto resolved = resolveSpecs(o.key, o.value, o.preset);
+  if (!resolved) return resolved.status();
   SweepEntry e;
-  if (!o.preset.empty()) {
-    auto p = presetSpecs(o.preset);
-    if (!p) return p.status();
-    e.label = o.preset;
-    e.key = p->key;
-    e.value = p->value;
-    return std::vector<SweepEntry>{e};
-  }
-  if (o.key.empty() || o.value.empty())
-    return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME");
-  auto k = parseSpec(o.key);
-  if (!k) return k.status().withContext("--key");
-  auto v = parseSpec(o.value);
-  if (!v) return v.status().withContext("--value");
-  e.key = *k;
-  e.value = *v;
+  e.label = o.preset;
+  e.key = resolved->key;
+  e.value = resolved->value;
   return std::vector<SweepEntry>{e};
 }
 

@@ -30,28 +30,11 @@ struct Options {
 /// Builds EvalOptions from the command line; every error names the option and what is allowed.
 Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
   EvalOptions options;
-  const bool specs = !o.key.empty() || !o.value.empty();
-  if (specs && !o.preset.empty()) {
-    return Status::invalidArgument("give either --key and --value, or --preset, not both");
-  }
-  if (!o.preset.empty()) {
-    auto p = presetSpecs(o.preset);
-    if (!p) return p.status();
-    options.key = p->key;
-    options.value = p->value;
-    options.preset = o.preset;
-  } else {
-    if (o.key.empty() || o.value.empty()) {
-      return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME "
-                                     "(run 'kvscope-cli presets' for the list)");
-    }
-    auto key = parseSpec(o.key);
-    if (!key) return key.status().withContext("--key");
-    auto value = parseSpec(o.value);
-    if (!value) return value.status().withContext("--value");
-    options.key = *key;
-    options.value = *value;
-  }
+  auto specs = resolveSpecs(o.key, o.value, o.preset);
+  if (!specs) return specs.status();
+  options.key = specs->key;
+  options.value = specs->value;
+  options.preset = o.preset;
   auto layers = parseLayerList(o.layers, info.layers);
   if (!layers) return layers.status();
   options.layers = *layers;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/io/dump.h"
+#include "core/quant/presets.h"
 #include "core/util/status.h"
 
 namespace kvscope::cli {
@@ -52,6 +53,11 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
 
 /// Writes `text` to `path`: "-" is standard output, anything else is written atomically.
 Status writeOutput(const std::string& path, const std::string& text);
+
+/// The K and V specs of `--key SPEC --value SPEC` or `--preset NAME` (exactly one of the two
+/// ways); errors name the option and what is allowed.
+Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& value,
+                                   const std::string& preset);
 
 /// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);

@@ -142,6 +142,23 @@ Status writeOutput(const std::string& path, const std::string& text) {
   return writeFileAtomic(path, text);
 }
 
+Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& value,
+                                   const std::string& preset) {
+  if (!preset.empty()) {
+    if (!key.empty() || !value.empty())
+      return Status::invalidArgument("give either --key and --value, or --preset, not both");
+    return presetSpecs(preset);
+  }
+  if (key.empty() || value.empty())
+    return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME "
+                                   "(run 'kvscope-cli presets' for the list)");
+  auto k = parseSpec(key);
+  if (!k) return k.status().withContext("--key");
+  auto v = parseSpec(value);
+  if (!v) return v.status().withContext("--value");
+  return PresetSpecs{*k, *v};
+}
+
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
   std::vector<int> out;
   if (text.empty() || text == "all") {
