@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "core/metrics/view_data.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <limits>
+
+#include <omp.h>
+
+#include "core/quant/format_table.h"
+
+namespace kvscope {
+
+namespace {
+
+// Below this many values a pass runs on one thread: spawning costs more than it saves.
+constexpr int64_t kParallelValues = int64_t{1} << 16;
+constexpr int64_t kRadix = 65536;
+
+// |x| as bits: for non-negative floats the bit patterns order like the values.
+inline uint32_t magnitudeKey(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits & 0x7fffffffu;
+}
+
+inline float fromKey(uint32_t key) {
+  float v;
+  std::memcpy(&v, &key, sizeof v);
+  return v;
+}
+
+int threadsFor(int64_t n) { return n >= kParallelValues ? std::max(1, omp_get_max_threads()) : 1; }
+
+// Histogram of keys[i] >> shift (masked to 16 bits) over the values whose key, shifted right by
+// 16, equals `high` (or all values when high < 0), summed over threads into counts[0, kRadix).
+void radixCounts(const float* v, int64_t n, int64_t high, std::vector<int64_t>& counts) {
+  const int threads = threadsFor(n);
+  counts.assign(static_cast<size_t>(threads * kRadix), 0);
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t* mine = counts.data() + static_cast<size_t>(omp_get_thread_num()) * kRadix;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t k = magnitudeKey(v[i]);
+      if (high < 0) {
+        ++mine[k >> 16];
+      } else if ((k >> 16) == static_cast<uint32_t>(high)) {
+        ++mine[k & 0xffffu];
+      }
+    }
+  }
+  for (int t = 1; t < threads; ++t) {
+    const int64_t* theirs = counts.data() + static_cast<size_t>(t) * kRadix;
+    for (int64_t b = 0; b < kRadix; ++b) counts[static_cast<size_t>(b)] += theirs[b];
+  }
+}
+
+// Key of the k-th smallest |v| (0-based), and how many values have a smaller key.
+std::pair<uint32_t, int64_t> selectKey(const float* v, int64_t n, int64_t k, std::vector<int64_t>& counts) {
+  radixCounts(v, n, -1, counts);
+  int64_t below = 0;
+  int64_t high = 0;
+  while (below + counts[static_cast<size_t>(high)] <= k) below += counts[static_cast<size_t>(high++)];
+  radixCounts(v, n, high, counts);
+  int64_t low = 0;
+  while (below + counts[static_cast<size_t>(low)] <= k) below += counts[static_cast<size_t>(low++)];
+  return {static_cast<uint32_t>((high << 16) | low), below};
+}
+
+// Gathers the slice a histogram counts into `buffer` when it is strided; returns its start.
+const float* sliceOf(const Tensor3& x, int64_t head, HistogramScope scope, int64_t index, int64_t* n,
+                     std::vector<float>& buffer) {
+  *n = 0;
+  if (head < 0 || head >= x.heads) return nullptr;
+  switch (scope) {
+    case HistogramScope::Head:
+      *n = x.tokens * x.dim;
+      return x.row(head, 0);
+    case HistogramScope::Channel:
+      if (index < 0 || index >= x.dim) return nullptr;
+      buffer.resize(static_cast<size_t>(x.tokens));
+      for (int64_t t = 0; t < x.tokens; ++t) buffer[static_cast<size_t>(t)] = x.at(head, t, index);
+      *n = x.tokens;
+      return buffer.data();
+    case HistogramScope::Token:
+      if (index < 0 || index >= x.tokens) return nullptr;
+      *n = x.dim;
+      return x.row(head, index);
+  }
+  return nullptr;
+}
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double cpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+void computeHeatmapInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead,
+                        HeatmapValue value, int maxColumns, HeatmapData& out) {
+  out.channels = out.tokens = out.columns = 0;
+  out.cells.clear();
+  out.cellToken.clear();
+  out.channelMax.clear();
+  out.maxValue = out.minPositive = 0;
+  if (head < 0 || head >= x.heads || x.tokens == 0 || x.dim == 0) return;
+  const bool error = value == HeatmapValue::Error;
+  if (error && (!xHat || hatHead < 0 || hatHead >= xHat->heads || xHat->tokens != x.tokens ||
+                xHat->dim != x.dim)) {
+    return;
+  }
+  out.channels = static_cast<int>(x.dim);
+  out.tokens = static_cast<int>(x.tokens);
+  out.columns = std::clamp(maxColumns, 1, out.tokens);
+  const auto channels = static_cast<size_t>(out.channels);
+  const size_t nCells = channels * static_cast<size_t>(out.columns);
+  out.cells.resize(nCells);
+  out.cellToken.resize(nCells);
+  out.channelMax.assign(channels, 0.0f);
+
+  // σ per channel, summed token by token (the same order as a per-channel loop).
+  std::vector<double> inverseSigma(channels, 1.0);
+  if (value == HeatmapValue::Normalized) {
+    std::vector<double> sum(channels, 0.0), sum2(channels, 0.0);
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      const float* r = x.row(head, t);
+      for (size_t c = 0; c < channels; ++c) {
+        const double v = r[c];
+        sum[c] += v;
+        sum2[c] += v * v;
+      }
+    }
+    const double n = static_cast<double>(x.tokens);
+    for (size_t c = 0; c < channels; ++c) {
+      const double var = std::max(0.0, sum2[c] / n - (sum[c] / n) * (sum[c] / n));
+      inverseSigma[c] = var > 0 ? 1.0 / std::sqrt(var) : 0.0;
+    }
+  }
+
+  // Token rows are contiguous, so each column walks its tokens row by row and keeps a running
+  // maximum per channel; `!(m <= best)` keeps the first maximum and lets a NaN show.
+  const int columns = out.columns;
+#pragma omp parallel if (int64_t{out.tokens} * out.channels >= kParallelValues)
+  {
+    std::vector<float> best(channels);
+    std::vector<int> bestToken(channels);
+#pragma omp for schedule(static)
+    for (int b = 0; b < columns; ++b) {
+      const int t0 = out.binStart(b);
+      const int t1 = out.binStart(b + 1);
+      std::fill(best.begin(), best.end(), -1.0f);
+      std::fill(bestToken.begin(), bestToken.end(), t0);
+      for (int t = t0; t < t1; ++t) {
+        const float* r = x.row(head, t);
+        const float* rh = error ? xHat->row(hatHead, t) : nullptr;
+        for (size_t c = 0; c < channels; ++c) {
+          float m = 0;
+          switch (value) {
+            case HeatmapValue::Magnitude: m = std::fabs(r[c]); break;
+            case HeatmapValue::Normalized: m = static_cast<float>(std::fabs(r[c]) * inverseSigma[c]); break;
+            case HeatmapValue::Error: m = std::fabs(rh[c] - r[c]); break;
+          }
+          if (!(m <= best[c])) {
+            best[c] = m;
+            bestToken[c] = t;
+          }
+        }
+      }
+      for (size_t c = 0; c < channels; ++c) {
+        const size_t i = c * static_cast<size_t>(columns) + static_cast<size_t>(b);
+        out.cells[i] = best[c];
+        out.cellToken[i] = bestToken[c];
+      }
+    }
+  }
+  float minPositive = std::numeric_limits<float>::infinity();
+  for (size_t c = 0; c < channels; ++c) {
+    const float* line = out.cells.data() + c * static_cast<size_t>(columns);
+    for (int b = 0; b < columns; ++b) {
+      const float v = line[b];
+      out.channelMax[c] = std::max(out.channelMax[c], v);
+      out.maxValue = std::max(out.maxValue, v);
+      if (v > 0) minPositive = std::min(minPositive, v);
+    }
+  }
+  out.minPositive = std::isfinite(minPositive) ? minPositive : 0.0f;
+}
+
+double medianAbs(const float* v, int64_t n, std::vector<int64_t>& counts) {
+  if (n <= 0) return 0.0;
+  const int64_t mid = n / 2;
+  const auto [key, below] = selectKey(v, n, mid, counts);
+  const double upper = fromKey(key);
+  if (n % 2 == 1) return upper;
+  // The other middle value: the same key when it repeats below rank mid, else the largest
+  // key under it.
+  if (below < mid) return upper;
+  uint32_t lower = 0;
+  const int threads = threadsFor(n);
+#pragma omp parallel for schedule(static) reduction(max : lower) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t k = magnitudeKey(v[i]);
+    if (k < key && k > lower) lower = k;
+  }
+  return 0.5 * (upper + static_cast<double>(fromKey(lower)));
+}
+
+void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead,
+                          HistogramScope scope, int64_t index, int bins, HistogramWorkspace& workspace,
+                          HistogramData& out) {
+  out.edges.clear();
+  out.original.clear();
+  out.reconstructed.clear();
+  out.count = 0;
+  out.min = out.max = out.kurtosis = out.maxOverMedian = 0;
+  int64_t n = 0, nHat = 0;
+  const float* values = sliceOf(x, head, scope, index, &n, workspace.original);
+  const float* hat = nullptr;
+  if (xHat && xHat->tokens == x.tokens && xHat->dim == x.dim) {
+    hat = sliceOf(*xHat, hatHead, scope, index, &nHat, workspace.reconstructed);
+    if (nHat != n) hat = nullptr;
+  }
+  if (!values || n == 0 || bins < 1) return;
+  out.count = n;
+
+  // Pass 1: ranges and the mean.
+  float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+  float hmn = mn, hmx = mx;
+  double sum = 0;
+  const int threads = threadsFor(n);
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(min : mn, hmn) reduction(max : mx, hmx) reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = values[i];
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    sum += v;
+    if (hat) {
+      hmn = std::min(hmn, hat[i]);
+      hmx = std::max(hmx, hat[i]);
+    }
+  }
+  out.min = mn;
+  out.max = mx;
+  double lo = mn, hi = mx;
+  if (hat) {
+    lo = std::min(lo, static_cast<double>(hmn));
+    hi = std::max(hi, static_cast<double>(hmx));
+  }
+  if (!(hi > lo)) {  // a constant slice still gets one visible bin around its value
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  out.edges.resize(static_cast<size_t>(bins) + 1);
+  for (int i = 0; i <= bins; ++i) out.edges[static_cast<size_t>(i)] = lo + (hi - lo) * i / bins;
+  const double mean = sum / static_cast<double>(n);
+  const double span = hi - lo;
+
+  // Pass 2: both histograms (per-thread counts) and the central moments.
+  const auto stride = static_cast<size_t>(2 * bins);
+  workspace.counts.assign(static_cast<size_t>(threads) * stride, 0);
+  double m2 = 0, m4 = 0, maxAbs = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : m2, m4) reduction(max : maxAbs)
+  {
+    int64_t* mine = workspace.counts.data() + static_cast<size_t>(omp_get_thread_num()) * stride;
+    const auto binOf = [&](double v) {
+      const auto b = static_cast<int>((v - lo) / span * bins);
+      return std::clamp(b, 0, bins - 1);
+    };
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = values[i];
+      ++mine[binOf(v)];
+      if (hat) ++mine[bins + binOf(hat[i])];
+      const double d = v - mean;
+      m2 += d * d;
+      m4 += d * d * d * d;
+      maxAbs = std::max(maxAbs, static_cast<double>(std::fabs(v)));
+    }
+  }
+  out.original.assign(static_cast<size_t>(bins), 0.0);
+  if (hat) out.reconstructed.assign(static_cast<size_t>(bins), 0.0);
+  for (int t = 0; t < threads; ++t) {
+    const int64_t* theirs = workspace.counts.data() + static_cast<size_t>(t) * stride;
+    for (int b = 0; b < bins; ++b) {
+      out.original[static_cast<size_t>(b)] += static_cast<double>(theirs[b]);
+      if (hat) out.reconstructed[static_cast<size_t>(b)] += static_cast<double>(theirs[bins + b]);
+    }
+  }
+  m2 /= static_cast<double>(n);
+  m4 /= static_cast<double>(n);
+  out.kurtosis = m2 > 0 ? m4 / (m2 * m2) : 0.0;
+  const double median = medianAbs(values, n, workspace.counts);
+  out.maxOverMedian = median > 0 ? maxAbs / median : 0.0;
+}
+
+bool quantizesPerHead(const QuantSpec& spec, int64_t headDim) {
+  const FormatInfo& info = formatInfo(spec.format);
+  switch (info.kind) {
+    case FormatKind::Elementwise: return true;
+    case FormatKind::Block:
+      // nvfp4's global scale g is the max over the whole layer tensor (§2).
+      return spec.format != FormatId::Nvfp4 && info.blockSize > 0 && headDim % info.blockSize == 0;
+    case FormatKind::Float8:
+      if (spec.unitscale) return true;  // s = 1 whatever the group
+      [[fallthrough]];
+    case FormatKind::Integer:
+    case FormatKind::Codebook:
+      return spec.axis != Axis::Tensor;
+  }
+  return false;
+}
+
+void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out) {
+  out.heads = count;
+  out.tokens = x.tokens;
+  out.dim = x.dim;
+  const auto n = static_cast<size_t>(count * x.tokens * x.dim);
+  out.data.resize(n);
+  if (n > 0) std::memcpy(out.data.data(), x.row(first, 0), n * sizeof(float));
+}
+
+void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
+                     Tensor3& out, int64_t* firstToken) {
+  const int64_t s = std::clamp<int64_t>(spec.sinks, 0, source.tokens);
+  const int64_t r = std::clamp<int64_t>(spec.residual, 0, source.tokens - s);
+  const int64_t n = source.tokens - s - r;
+  if (firstToken) *firstToken = s;
+  out.heads = count;
+  out.tokens = n;
+  out.dim = source.dim;
+  out.data.resize(static_cast<size_t>(count * n * source.dim));
+  for (int64_t h = 0; h < count; ++h) {
+    if (n > 0) {
+      std::memcpy(out.row(h, 0), source.row(first + h, s), static_cast<size_t>(n * source.dim) * sizeof(float));
+    }
+  }
+  if (spec.hadamard && out.dim > 0 && (out.dim & (out.dim - 1)) == 0) hadamardInPlace(out);
+  if (spec.outliers > 0) {
+    // §1 step 4: per kv head, the ceil(f·N) largest |x| (ties: lower flat index) are zeroed.
+    const int64_t perHead = n * out.dim;
+    const int64_t k = outlierCount(spec.outliers, perHead);
+    for (int64_t h = 0; h < count; ++h) {
+      float* base = out.row(h, 0);
+      for (int64_t i : selectOutliers(base, perHead, k)) base[i] = 0.0f;
+    }
+  }
+}
+
+Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> owner,
+                       const QuantSpec& keySpec, const QuantSpec& valueSpec, const ViewRequest& request,
+                       ViewWorkspace& ws, ViewData& out, const Progress& progress) {
+  if (!layer.key || !layer.value || !layer.key->sameShape(*layer.value)) {
+    return Status::invalidArgument("view data: K and V are missing or differ in shape");
+  }
+  const Tensor3& key = *layer.key;
+  const int64_t head = request.kvHead;
+  if (head < 0 || head >= key.heads) {
+    return Status::invalidArgument("view data: kv head " + std::to_string(head) + " does not exist (0…" +
+                                   std::to_string(key.heads - 1) + ")");
+  }
+  const Tensor3* keyPreRope = layer.keyPreRope && layer.keyPreRope->sameShape(key) ? layer.keyPreRope : nullptr;
+  out.request = request;
+  out.steps.clear();
+  out.group.reset();
+  out.groupError.clear();
+  out.row.reset();
+  double mark = nowSeconds(), cpuMark = cpuSeconds();
+  const auto step = [&](const char* name) {
+    const double now = nowSeconds(), cpuNow = cpuSeconds();
+    out.steps.push_back({name, now - mark, cpuNow - cpuMark});
+    mark = now;
+    cpuMark = cpuNow;
+    return report(progress, 0.5, name);
+  };
+
+  // The slices of the visible head, kept while the layer and head stay the same.
+  const bool whole = request.wholeLayer || !quantizesPerHead(keySpec, key.dim) ||
+                     !quantizesPerHead(valueSpec, key.dim);
+  out.wholeLayer = whole;
+  const Tensor3* keyIn = &key;
+  const Tensor3* valueIn = layer.value;
+  const Tensor3* preIn = keyPreRope;
+  if (!whole) {
+    if (ws.sliceOwner != owner || ws.slicedHead != head || !owner) {
+      copyHeads(key, head, 1, ws.key);
+      copyHeads(*layer.value, head, 1, ws.value);
+      if (keyPreRope) copyHeads(*keyPreRope, head, 1, ws.keyPreRope);
+      if (layer.query && layer.query->heads % key.heads == 0 && layer.query->heads > 0) {
+        const int64_t group = layer.query->heads / key.heads;
+        copyHeads(*layer.query, head * group, group, ws.query);
+      }
+      ws.sliceOwner = owner;
+      ws.slicedHead = head;
+    }
+    keyIn = &ws.key;
+    valueIn = &ws.value;
+    preIn = keyPreRope ? &ws.keyPreRope : nullptr;
+  }
+  const int64_t viewHead = whole ? head : 0;
+
+  // Quantize K and V into the output's buffers (they are reused from the previous call).
+  {
+    QuantOutput q;
+    std::swap(q.reconstruction, out.keyHat);
+    const Status s = quantizeTensorInto(QuantInput{keyIn, preIn, layer.rope}, keySpec, q, progress);
+    std::swap(q.reconstruction, out.keyHat);
+    if (!s.isOk()) return s.withContext("K");
+    if (!step("quantize K")) return Status::cancelled();
+  }
+  {
+    QuantOutput q;
+    std::swap(q.reconstruction, out.valueHat);
+    const Status s = quantizeTensorInto(QuantInput{valueIn, nullptr, layer.rope}, valueSpec, q, progress);
+    std::swap(q.reconstruction, out.valueHat);
+    if (!s.isOk()) return s.withContext("V");
+    if (!step("quantize V")) return Status::cancelled();
+  }
+  out.keyStorage = storageFor(keySpec, key.heads, key.tokens, key.dim);
+  out.valueStorage = storageFor(valueSpec, key.heads, key.tokens, key.dim);
+  if (request.keyPreRopeHat && keyPreRope) {
+    if (!out.keyPreRopeHat) out.keyPreRopeHat.emplace();
+    copyHeads(out.keyHat, 0, out.keyHat.heads, *out.keyPreRopeHat);
+    applyInverseRope(*out.keyPreRopeHat, layer.rope);
+    if (!step("inverse RoPE")) return Status::cancelled();
+  } else {
+    out.keyPreRopeHat.reset();
+  }
+
+  // The original (layer) and reconstruction (output) of a view's tensor.
+  const auto original = [&](TensorKind t) -> const Tensor3* {
+    if (t == TensorKind::Value) return layer.value;
+    if (t == TensorKind::KeyPreRope) return keyPreRope;
+    return &key;
+  };
+  const auto reconstruction = [&](TensorKind t) -> const Tensor3* {
+    if (t == TensorKind::Value) return &out.valueHat;
+    if (t == TensorKind::KeyPreRope) return out.keyPreRopeHat ? &*out.keyPreRopeHat : nullptr;
+    return &out.keyHat;
+  };
+
+  if (request.heatmapColumns > 0) {
+    if (const Tensor3* x = original(request.heatmapTensor)) {
+      computeHeatmapInto(*x, head, reconstruction(request.heatmapTensor), viewHead, request.heatmapValue,
+                         request.heatmapColumns, out.heatmap);
+    } else {
+      computeHeatmapInto(Tensor3{}, 0, nullptr, 0, request.heatmapValue, 0, out.heatmap);
+    }
+    if (!step("heat map")) return Status::cancelled();
+  }
+  if (request.histogramBins > 0) {
+    if (const Tensor3* x = original(request.histogramTensor)) {
+      computeHistogramInto(*x, head, reconstruction(request.histogramTensor), viewHead, request.histogramScope,
+                           request.histogramIndex, request.histogramBins, ws.histogram, out.histogram);
+    } else {
+      out.histogram = HistogramData{};
+    }
+    if (!step("histogram")) return Status::cancelled();
+  }
+  if (request.group) {
+    // The tensor step 5 saw: pre-RoPE keys for a prerope spec, the dump's tensor otherwise.
+    const bool isValue = request.histogramTensor == TensorKind::Value;
+    const QuantSpec& spec = isValue ? valueSpec : keySpec;
+    const Tensor3* source = isValue ? layer.value : (spec.prerope && keyPreRope ? keyPreRope : &key);
+    const int64_t first = whole ? 0 : head;
+    const int64_t count = whole ? key.heads : 1;
+    int64_t firstToken = 0;
+    formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
+    auto detail = describeGroup(ws.formatInput, spec, viewHead, request.groupToken - firstToken,
+                                request.groupChannel);
+    if (detail) {
+      out.group = std::move(detail).value();
+    } else {
+      out.groupError = detail.status().message();
+    }
+    if (!step("group")) return Status::cancelled();
+  }
+  if (request.queryHead >= 0 && layer.query) {
+    const Tensor3& query = *layer.query;
+    if (query.heads % key.heads != 0 || query.heads == 0) {
+      return Status::invalidData("view data: the query heads are not a multiple of the kv heads");
+    }
+    const int group = static_cast<int>(query.heads / key.heads);
+    if (request.queryHead >= query.heads || (!whole && request.queryHead / group != head)) {
+      return Status::invalidArgument("view data: query head " + std::to_string(request.queryHead) +
+                                     " does not belong to kv head " + std::to_string(head));
+    }
+    AttentionInput attention;
+    attention.query = whole ? &query : &ws.query;
+    attention.key = keyIn;
+    attention.value = valueIn;
+    attention.keyHat = &out.keyHat;
+    attention.valueHat = &out.valueHat;
+    attention.softmaxScale = layer.softmaxScale;
+    const int queryHead = whole ? request.queryHead : request.queryHead - static_cast<int>(head) * group;
+    auto row = attentionRowDetail(attention, queryHead, request.queryIndex);
+    if (!row) return row.status().withContext("attention detail");
+    out.row = std::move(row).value();
+    out.row->queryHead = request.queryHead;
+    out.row->kvHead = request.queryHead / group;
+    if (!step("attention row")) return Status::cancelled();
+  }
+  return Status::ok();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The GUI's view data of one kv head: per-head quantization must equal the head's slice of the
+// whole layer's (or fall back to the whole layer), and the heat map, histogram and median must
+// agree with brute-force references.
+#include "core/metrics/view_data.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/quant/format_table.h"
+
+namespace kvscope {
+namespace {
+
+// Heads of very different scale, so that one scale for the layer differs from one per head.
+Tensor3 layerTensor(int64_t heads, int64_t tokens, int64_t dim, uint32_t seed) {
+  Tensor3 x(heads, tokens, dim);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t h = 0; h < heads; ++h) {
+    const float scale = std::pow(3.0f, static_cast<float>(h));
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t d = 0; d < dim; ++d) x.at(h, t, d) = scale * n(rng);
+    }
+  }
+  x.at(1, 7, 5) = 40.0f;  // an outlier for outliers=, clipping and max-abs scales
+  return x;
+}
+
+Tensor3 headOf(const Tensor3& x, int64_t h) {
+  Tensor3 y;
+  copyHeads(x, h, 1, y);
+  return y;
+}
+
+QuantSpec spec(const std::string& text) {
+  auto s = parseSpec(text);
+  EXPECT_TRUE(s.hasValue()) << text << ": " << (s ? "" : s.status().message());
+  return s ? *s : QuantSpec{};
+}
+
+// Every format of the table with every grouping it accepts, plus the pipeline's other steps.
+std::vector<QuantSpec> specsToCheck() {
+  std::vector<QuantSpec> out;
+  for (const FormatInfo& f : formatTable()) {
+    QuantSpec base = defaultSpec(f.id, f.hasBits ? 4 : 0);
+    if (!f.grouped) {
+      out.push_back(base);
+      continue;
+    }
+    for (Axis axis : {Axis::Tensor, Axis::Head, Axis::Token, Axis::Channel}) {
+      QuantSpec s = base;
+      s.axis = axis;
+      out.push_back(s);
+      if (axis == Axis::Token || axis == Axis::Channel) {
+        s.group = 16;
+        out.push_back(s);
+      }
+    }
+  }
+  for (const char* text : {"int3,sym,axis=channel,group=8", "int4,clip=0.9", "int2,axis=tensor,clip=mse",
+                           "int4,outliers=0.01,sinks=2,residual=3", "int4,rot=hadamard,axis=head",
+                           "fp8_e4m3,unitscale", "fp8_e5m2,axis=tensor,scale=bf16", "nf4,axis=channel,group=8"}) {
+    out.push_back(spec(text));
+  }
+  return out;
+}
+
+TEST(QuantizesPerHead, OneHeadEqualsItsSliceOfTheLayerWheneverItSaysSo) {
+  const Tensor3 x = layerTensor(4, 40, 64, 1);
+  int perHead = 0, whole = 0;
+  for (const QuantSpec& s : specsToCheck()) {
+    SCOPED_TRACE(toString(s));
+    auto layer = quantizeTensor(QuantInput{&x, nullptr, {}}, s);
+    ASSERT_TRUE(layer.hasValue()) << layer.status().message();
+    bool allEqual = true;
+    for (int64_t h = 0; h < x.heads; ++h) {
+      const Tensor3 one = headOf(x, h);
+      auto head = quantizeTensor(QuantInput{&one, nullptr, {}}, s);
+      ASSERT_TRUE(head.hasValue()) << head.status().message();
+      const Tensor3 expected = headOf(layer->reconstruction, h);
+      if (head->reconstruction.data != expected.data) allEqual = false;
+    }
+    if (quantizesPerHead(s, x.dim)) {
+      ++perHead;
+      EXPECT_TRUE(allEqual) << "per-head quantization differs from the layer's slice";
+    } else {
+      ++whole;
+      // The predicate is not merely cautious: these specs really need the whole layer here.
+      EXPECT_FALSE(allEqual) << "needlessly quantizes the whole layer";
+    }
+  }
+  EXPECT_GT(perHead, 20);
+  EXPECT_GE(whole, 5);  // axis=tensor of int, fp8 (×2), nf4, nvfp4, …
+}
+
+TEST(QuantizesPerHead, BlocksThatCrossHeadsNeedTheWholeLayer) {
+  // D = 48: the token row 4·48 = 192 splits into blocks of 32, but a block spans two heads.
+  EXPECT_FALSE(quantizesPerHead(spec("q4_0"), 48));
+  EXPECT_FALSE(quantizesPerHead(spec("mxfp4"), 48));
+  EXPECT_TRUE(quantizesPerHead(spec("q4_0"), 64));
+  EXPECT_FALSE(quantizesPerHead(spec("nvfp4"), 64));
+  EXPECT_TRUE(quantizesPerHead(spec("fp16"), 48));
+  const Tensor3 x = layerTensor(4, 12, 48, 2);
+  const Tensor3 key = x, value = layerTensor(4, 12, 48, 3);
+  LayerViewInput input{&key, &value, nullptr, nullptr, {}, 0};
+  ViewRequest request;
+  request.kvHead = 1;
+  ViewWorkspace ws;
+  ViewData out;
+  ASSERT_TRUE(computeViewData(input, nullptr, spec("q4_0"), spec("q4_0"), request, ws, out).isOk());
+  EXPECT_TRUE(out.wholeLayer);
+  auto layer = quantizeTensor(QuantInput{&key, nullptr, {}}, spec("q4_0"));
+  ASSERT_TRUE(layer.hasValue());
+  EXPECT_EQ(out.keyHat.data, layer->reconstruction.data);
+  EXPECT_EQ(out.hatHead(1), 1);
+}
+
+TEST(FormatInput, OneHeadEqualsItsSliceOfTheLayer) {
+  const Tensor3 x = layerTensor(3, 30, 16, 4);
+  const QuantSpec s = spec("int4,rot=hadamard,outliers=0.05,sinks=2,residual=4");
+  Tensor3 all, one;
+  int64_t first = -1;
+  formatInputInto(x, 0, 3, s, all, &first);
+  EXPECT_EQ(first, 2);
+  ASSERT_EQ(all.tokens, 24);
+  formatInputInto(x, 2, 1, s, one, &first);
+  EXPECT_EQ(one.data, headOf(all, 2).data);
+  // ceil(0.05·24·16) = 20 zeros per head from outliers (the rotation makes exact zeros unlikely).
+  EXPECT_EQ(std::count(one.data.begin(), one.data.end(), 0.0f), 20);
+}
+
+double bruteMedianAbs(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (static_cast<double>(v[n / 2 - 1]) + v[n / 2]);
+}
+
+TEST(MedianAbs, EqualsTheSortedCopysMiddle) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<int64_t> counts;
+  for (int64_t n : {1, 2, 3, 4, 7, 10, 1000, 1001, 200000, 200001}) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(rng);
+    EXPECT_EQ(medianAbs(v.data(), n, counts), bruteMedianAbs(v)) << n;
+  }
+  // Ties, signed zeros, values sharing their upper 16 bits, and the middle pair straddling them.
+  const std::vector<std::vector<float>> cases = {
+      {0.0f, -0.0f, 0.0f, 1.0f}, {3.0f, -3.0f, 3.0f, 3.0f}, {1.0f, 1.0000001f, 1.0000002f, 1.0000004f},
+      {-5.0f, 1.0f, 2.0f, 1e-30f, 7.0f, 2.0f}, {1.0f, 2.0f}, {1e-38f, 2e-38f, 4.0f, -8.0f}};
+  for (const auto& v : cases) {
+    EXPECT_EQ(medianAbs(v.data(), static_cast<int64_t>(v.size()), counts), bruteMedianAbs(v));
+  }
+  EXPECT_EQ(medianAbs(nullptr, 0, counts), 0.0);
+}
+
+TEST(Histogram, CountsAndStatisticsMatchABruteForceReference) {
+  const Tensor3 x = layerTensor(2, 300, 40, 6);  // 12 000 values per head: the serial path …
+  Tensor3 hat = x;
+  for (float& v : hat.data) v = std::round(v * 2.0f) / 2.0f;
+  const Tensor3 big = layerTensor(1, 3000, 64, 7);  // … and 192 000: the threaded one
+  Tensor3 bigHat = big;
+  for (float& v : bigHat.data) v = std::round(v);
+  HistogramWorkspace ws;
+  struct Case {
+    const Tensor3* x;
+    const Tensor3* hat;
+    int64_t head;
+    HistogramScope scope;
+    int64_t index;
+    int bins;
+  };
+  for (const Case& c : {Case{&x, &hat, 1, HistogramScope::Head, 0, 37}, Case{&x, &hat, 0, HistogramScope::Channel, 5, 8},
+                        Case{&x, nullptr, 1, HistogramScope::Token, 7, 16}, Case{&big, &bigHat, 0, HistogramScope::Head, 0, 128}}) {
+    std::vector<float> values, hats;
+    for (int64_t t = 0; t < c.x->tokens; ++t) {
+      for (int64_t d = 0; d < c.x->dim; ++d) {
+        const bool in = c.scope == HistogramScope::Head || (c.scope == HistogramScope::Channel && d == c.index) ||
+                        (c.scope == HistogramScope::Token && t == c.index);
+        if (!in) continue;
+        values.push_back(c.x->at(c.head, t, d));
+        if (c.hat) hats.push_back(c.hat->at(c.head, t, d));
+      }
+    }
+    HistogramData h;
+    computeHistogramInto(*c.x, c.head, c.hat, c.head, c.scope, c.index, c.bins, ws, h);
+    ASSERT_EQ(h.count, static_cast<int64_t>(values.size()));
+    const auto [mn, mx] = std::minmax_element(values.begin(), values.end());
+    EXPECT_EQ(h.min, *mn);
+    EXPECT_EQ(h.max, *mx);
+    double lo = *mn, hi = *mx;
+    for (float v : hats) {
+      lo = std::min(lo, static_cast<double>(v));
+      hi = std::max(hi, static_cast<double>(v));
+    }
+    std::vector<double> original(static_cast<size_t>(c.bins)), reconstructed(static_cast<size_t>(c.bins));
+    const auto bin = [&](double v) { return std::clamp(static_cast<int>((v - lo) / (hi - lo) * c.bins), 0, c.bins - 1); };
+    for (float v : values) original[static_cast<size_t>(bin(v))] += 1;
+    for (float v : hats) reconstructed[static_cast<size_t>(bin(v))] += 1;
+    EXPECT_EQ(h.original, original);
+    if (c.hat) EXPECT_EQ(h.reconstructed, reconstructed);
+    else EXPECT_TRUE(h.reconstructed.empty());
+    ASSERT_EQ(h.edges.size(), static_cast<size_t>(c.bins) + 1);
+    EXPECT_DOUBLE_EQ(h.edges.front(), lo);
+    EXPECT_DOUBLE_EQ(h.edges.back(), hi);
+    long double mean = 0;
+    for (float v : values) mean += v;
+    mean /= values.size();
+    long double m2 = 0, m4 = 0, maxAbs = 0;
+    for (float v : values) {
+      const long double d = v - mean;
+      m2 += d * d;
+      m4 += d * d * d * d;
+      maxAbs = std::max(maxAbs, static_cast<long double>(std::fabs(v)));
+    }
+    m2 /= values.size();
+    m4 /= values.size();
+    EXPECT_NEAR(h.kurtosis, static_cast<double>(m4 / (m2 * m2)), 1e-9 * h.kurtosis);
+    EXPECT_DOUBLE_EQ(h.maxOverMedian, static_cast<double>(maxAbs) / bruteMedianAbs(values));
+  }
+}
+
+TEST(Heatmap, CellsAreTheMaximumOfTheirTokenBin) {
+  const Tensor3 x = layerTensor(2, 1000, 24, 8);
+  Tensor3 hat = x;
+  for (float& v : hat.data) v = std::round(v * 4.0f) / 4.0f;
+  const Tensor3 hatHead = headOf(hat, 1);
+  for (HeatmapValue value : {HeatmapValue::Magnitude, HeatmapValue::Normalized, HeatmapValue::Error}) {
+    HeatmapData d;
+    // The reconstruction of one head alone (hatHead 0) against head 1 of the layer.
+    computeHeatmapInto(x, 1, &hatHead, 0, value, 300, d);
+    ASSERT_EQ(d.columns, 300);
+    ASSERT_EQ(d.channels, 24);
+    float maxValue = 0;
+    for (int c = 0; c < d.channels; ++c) {
+      double sum = 0, sum2 = 0;
+      for (int t = 0; t < 1000; ++t) {
+        sum += x.at(1, t, c);
+        sum2 += static_cast<double>(x.at(1, t, c)) * x.at(1, t, c);
+      }
+      const double sigma = std::sqrt(sum2 / 1000 - (sum / 1000) * (sum / 1000));
+      float channelMax = 0;
+      for (int b = 0; b < d.columns; ++b) {
+        float best = -1;
+        int token = -1;
+        for (int t = b * 1000 / 300; t < (b + 1) * 1000 / 300; ++t) {
+          const float v = x.at(1, t, c);
+          const float m = value == HeatmapValue::Magnitude ? std::fabs(v)
+                          : value == HeatmapValue::Error  ? std::fabs(hat.at(1, t, c) - v)
+                                                          : static_cast<float>(std::fabs(v) / sigma);
+          if (m > best) {
+            best = m;
+            token = t;
+          }
+        }
+        ASSERT_FLOAT_EQ(d.cell(c, b), best) << c << " " << b;
+        ASSERT_EQ(d.cellToken[static_cast<size_t>(c) * 300 + static_cast<size_t>(b)], token);
+        channelMax = std::max(channelMax, best);
+      }
+      EXPECT_EQ(d.channelMax[static_cast<size_t>(c)], channelMax);
+      maxValue = std::max(maxValue, channelMax);
+    }
+    EXPECT_EQ(d.maxValue, maxValue);
+  }
+}
+
+// One head's view data must be what the whole layer's view data shows for that head.
+TEST(ViewData, OneHeadEqualsTheWholeLayersViewOfThatHead) {
+  const Tensor3 key = layerTensor(4, 96, 32, 9), value = layerTensor(4, 96, 32, 10);
+  const Tensor3 pre = layerTensor(4, 96, 32, 11), query = layerTensor(8, 6, 32, 12);
+  LayerViewInput input{&key, &value, &query, &pre, RopeParams{}, 0};
+  for (const char* keyText : {"int3,axis=channel,group=16", "q4_0", "int4,prerope,sinks=2,outliers=0.01", "nf4"}) {
+    SCOPED_TRACE(keyText);
+    ViewRequest request;
+    request.kvHead = 2;
+    request.keyPreRopeHat = true;
+    request.heatmapTensor = TensorKind::Key;
+    request.heatmapValue = HeatmapValue::Error;
+    request.heatmapColumns = 40;
+    request.histogramTensor = TensorKind::KeyPreRope;
+    request.histogramBins = 32;
+    request.group = true;
+    request.groupToken = 50;
+    request.groupChannel = 3;
+    request.queryHead = 5;
+    request.queryIndex = 4;
+    ViewWorkspace ws;
+    ViewData one, whole;
+    const auto owner = std::make_shared<int>(0);
+    ASSERT_TRUE(computeViewData(input, owner, spec(keyText), spec("int2"), request, ws, one).isOk());
+    EXPECT_FALSE(one.wholeLayer);
+    EXPECT_EQ(one.keyHat.heads, 1);
+    request.wholeLayer = true;
+    ViewWorkspace ws2;
+    ASSERT_TRUE(computeViewData(input, owner, spec(keyText), spec("int2"), request, ws2, whole).isOk());
+    EXPECT_TRUE(whole.wholeLayer);
+    EXPECT_EQ(one.keyHat.data, headOf(whole.keyHat, 2).data);
+    EXPECT_EQ(one.valueHat.data, headOf(whole.valueHat, 2).data);
+    ASSERT_TRUE(one.keyPreRopeHat && whole.keyPreRopeHat);
+    EXPECT_EQ(one.keyPreRopeHat->data, headOf(*whole.keyPreRopeHat, 2).data);
+    EXPECT_EQ(one.heatmap.cells, whole.heatmap.cells);
+    EXPECT_EQ(one.heatmap.cellToken, whole.heatmap.cellToken);
+    EXPECT_GT(one.heatmap.maxValue, 0.0f);
+    EXPECT_EQ(one.histogram.original, whole.histogram.original);
+    EXPECT_EQ(one.histogram.reconstructed, whole.histogram.reconstructed);
+    EXPECT_EQ(one.histogram.maxOverMedian, whole.histogram.maxOverMedian);
+    ASSERT_TRUE(one.group && whole.group) << one.groupError << whole.groupError;
+    EXPECT_EQ(one.group->levels, whole.group->levels);
+    EXPECT_EQ(one.group->size, whole.group->size);
+    ASSERT_TRUE(one.row && whole.row);
+    EXPECT_EQ(one.row->queryHead, 5);
+    EXPECT_EQ(one.row->kvHead, 2);
+    EXPECT_EQ(whole.row->kvHead, 2);
+    EXPECT_EQ(one.row->keyOnly.scores, whole.row->keyOnly.scores);
+    EXPECT_EQ(one.row->joint.probabilities, whole.row->joint.probabilities);
+    EXPECT_EQ(one.row->joint.kl, whole.row->joint.kl);
+    EXPECT_EQ(one.hatHead(2), 0);
+    EXPECT_EQ(one.hatHead(1), -1);
+    EXPECT_EQ(whole.hatHead(1), 1);
+    // Storage is the layer's, whichever part was quantized.
+    EXPECT_EQ(one.keyStorage.elements, 4 * 96 * 32);
+  }
+}
+
+TEST(ViewData, ReusesTheHeadSlicesUntilTheHeadChanges) {
+  const Tensor3 key = layerTensor(2, 20, 16, 13), value = layerTensor(2, 20, 16, 14);
+  LayerViewInput input{&key, &value, nullptr, nullptr, {}, 0};
+  ViewWorkspace ws;
+  ViewData out;
+  ViewRequest request;
+  request.kvHead = 0;
+  const auto owner = std::make_shared<int>(0);
+  ASSERT_TRUE(computeViewData(input, owner, spec("int4"), spec("int4"), request, ws, out).isOk());
+  const float* slice = ws.key.data.data();
+  const float* hat = out.keyHat.data.data();
+  ASSERT_TRUE(computeViewData(input, owner, spec("int2"), spec("int2"), request, ws, out).isOk());
+  EXPECT_EQ(ws.key.data.data(), slice);  // not copied again
+  EXPECT_EQ(out.keyHat.data.data(), hat);  // quantized into the same buffer
+  request.kvHead = 1;
+  ASSERT_TRUE(computeViewData(input, owner, spec("int2"), spec("int2"), request, ws, out).isOk());
+  EXPECT_EQ(ws.key.data, headOf(key, 1).data);
+  auto expected = quantizeTensor(QuantInput{&key, nullptr, {}}, spec("int2"));
+  ASSERT_TRUE(expected.hasValue());
+  EXPECT_EQ(out.keyHat.data, headOf(expected->reconstruction, 1).data);
+}
+
+TEST(ViewData, RejectsAQueryHeadOfAnotherKvHead) {
+  const Tensor3 key = layerTensor(2, 20, 16, 15), value = key, query = layerTensor(4, 3, 16, 16);
+  LayerViewInput input{&key, &value, &query, nullptr, {}, 0};
+  ViewWorkspace ws;
+  ViewData out;
+  ViewRequest request;
+  request.kvHead = 0;
+  request.queryHead = 3;  // kv head 1's
+  const Status s = computeViewData(input, nullptr, spec("int4"), spec("int4"), request, ws, out);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("query head 3"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kvscope
