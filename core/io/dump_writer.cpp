@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -21,6 +22,19 @@ const char* diskTypeName(DiskType type) { return type == DiskType::Float16 ? "fp
 
 namespace {
 
+// "812 B", "4.0 KiB", "1.5 GiB".
+std::string sizeText(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 5) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return text;
+}
+
 // Refuses a dump that cannot fit on the target's file system before writing a byte, so a typo
 // in `synth --tokens` does not fill the disk.
 Status checkFreeSpace(const DumpWriterOptions& o, const std::string& path) {
@@ -34,11 +48,9 @@ Status checkFreeSpace(const DumpWriterOptions& o, const std::string& path) {
   auto space = std::filesystem::space(parent.empty() ? std::filesystem::path(".") : parent, ec);
   if (ec) return Status::ok();  // cannot tell; the write itself reports a full disk
   if (bytes > static_cast<double>(space.available))
-    return Status::resourceLimit(path + ": the dump would need " +
-                                 std::to_string(static_cast<long long>(bytes / (1 << 20))) +
-                                 " MiB but only " +
-                                 std::to_string(static_cast<long long>(space.available >> 20)) +
-                                 " MiB are free there");
+    return Status::resourceLimit(path + ": the dump would need " + sizeText(bytes) + " but only " +
+                                 sizeText(static_cast<double>(space.available)) +
+                                 " are free there");
   return Status::ok();
 }
 
@@ -83,10 +95,15 @@ struct DumpWriter::Impl {
   [[nodiscard]] Status bad(const std::string& what, const std::string& problem) const {
     return Status::invalidArgument(path + ": " + what + ": " + problem);
   }
-  [[nodiscard]] Status ioFail(const std::string& what, const std::string& problem) const {
-    const std::string detail = h5::lastErrorText();
-    return Status::ioError(path + ": " + what + ": " + problem +
+  /// "path: what: problem: detail" on one line; `what` is empty for the file as a whole. Call it
+  /// right after the failing HDF5 call: any later call (even closing an id) clears the stack.
+  [[nodiscard]] Status ioFail(const std::string& what, const std::string& problem,
+                              const std::string& detail) const {
+    return Status::ioError(path + ": " + (what.empty() ? "" : what + ": ") + problem +
                            (detail.empty() ? "" : ": " + detail));
+  }
+  [[nodiscard]] Status ioFail(const std::string& what, const std::string& problem) const {
+    return ioFail(what, problem, h5::lastErrorText());
   }
   [[nodiscard]] bool hasKind(TensorKind kind) const {
     if (kind == TensorKind::Query) return o.heads > 0;
@@ -156,7 +173,7 @@ struct DumpWriter::Impl {
     h5::Id fapl = h5::plistId(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_file_locking(fapl.get(), true, true);
     file = h5::fileId(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()));
-    if (!file) return ioFail("(file)", "cannot create temporary file " + tmp);
+    if (!file) return ioFail("", "cannot create temporary file " + tmp);
     const int64_t version = 1;
     KVS_RETURN_IF_ERROR(
         writeNumberAttribute("kvdump_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version));
@@ -296,6 +313,7 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
   h5::Id fileSpace = im.selectSequence(ds.get(), sequence, count);
   h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &count, nullptr));
   herr_t rc;
+  std::string detail;
   if (im.o.dtype == DiskType::Float16) {
     std::vector<uint16_t> bits(t.data.size());
     const int64_t elements = static_cast<int64_t>(bits.size());
@@ -305,11 +323,13 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
     h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
     rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
                   bits.data());
+    if (rc < 0) detail = h5::lastErrorText();
   } else {
     rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT,
                   t.data.data());
+    if (rc < 0) detail = h5::lastErrorText();
   }
-  if (rc < 0) return im.ioFail(what, "cannot write");
+  if (rc < 0) return im.ioFail(what, "cannot write", detail);
   im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)][static_cast<size_t>(sequence)] =
       true;
   return Status::ok();
@@ -411,7 +431,8 @@ Status DumpWriter::finish() {
     im.tokens.reset();
     im.tokenText.reset();
     im.logits.reset();
-    if (!im.file.reset()) return im.ioFail("(file)", "cannot close");
+    // Closing flushes HDF5's cached metadata and chunks: on a full disk this is where it fails.
+    if (!im.file.reset()) return im.ioFail("", "cannot write");
   }
   int fd = ::open(im.tmp.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "core/io/h5.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace kvscope::h5 {
 
 namespace {
@@ -10,10 +13,19 @@ std::recursive_mutex& globalMutex() {
   return m;
 }
 
-herr_t keepInnermost(unsigned n, const H5E_error2_t* err, void* data) {
+struct ErrorWalk {
+  std::string innermost;
+  int osErrno = 0;
+};
+
+herr_t collectError(unsigned n, const H5E_error2_t* err, void* data) {
+  auto& walk = *static_cast<ErrorWalk*>(data);
+  if (err == nullptr || err->desc == nullptr) return 0;
   // The stack is walked from the innermost error outward; the first is the most specific.
-  if (n == 0 && err != nullptr && err->desc != nullptr)
-    *static_cast<std::string*>(data) = err->desc;
+  if (n == 0) walk.innermost = err->desc;
+  // The file drivers describe a failed system call as "…, errno = 28, error message = '…', …"
+  // over several lines with buffer addresses; the OS error is all a user needs from that.
+  if (walk.osErrno == 0) walk.osErrno = osErrnoIn(err->desc);
   return 0;
 }
 
@@ -31,11 +43,29 @@ void silenceErrors() {
 
 Lock::Lock() : lock_(globalMutex()) { silenceErrors(); }
 
+int osErrnoIn(const std::string& description) {
+  const std::string tag = "errno = ";
+  const size_t at = description.find(tag);
+  if (at == std::string::npos) return 0;
+  const char* digits = description.c_str() + at + tag.size();
+  char* end = nullptr;
+  const long value = std::strtol(digits, &end, 10);
+  return end != digits && value > 0 && value < 4096 ? static_cast<int>(value) : 0;
+}
+
+std::string oneLine(const std::string& description) {
+  std::string line = description.substr(0, description.find_first_of("\r\n"));
+  while (!line.empty() && (line.back() == ' ' || line.back() == ',' || line.back() == ':'))
+    line.pop_back();
+  return line;
+}
+
 std::string lastErrorText() {
   Lock lock;
-  std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keepInnermost, &text);
-  return text;
+  ErrorWalk walk;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collectError, &walk);
+  if (walk.osErrno != 0) return std::strerror(walk.osErrno);
+  return oneLine(walk.innermost);
 }
 
 bool Id::reset() {

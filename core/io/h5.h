@@ -28,8 +28,15 @@ class Lock {
 /// Switches off HDF5's automatic error printing (idempotent; Lock calls it).
 void silenceErrors();
 
-/// The innermost message on HDF5's error stack, or "" (for appending to our own messages).
+/// The innermost message on HDF5's error stack as one line, or "" (for appending to our own
+/// messages); a failed system call underneath is reported as its OS error ("File too large").
 std::string lastErrorText();
+
+/// The errno in an HDF5 file-driver description ("…, errno = 28, …"), or 0.
+int osErrnoIn(const std::string& description);
+
+/// The first line of `description`, without trailing separators.
+std::string oneLine(const std::string& description);
 
 /// An owned HDF5 identifier; closes it (under the lock) on destruction.
 class Id {

@@ -3,6 +3,7 @@
 
 #include <hdf5.h>
 
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "core/io/dump.h"
 #include "core/io/dump_writer.h"
+#include "core/io/h5.h"
 #include "core/quant/fp_types.h"
 #include "tests/support/test_support.h"
 
@@ -251,6 +253,21 @@ TEST(DumpWriter, RefusesInconsistentOptionsAndMissingFolders) {
   EXPECT_EQ(filesIn(dir.path()), 0u);
 }
 
+// HDF5 1.10's sec2 driver describes a failed write over several lines (copied from a real
+// `ulimit -f` failure); users get the OS error alone.
+TEST(H5Errors, AFileDriverFailureBecomesItsOsErrorOnOneLine) {
+  const std::string driver =
+      "file write failed: time = Sun Nov 29 13:26:11 2026\n, filename = '.p.h5.kvscope-tmp-1', "
+      "file descriptor = 3, errno = 27, error message = 'File too large', buf = 0x562e8d3f90f0, "
+      "total write size = 4096, bytes this sub-write = 4096, bytes actually written = "
+      "18446744073709551615, offset = 0";
+  EXPECT_EQ(h5::osErrnoIn(driver), EFBIG);
+  EXPECT_EQ(h5::osErrnoIn("unable to open file: name = 'x'"), 0);
+  EXPECT_EQ(h5::osErrnoIn("errno = banana"), 0);
+  EXPECT_EQ(h5::oneLine(driver), "file write failed: time = Sun Nov 29 13:26:11 2026");
+  EXPECT_EQ(h5::oneLine("wrong B-tree signature"), "wrong B-tree signature");
+}
+
 }  // namespace
 }  // namespace kvscope
 
@@ -270,6 +287,8 @@ TEST(DumpWriter, RefusesADumpLargerThanTheFreeSpaceBeforeWriting) {
   EXPECT_EQ(w.status().code(), StatusCode::ResourceLimit);
   EXPECT_NE(w.status().message().find("huge.h5"), std::string::npos) << w.status().message();
   EXPECT_NE(w.status().message().find("free"), std::string::npos) << w.status().message();
+  // Both sizes in units a person reads (223.5 TiB needed).
+  EXPECT_NE(w.status().message().find("223.5 TiB but only "), std::string::npos) << w.status().message();
   EXPECT_EQ(filesIn(dir.path()), 0u);
 }
 
