@@ -282,13 +282,13 @@ class SuiteRunner {
       row.verdict = judge(sample->best <= kInteractiveSeconds);
       row.note = "one run, wall/cpu ms: " + breakdown;
       if (sample == &figures->wholeLayer) {
-        row.note = "quantizes all kv heads first, as ui/model quantizeLayer does; " + row.note;
+        row.note = "quantizes all kv heads first, as the GUI does for axis=tensor and nvfp4; " + row.note;
       }
       result_.rows.push_back(std::move(row));
     }
     SuiteRow drift;
     drift.group = "interactive";
-    drift.name = "drift series (whole layer)";
+    drift.name = "drift series (one kv head)";
     drift.shape = shapeStr;
     drift.seconds = figures->driftSeries.best;
     drift.medianSeconds = figures->driftSeries.median;
@@ -298,7 +298,7 @@ class SuiteRunner {
     drift.measured = fixed(1000 * figures->driftSeries.best, 1) + " ms";
     drift.target = "none (separate worker)";
     drift.verdict = Verdict::Info;
-    drift.note = "attentionPositionSeries over all kv heads, which the drift view recomputes after the layer";
+    drift.note = "attentionPositionSeries of the visible kv head, which the drift view computes after the other views";
     result_.rows.push_back(std::move(drift));
   }
 
