@@ -23,7 +23,8 @@ namespace kvscope::bench {
 struct QuantizeFigures {
   std::string spec;      ///< the spec string as given
   int64_t elements = 0;  ///< KVH·T·D
-  Sample pipeline;       ///< quantizeTensor: steps 1-6, the result's allocation included
+  Sample pipeline;       ///< quantizeTensorInto: steps 1-6 into a reused output buffer
+  Sample fresh;          ///< quantizeTensor: the same with a freshly allocated result each run
   Sample format;         ///< quantizeFormatInPlace alone on a prepared copy (step 5 only)
 };
 

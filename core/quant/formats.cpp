@@ -16,6 +16,7 @@
 #include "core/quant/fp_types.h"
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
+#include "core/quant/simd.h"
 
 namespace kvscope {
 namespace {
@@ -45,6 +46,10 @@ Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec) {
   if (x.size() != static_cast<size_t>(x.heads * x.tokens * x.dim)) {
     return Status::internal("tensor data size does not match its shape");
   }
+  return checkFormatSpec(spec, x.heads, x.dim);
+}
+
+Status checkFormatSpec(const QuantSpec& spec, int64_t heads, int64_t dim) {
   const FormatInfo& info = formatInfo(spec.format);
   if (info.kind == FormatKind::Integer) {
     if (spec.bits < 1 || spec.bits > 8) {
@@ -55,7 +60,7 @@ Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec) {
     }
   }
   if (info.kind == FormatKind::Block) {
-    const int64_t row = x.heads * x.dim;
+    const int64_t row = heads * dim;
     if (row % info.blockSize != 0) {
       return Status::invalidArgument(std::string(info.name) + " needs a token row (kv_heads*head_dim = " +
                                      std::to_string(row) + ") that is a multiple of its block size " +
@@ -78,15 +83,11 @@ GroupParams paramsOf(const QuantSpec& spec, const float* x, int64_t n, float* wo
 }
 
 // axis=token: each row of D values splits into runs of G channels.
-void groupedByToken(Tensor3& x, const QuantSpec& spec) {
-  const int64_t rows = x.heads * x.tokens;
-  const int64_t dim = x.dim;
+void groupedTokenRows(float* base, int64_t rows, int64_t dim, const QuantSpec& spec) {
   const int64_t run = runLength(spec.group, dim);
-  float* data = x.data.data();
-#pragma omp parallel for schedule(static) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+  float* work = scratch(0, run);
   for (int64_t r = 0; r < rows; ++r) {
-    float* work = scratch(0, run);
-    float* row = data + r * dim;
+    float* row = base + r * dim;
     for (int64_t c0 = 0; c0 < dim; c0 += run) {
       const int64_t len = std::min(run, dim - c0);
       kernels::applyGroup(spec, paramsOf(spec, row + c0, len, work), row + c0, len);
@@ -94,9 +95,22 @@ void groupedByToken(Tensor3& x, const QuantSpec& spec) {
   }
 }
 
+void groupedByToken(Tensor3& x, const QuantSpec& spec) {
+  const int64_t rows = x.heads * x.tokens;
+  const int64_t dim = x.dim;
+  float* data = x.data.data();
+  constexpr int64_t kRowsPerTask = 64;
+  const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t r0 = task * kRowsPerTask;
+    groupedTokenRows(data + r0 * dim, std::min(kRowsPerTask, rows - r0), dim, spec);
+  }
+}
+
 // Applies per-channel parameters to `len` rows of `dim` values (token-major, unit stride).
 template <GroupedKind K>
-void applyPerChannel(const QuantSpec& spec, const float* s, const float* m, float* base, int64_t len,
+KVSCOPE_INLINE void applyPerChannel(const QuantSpec& spec, const float* s, const float* m, float* base, int64_t len,
                      int64_t dim) {
   const float asymTop = kernels::roundingCeiling(static_cast<float>((1 << spec.bits) - 1));
   const float symTop = kernels::roundingCeiling(static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1));
@@ -113,8 +127,55 @@ void applyPerChannel(const QuantSpec& spec, const float* s, const float* m, floa
   }
 }
 
-// axis=channel: each channel of a head splits into runs of G tokens. Processed token-major:
-// running per-channel min/max vectors instead of strided gathers (gathers only when clipping).
+// One run of `len` tokens (rows of `dim` values, token-major) of one head, grouped per channel.
+// Processed token-major: running per-channel min/max vectors instead of strided gathers
+// (gathers only when clipping).
+KVSCOPE_SIMD_CLONES void groupedChannelRun(float* base, int64_t len, int64_t dim, const QuantSpec& spec) {
+  const GroupedKind kind = kernels::groupedKind(spec);
+  float* lo = scratch(0, 4 * dim);
+  float* hi = lo + dim;
+  float* s = hi + dim;
+  float* m = s + dim;
+  if (spec.clip.kind == Clip::Kind::None) {
+    std::copy(base, base + dim, lo);
+    std::copy(base, base + dim, hi);
+    for (int64_t t = 1; t < len; ++t) {
+      const float* row = base + t * dim;
+      for (int64_t d = 0; d < dim; ++d) {
+        lo[d] = row[d] < lo[d] ? row[d] : lo[d];
+        hi[d] = row[d] > hi[d] ? row[d] : hi[d];
+      }
+    }
+    for (int64_t d = 0; d < dim; ++d) {
+      double l = lo[d], u = hi[d];
+      if (kind != GroupedKind::Asym) {
+        u = std::max(std::fabs(l), std::fabs(u));
+        l = -u;
+      }
+      const GroupParams p = kernels::paramsFromRange(spec, l, u);
+      s[d] = p.scale;
+      m[d] = p.zero;
+    }
+  } else {
+    float* column = scratch(1, len);
+    float* work = scratch(2, len);
+    for (int64_t d = 0; d < dim; ++d) {
+      for (int64_t t = 0; t < len; ++t) column[t] = base[t * dim + d];
+      const GroupParams p = paramsOf(spec, column, len, work);
+      s[d] = p.scale;
+      m[d] = p.zero;
+    }
+  }
+  switch (kind) {
+    case GroupedKind::Asym: applyPerChannel<GroupedKind::Asym>(spec, s, m, base, len, dim); break;
+    case GroupedKind::Sym: applyPerChannel<GroupedKind::Sym>(spec, s, m, base, len, dim); break;
+    case GroupedKind::E4m3: applyPerChannel<GroupedKind::E4m3>(spec, s, m, base, len, dim); break;
+    case GroupedKind::E5m2: applyPerChannel<GroupedKind::E5m2>(spec, s, m, base, len, dim); break;
+    case GroupedKind::Nf4: applyPerChannel<GroupedKind::Nf4>(spec, s, m, base, len, dim); break;
+  }
+}
+
+// axis=channel: each channel of a head splits into runs of G tokens.
 void groupedByChannel(Tensor3& x, const QuantSpec& spec) {
   const int64_t dim = x.dim;
   const int64_t tokens = x.tokens;
@@ -122,54 +183,11 @@ void groupedByChannel(Tensor3& x, const QuantSpec& spec) {
   if (tokens == 0 || dim == 0) return;
   const int64_t runs = (tokens + run - 1) / run;
   const int64_t tasks = x.heads * runs;
-  const GroupedKind kind = kernels::groupedKind(spec);
 #pragma omp parallel for schedule(dynamic, 1) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t h = task / runs;
     const int64_t t0 = (task % runs) * run;
-    const int64_t len = std::min(run, tokens - t0);
-    float* base = x.row(h, t0);
-    float* lo = scratch(0, 4 * dim);
-    float* hi = lo + dim;
-    float* s = hi + dim;
-    float* m = s + dim;
-    if (spec.clip.kind == Clip::Kind::None) {
-      std::copy(base, base + dim, lo);
-      std::copy(base, base + dim, hi);
-      for (int64_t t = 1; t < len; ++t) {
-        const float* row = base + t * dim;
-        for (int64_t d = 0; d < dim; ++d) {
-          lo[d] = row[d] < lo[d] ? row[d] : lo[d];
-          hi[d] = row[d] > hi[d] ? row[d] : hi[d];
-        }
-      }
-      for (int64_t d = 0; d < dim; ++d) {
-        double l = lo[d], u = hi[d];
-        if (kind != GroupedKind::Asym) {
-          u = std::max(std::fabs(l), std::fabs(u));
-          l = -u;
-        }
-        const GroupParams p = kernels::paramsFromRange(spec, l, u);
-        s[d] = p.scale;
-        m[d] = p.zero;
-      }
-    } else {
-      float* column = scratch(1, len);
-      float* work = scratch(2, len);
-      for (int64_t d = 0; d < dim; ++d) {
-        for (int64_t t = 0; t < len; ++t) column[t] = base[t * dim + d];
-        const GroupParams p = paramsOf(spec, column, len, work);
-        s[d] = p.scale;
-        m[d] = p.zero;
-      }
-    }
-    switch (kind) {
-      case GroupedKind::Asym: applyPerChannel<GroupedKind::Asym>(spec, s, m, base, len, dim); break;
-      case GroupedKind::Sym: applyPerChannel<GroupedKind::Sym>(spec, s, m, base, len, dim); break;
-      case GroupedKind::E4m3: applyPerChannel<GroupedKind::E4m3>(spec, s, m, base, len, dim); break;
-      case GroupedKind::E5m2: applyPerChannel<GroupedKind::E5m2>(spec, s, m, base, len, dim); break;
-      case GroupedKind::Nf4: applyPerChannel<GroupedKind::Nf4>(spec, s, m, base, len, dim); break;
-    }
+    groupedChannelRun(x.row(h, t0), std::min(run, tokens - t0), dim, spec);
   }
 }
 
@@ -290,6 +308,64 @@ Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
       break;
   }
   return Status::ok();
+}
+
+namespace {
+
+KVSCOPE_SIMD_CLONES void roundElements(FormatId format, float* x, int64_t n) {
+  if (format == FormatId::Fp16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = fp::roundFp16(x[i]);
+  } else if (format == FormatId::Bf16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = fp::roundBf16(x[i]);
+  }
+}
+
+}  // namespace
+
+int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
+  const FormatInfo& info = formatInfo(spec.format);
+  switch (info.kind) {
+    case FormatKind::Elementwise: return 1;
+    case FormatKind::Block: return dim % info.blockSize == 0 ? 1 : 0;
+    default: break;
+  }
+  switch (spec.axis) {
+    case Axis::Token: return 1;
+    case Axis::Channel: return std::max<int64_t>(runLength(spec.group, tokens), 1);
+    case Axis::Head:
+    case Axis::Tensor: break;
+  }
+  return 0;
+}
+
+bool formatNeedsTensorMaxAbs(const QuantSpec& spec) { return spec.format == FormatId::Nvfp4; }
+
+float formatTensorScale(const QuantSpec& spec, float maxAbs) {
+  return formatNeedsTensorMaxAbs(spec) ? kernels::nvfp4GlobalScale(maxAbs) : 0.0f;
+}
+
+void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
+                         float tensorScale) {
+  const FormatInfo& info = formatInfo(spec.format);
+  const int64_t n = rows * dim;
+  switch (info.kind) {
+    case FormatKind::Elementwise: roundElements(spec.format, base, n); return;
+    case FormatKind::Block: {
+      const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
+      for (int64_t b = 0; b < n; b += info.blockSize) kernel(base + b, tensorScale);
+      return;
+    }
+    default: break;
+  }
+  if (spec.axis == Axis::Token) {
+    groupedTokenRows(base, rows, dim, spec);
+    return;
+  }
+  // Channel runs count from the piece's first row; a piece shorter than G is the last run.
+  const int64_t run = runLength(spec.group, rows);
+  for (int64_t t0 = 0; t0 < rows; t0 += run) {
+    groupedChannelRun(base + t0 * dim, std::min(run, rows - t0), dim, spec);
+  }
 }
 
 int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {

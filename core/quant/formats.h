@@ -19,12 +19,31 @@ namespace kvscope {
 /// (heads*dim) does not divide into blocks. Uses all cores for large tensors.
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec);
 
+/// How step 5 of `spec` splits for a one-pass pipeline on a tensor of `tokens` quantized tokens:
+/// the number of consecutive token rows of one head that form an independent piece (1 for
+/// per-token groups, element-wise formats and block formats whose blocks stay inside a head's
+/// row; the channel run G for axis=channel), or 0 when step 5 needs the whole tensor (axis=head
+/// or tensor, blocks that straddle heads).
+int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim);
+/// Whether step 5 needs the max |x| over all quantized tokens first (nvfp4's tensor scale).
+bool formatNeedsTensorMaxAbs(const QuantSpec& spec);
+/// The tensor scale step 5 uses, from that max |x| (nvfp4); 0 for formats without one.
+float formatTensorScale(const QuantSpec& spec, float maxAbs);
+/// Step 5 on one piece: `rows` consecutive token rows (of `dim` values) of one head, starting on a
+/// piece boundary counted from the first quantized token; `rows` is a multiple of
+/// formatPieceRows except for the head's last piece. Gives exactly what quantizeFormatInPlace
+/// gives those rows. `tensorScale` is formatTensorScale's value.
+void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
+                         float tensorScale);
+
 /// The same, computed by the plain scalar reference (for tests and as documentation).
 Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec);
 
 /// Checks what step 5 needs of `spec` on x's shape: int bits 1..8 (sym: 2..8), a block format's
 /// row heads*dim divisible by its block size, 0 < clip p <= 1. The message says what is wrong.
 Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec);
+/// The same checks for a tensor of `heads` heads of `dim` channels.
+Status checkFormatSpec(const QuantSpec& spec, int64_t heads, int64_t dim);
 
 /// Number of scale groups (int/fp8/nf4) or blocks (block formats) `spec` makes on a tensor of
 /// this shape, for storage accounting. Elementwise formats: 0.

@@ -15,24 +15,21 @@
 
 #include "core/quant/fp_types.h"
 #include "core/quant/kernels_grouped.h"
+#include "core/quant/simd.h"
 
 namespace kvscope::kernels {
 namespace {
 
 constexpr int kQk = 32;
 
-// n a multiple of 8; eight lanes so the compiler can use packed max.
-float maxAbs(const float* x, int n) {
-  float lanes[8] = {};
+// n a multiple of 8.
+KVSCOPE_INLINE float maxAbs(const float* x, int n) {
+  simd::F8 m = {};
   for (int i = 0; i < n; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const float v = std::fabs(x[i + j]);
-      lanes[j] = v > lanes[j] ? v : lanes[j];
-    }
+    const simd::F8 v = simd::load(x + i);
+    m = simd::max(m, v < 0 ? -v : v);
   }
-  float a = lanes[0];
-  for (int j = 1; j < 8; ++j) a = lanes[j] > a ? lanes[j] : a;
-  return a;
+  return simd::maxLane(m);
 }
 
 // ggml's "value of largest magnitude, first one on ties" (its strict > keeps the first), from the
@@ -47,7 +44,7 @@ float signedMax(const float* x, int n, MinMax mm) {
   return 0.0f;
 }
 
-void mxfp4(float* x, float /*g*/) {
+KVSCOPE_SIMD_CLONES void mxfp4(float* x, float /*g*/) {
   const float a = maxAbs(x, kQk);
   if (!(a > 0.0f) || !std::isfinite(a)) {
     if (a == 0.0f) std::fill(x, x + kQk, 0.0f);
@@ -61,7 +58,7 @@ void mxfp4(float* x, float /*g*/) {
   for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] * inverse) * scale;
 }
 
-void nvfp4(float* x, float g) {
+KVSCOPE_SIMD_CLONES void nvfp4(float* x, float g) {
   constexpr int kBlock = 16;
   const float a = maxAbs(x, kBlock);
   const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
@@ -73,7 +70,7 @@ void nvfp4(float* x, float g) {
   for (int i = 0; i < kBlock; ++i) x[i] = fp::roundE2m1(x[i] / dg) * dg;
 }
 
-void q8_0(float* x, float /*g*/) {
+KVSCOPE_SIMD_CLONES void q8_0(float* x, float /*g*/) {
   const float amax = maxAbs(x, kQk);
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -83,7 +80,7 @@ void q8_0(float* x, float /*g*/) {
 
 // q4_0 / q5_0: d = max / -half, code = min(top, trunc(x*id + half + 0.5)), x̂ = (code - half)·fp16(d).
 template <int Half, int Top>
-void symmetricBlock(float* x) {
+KVSCOPE_INLINE void symmetricBlock(float* x) {
   const float max = signedMax(x, kQk, minMax(x, kQk));
   const float d = max / static_cast<float>(-Half);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -99,7 +96,7 @@ void symmetricBlock(float* x) {
 // q4_1 / q5_1: d = (max-min)/top, code = trunc((x-min)*id + 0.5) (q4_1 caps at 15, q5_1 keeps
 // 5 bits), x̂ = code·fp16(d) + fp16(min).
 template <int Top, bool Cap>
-void affineBlock(float* x) {
+KVSCOPE_INLINE void affineBlock(float* x) {
   const MinMax mm = minMax(x, kQk);
   const float d = (mm.hi - mm.lo) / static_cast<float>(Top);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -113,12 +110,12 @@ void affineBlock(float* x) {
   }
 }
 
-void q4_0(float* x, float /*g*/) { symmetricBlock<8, 15>(x); }
-void q5_0(float* x, float /*g*/) { symmetricBlock<16, 31>(x); }
-void q4_1(float* x, float /*g*/) { affineBlock<15, true>(x); }
-void q5_1(float* x, float /*g*/) { affineBlock<31, false>(x); }
+KVSCOPE_SIMD_CLONES void q4_0(float* x, float /*g*/) { symmetricBlock<8, 15>(x); }
+KVSCOPE_SIMD_CLONES void q5_0(float* x, float /*g*/) { symmetricBlock<16, 31>(x); }
+KVSCOPE_SIMD_CLONES void q4_1(float* x, float /*g*/) { affineBlock<15, true>(x); }
+KVSCOPE_SIMD_CLONES void q5_1(float* x, float /*g*/) { affineBlock<31, false>(x); }
 
-void iq4nl(float* x, float /*g*/) {
+KVSCOPE_SIMD_CLONES void iq4nl(float* x, float /*g*/) {
   int codes[32];
   const float dh = iq4nlQuantize(x, codes);
   for (int j = 0; j < kQk; ++j) x[j] = dh * static_cast<float>(kIq4nlValues[codes[j]]);

@@ -80,7 +80,7 @@ namespace {
 // mse search). Distinct pointers keep the compiler from falling back to a scalar loop for a
 // possible overlap.
 template <class F>
-void forEach(const float* x, float* out, int64_t n, F f) {
+KVSCOPE_INLINE void forEach(const float* x, float* out, int64_t n, F f) {
   if (x == out) {
     for (int64_t i = 0; i < n; ++i) out[i] = f(out[i]);
   } else {
@@ -92,7 +92,7 @@ void forEach(const float* x, float* out, int64_t n, F f) {
 
 }  // namespace
 
-void applyGroupTo(const QuantSpec& spec, GroupParams params, const float* x, float* out, int64_t n) {
+KVSCOPE_SIMD_CLONES void applyGroupTo(const QuantSpec& spec, GroupParams params, const float* x, float* out, int64_t n) {
   const float s = params.scale;
   switch (groupedKind(spec)) {
     case GroupedKind::Asym: {
@@ -130,26 +130,22 @@ int64_t percentileDrop(double p, int64_t n, bool asym) {
 
 double mseRatio(int i) { return static_cast<double>(20 - i) / 20.0; }
 
-// Eight independent lanes so the compiler can use packed min/max; the result equals a sequential
-// scan (min and max do not depend on order, up to the sign of zero, which no caller can see).
-MinMax minMax(const float* x, int64_t n) {
+// Two vectors of eight lanes; the result equals a sequential scan (min and max do not depend on
+// order, up to the sign of zero, which no caller can see).
+KVSCOPE_SIMD_CLONES MinMax minMax(const float* x, int64_t n) {
   float lo = x[0], hi = x[0];
   int64_t i = 0;
   if (n >= 16) {
-    float l[8], h[8];
-    for (int j = 0; j < 8; ++j) l[j] = h[j] = x[j];
-    for (i = 8; i + 8 <= n; i += 8) {
-      for (int j = 0; j < 8; ++j) {
-        l[j] = x[i + j] < l[j] ? x[i + j] : l[j];
-        h[j] = x[i + j] > h[j] ? x[i + j] : h[j];
-      }
+    simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
+    for (i = 16; i + 16 <= n; i += 16) {
+      const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
+      l0 = simd::min(l0, a);
+      h0 = simd::max(h0, a);
+      l1 = simd::min(l1, b);
+      h1 = simd::max(h1, b);
     }
-    lo = l[0];
-    hi = h[0];
-    for (int j = 1; j < 8; ++j) {
-      lo = l[j] < lo ? l[j] : lo;
-      hi = h[j] > hi ? h[j] : hi;
-    }
+    lo = simd::minLane(simd::min(l0, l1));
+    hi = simd::maxLane(simd::max(h0, h1));
   }
   for (; i < n; ++i) {
     lo = x[i] < lo ? x[i] : lo;

@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+#include <xmmintrin.h>
+
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
+#include "core/quant/simd.h"
 
 namespace kvscope {
 
@@ -67,6 +71,128 @@ std::string firstNonFinite(const Tensor3& x) {
     }
   }
   return {};
+}
+
+// Below this many elements threads cost more than they save.
+constexpr int64_t kParallelThreshold = int64_t{1} << 16;
+// Above this many bytes an output is streamed past the caches.
+constexpr int64_t kStreamBytes = int64_t{32} << 20;
+
+/// Copies n floats and says whether any of them is non-finite, in one vectorizable pass: an
+/// exponent of all ones carries into bit 31 when 2^23 is added to it.
+KVSCOPE_SIMD_CLONES bool copyAndCheck(const float* __restrict src, float* __restrict dst, int64_t n) {
+  uint32_t carry = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = src[i];
+    dst[i] = v;
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) != 0;
+}
+
+/// Copies n floats (n a multiple of 4) to a 16-byte aligned `dst` with non-temporal stores: a
+/// layer-sized output does not fit in cache anyway, and streaming it skips reading every line
+/// of it from memory before it is overwritten.
+void streamOut(const float* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  _mm_sfence();  // ordered before the other threads read the output after the parallel loop
+}
+
+/// The largest |x| of n floats, and whether any is non-finite.
+bool maxAbsAndCheck(const float* x, int64_t n, float* maxAbs) {
+  uint32_t carry = 0, top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    const uint32_t magnitude = bits & 0x7fffffffu;  // orders like |x| for finite x
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+    top = magnitude > top ? magnitude : top;
+  }
+  std::memcpy(maxAbs, &top, sizeof top);
+  return (carry & 0x80000000u) != 0;
+}
+
+/// Copies the kept rows of every head ([0, first) and [first + count, tokens)) from `src` to `dst`;
+/// says whether any is non-finite.
+bool copyKeptRows(const Tensor3& src, Tensor3& dst, int64_t first, int64_t count) {
+  bool bad = false;
+  const int64_t tail = src.tokens - first - count;
+  for (int64_t h = 0; h < src.heads; ++h) {
+    bad |= copyAndCheck(src.row(h, 0), dst.row(h, 0), first * src.dim);
+    bad |= copyAndCheck(src.row(h, first + count), dst.row(h, first + count), tail * src.dim);
+  }
+  return bad;
+}
+
+/// Steps 2 and 5 in one parallel pass, for a format that splits into pieces of `pieceRows` token
+/// rows (formatPieceRows) when there is no rotation and no outliers: each piece is copied from
+/// `src` into `dst` (whose shape is src's), checked, and quantized while it is still in cache, in
+/// place, never compacted. Progress and cancellation between slabs of pieces. Sets `nonFinite`
+/// (and stops) when the input holds a non-finite value.
+Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, int64_t first,
+                       int64_t count, int64_t pieceRows, const Progress& progress, bool& nonFinite) {
+  const int64_t kvh = src.heads, d = src.dim;
+  nonFinite = copyKeptRows(src, dst, first, count);
+  if (nonFinite) return Status::ok();
+  float tensorScale = 0.0f;
+  if (formatNeedsTensorMaxAbs(spec)) {
+    float top = 0.0f;
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(max : top) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
+    for (int64_t h = 0; h < kvh; ++h) {
+      float m = 0.0f;
+      bad |= maxAbsAndCheck(src.row(h, first), count * d, &m) ? 1 : 0;
+      top = std::max(top, m);
+    }
+    nonFinite = bad != 0;
+    if (nonFinite) return Status::ok();
+    tensorScale = formatTensorScale(spec, top);
+  }
+  // Outputs larger than a cache are streamed (when every task starts on a 16-byte boundary).
+  const bool stream = kvh * count * d * static_cast<int64_t>(sizeof(float)) > kStreamBytes && d % 4 == 0 &&
+                      reinterpret_cast<uintptr_t>(dst.data.data()) % 16 == 0 && (first * d) % 4 == 0;
+  // Tasks of whole pieces, about 64 KiB each; slabs of tasks between progress reports.
+  const int64_t rowsPerTask = pieceRows * std::max<int64_t>(1, (int64_t{16384} / std::max<int64_t>(d, 1)) / pieceRows);
+  const int64_t tasksPerHead = (count + rowsPerTask - 1) / rowsPerTask;
+  const int64_t tasks = kvh * tasksPerHead;
+  constexpr int64_t kSlabs = 16;
+  const int64_t slab = std::max<int64_t>(1, (tasks + kSlabs - 1) / kSlabs);
+  for (int64_t t0 = 0; t0 < tasks; t0 += slab) {
+    if (!report(progress, 0.95 * static_cast<double>(t0) / static_cast<double>(tasks), "quantizing")) {
+      return Status::cancelled();
+    }
+    const int64_t t1 = std::min(tasks, t0 + slab);
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 4) reduction(| : bad) if ((t1 - t0) * rowsPerTask * d > kParallelThreshold)
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t h = task / tasksPerHead;
+      const int64_t r0 = (task % tasksPerHead) * rowsPerTask;
+      const int64_t len = std::min(rowsPerTask, count - r0);
+      float* out = dst.row(h, first + r0);
+      if (stream) {
+        // Quantized in a per-thread buffer that stays in L1/L2, then streamed out.
+        static thread_local std::vector<float> stage;
+        stage.resize(static_cast<size_t>(rowsPerTask * d));
+        if (copyAndCheck(src.row(h, first + r0), stage.data(), len * d)) {
+          bad = 1;
+          continue;
+        }
+        quantizeFormatPiece(stage.data(), len, d, spec, tensorScale);
+        streamOut(stage.data(), out, len * d);
+        continue;
+      }
+      if (copyAndCheck(src.row(h, first + r0), out, len * d)) {
+        bad = 1;
+        continue;
+      }
+      quantizeFormatPiece(out, len, d, spec, tensorScale);
+    }
+    nonFinite = bad != 0;
+    if (nonFinite) return Status::ok();
+  }
+  return Status::ok();
 }
 
 struct Outlier {
@@ -200,6 +326,100 @@ StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
   return s;
 }
 
+namespace {
+
+/// Copies `src` into `dst` (same shape, dst sized), all cores; says whether any value is non-finite.
+bool copyTensorAndCheck(const Tensor3& src, Tensor3& dst) {
+  const int64_t n = static_cast<int64_t>(src.size());
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n > kParallelThreshold)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t at = c * kChunk;
+    bad |= copyAndCheck(src.data.data() + at, dst.data.data() + at, std::min(kChunk, n - at)) ? 1 : 0;
+  }
+  return bad != 0;
+}
+
+/// Steps 2-6 for any spec, on `recon` already holding a copy of the source: the quantized tokens
+/// are compacted inside recon's own buffer (fresh allocations of a whole layer cost more than the
+/// quantization), rotated, stripped of outliers, quantized, restored and moved back.
+Status quantizeGeneral(const QuantSpec& spec, const std::string& specText, Tensor3& recon,
+                       int64_t first, int64_t count, const Progress& progress) {
+  const int64_t kvh = recon.heads, tokens = recon.tokens, d = recon.dim;
+  const int64_t kept = tokens - count;
+  const auto rowBytes = static_cast<size_t>(d) * sizeof(float);
+  // Kept rows wait in a small side buffer.
+  std::vector<float> keptRows(static_cast<size_t>(kvh * kept * d));
+  for (int64_t h = 0; h < kvh; ++h) {
+    float* dst = keptRows.data() + h * kept * d;
+    std::copy_n(recon.row(h, 0), static_cast<size_t>(first * d), dst);
+    std::copy_n(recon.row(h, first + count), static_cast<size_t>((kept - first) * d), dst + first * d);
+  }
+  Tensor3 q;
+  q.heads = kvh;
+  q.tokens = count;
+  q.dim = d;
+  q.data = std::move(recon.data);
+  if (kept > 0) {
+    // Moving left, head by head: a head's source never lies below an earlier head's target.
+    for (int64_t h = 0; h < kvh; ++h) {
+      std::memmove(q.data.data() + h * count * d, q.data.data() + (h * tokens + first) * d,
+                   static_cast<size_t>(count) * rowBytes);
+    }
+    q.data.resize(static_cast<size_t>(kvh * count * d));
+  }
+  auto steps3to6 = [&]() -> Status {
+    // Step 3: rotation.
+    if (spec.hadamard) hadamardInPlace(q);
+    // Step 4: dense-and-sparse outliers, per kv head; heads in parallel, a batch per report.
+    const int64_t perHead = outlierCount(spec.outliers, count * d);
+    std::vector<std::vector<Outlier>> outliers(static_cast<size_t>(kvh));
+    if (perHead > 0) {
+      const int64_t batch = std::max(1, omp_get_max_threads());
+      for (int64_t h0 = 0; h0 < kvh; h0 += batch) {
+        if (!report(progress, 0.5 * static_cast<double>(h0) / static_cast<double>(kvh), "outliers")) {
+          return Status::cancelled();
+        }
+        const int64_t h1 = std::min(kvh, h0 + batch);
+#pragma omp parallel for schedule(dynamic, 1) if (count * d > kParallelThreshold)
+        for (int64_t h = h0; h < h1; ++h) {
+          extractOutliers(q, h, perHead, outliers[static_cast<size_t>(h)]);
+        }
+      }
+    }
+    if (!report(progress, 0.5, "quantizing")) return Status::cancelled();
+    // Step 5: the format.
+    KVS_RETURN_IF_ERROR(quantizeFormatInPlace(q, spec).withContext("spec '" + specText + "'"));
+    if (!report(progress, 0.9, "reconstructing")) return Status::cancelled();
+    // Step 6: restore outliers, rotate back (H is symmetric and orthogonal: H·H = I).
+    for (const auto& head : outliers) {
+      for (const Outlier& o : head) q.data[o.index] = o.value;
+    }
+    if (spec.hadamard) hadamardInPlace(q);
+    return Status::ok();
+  };
+  Status st = steps3to6();
+  recon.data = std::move(q.data);
+  if (!st.isOk()) return st;
+  if (kept > 0) {
+    recon.data.resize(static_cast<size_t>(kvh * tokens * d));  // within capacity: no allocation
+    // Moving right, last head first, mirrors the compaction.
+    for (int64_t h = kvh - 1; h >= 0; --h) {
+      std::memmove(recon.row(h, first), recon.data.data() + h * count * d, static_cast<size_t>(count) * rowBytes);
+    }
+    for (int64_t h = 0; h < kvh; ++h) {
+      const float* src = keptRows.data() + h * kept * d;
+      std::copy_n(src, static_cast<size_t>(first * d), recon.row(h, 0));
+      std::copy_n(src + first * d, static_cast<size_t>((kept - first) * d), recon.row(h, first + count));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantOutput& out,
                          const Progress& progress) {
   if (input.tensor == nullptr) return Status::internal("quantizeTensor: no input tensor");
@@ -221,88 +441,43 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
     return Status::invalidArgument("spec '" + specText + "': rot=hadamard needs a head dim that is a power of two, but D = " +
                                    std::to_string(source->dim));
   }
-  if (std::string where = firstNonFinite(*source); !where.empty()) {
-    return Status::invalidData(std::string(spec.prerope ? "key_pre_rope" : "input") + ": " + where +
-                               " (quantization needs finite values)");
-  }
-
-  out.storage = storageFor(spec, source->heads, source->tokens, source->dim);
   Tensor3& recon = out.reconstruction;
   if (source == &recon) return Status::internal("quantizeTensorInto: the output aliases the input");
-  recon.heads = source->heads;
-  recon.tokens = source->tokens;
-  recon.dim = source->dim;
-  recon.data.assign(source->data.begin(), source->data.end());  // reuses the buffer's capacity
+  if (source->size() != static_cast<size_t>(source->heads * source->tokens * source->dim)) {
+    return Status::internal("quantizeTensor: tensor data size does not match its shape");
+  }
 
   // Step 2: only tokens [S, T-R) are quantized.
   const int64_t kvh = source->heads, tokens = source->tokens, d = source->dim;
   const int64_t kept = std::min<int64_t>(int64_t{spec.sinks} + spec.residual, tokens);
   const int64_t first = std::min<int64_t>(spec.sinks, tokens);
   const int64_t count = tokens - kept;
-  const auto rowBytes = static_cast<size_t>(d) * sizeof(float);
+  const bool quantize = count > 0 && spec.format != FormatId::None;
+  if (quantize) KVS_RETURN_IF_ERROR(checkFormatSpec(spec, kvh, d).withContext("spec '" + specText + "'"));
 
-  if (count > 0 && spec.format != FormatId::None) {
-    // The quantized tokens are compacted inside the output's own buffer (fresh allocations of a
-    // whole layer cost more than the quantization), kept rows wait in a small side buffer.
-    std::vector<float> keptRows(static_cast<size_t>(kvh * kept * d));
-    for (int64_t h = 0; h < kvh; ++h) {
-      float* dst = keptRows.data() + h * kept * d;
-      std::copy_n(recon.row(h, 0), static_cast<size_t>(first * d), dst);
-      std::copy_n(recon.row(h, first + count), static_cast<size_t>((kept - first) * d), dst + first * d);
-    }
-    Tensor3 q;
-    q.heads = kvh;
-    q.tokens = count;
-    q.dim = d;
-    q.data = std::move(recon.data);
-    if (kept > 0) {
-      // Moving left, head by head: a head's source never lies below an earlier head's target.
-      for (int64_t h = 0; h < kvh; ++h) {
-        std::memmove(q.data.data() + h * count * d, q.data.data() + (h * tokens + first) * d,
-                     static_cast<size_t>(count) * rowBytes);
-      }
-      q.data.resize(static_cast<size_t>(kvh * count * d));
-    }
-    auto steps3to6 = [&]() -> Status {
-      // Step 3: rotation.
-      if (spec.hadamard) hadamardInPlace(q);
-      // Step 4: dense-and-sparse outliers, per kv head.
-      std::vector<Outlier> outliers;
-      const int64_t perHead = outlierCount(spec.outliers, count * d);
-      outliers.reserve(static_cast<size_t>(perHead * kvh));
-      for (int64_t h = 0; h < kvh; ++h) {
-        if (!report(progress, 0.5 * static_cast<double>(h) / static_cast<double>(kvh), "outliers")) {
-          return Status::cancelled();
-        }
-        extractOutliers(q, h, perHead, outliers);
-      }
-      if (!report(progress, 0.5, "quantizing")) return Status::cancelled();
-      // Step 5: the format.
-      KVS_RETURN_IF_ERROR(quantizeFormatInPlace(q, spec).withContext("spec '" + specText + "'"));
-      if (!report(progress, 0.9, "reconstructing")) return Status::cancelled();
-      // Step 6: restore outliers, rotate back (H is symmetric and orthogonal: H·H = I).
-      for (const Outlier& o : outliers) q.data[o.index] = o.value;
-      if (spec.hadamard) hadamardInPlace(q);
-      return Status::ok();
-    };
-    Status st = steps3to6();
-    recon.data = std::move(q.data);
-    if (!st.isOk()) {
-      recon = Tensor3{};  // no half-built result
-      return st;
-    }
-    if (kept > 0) {
-      recon.data.resize(static_cast<size_t>(kvh * tokens * d));  // within capacity: no allocation
-      // Moving right, last head first, mirrors the compaction.
-      for (int64_t h = kvh - 1; h >= 0; --h) {
-        std::memmove(recon.row(h, first), recon.data.data() + h * count * d, static_cast<size_t>(count) * rowBytes);
-      }
-      for (int64_t h = 0; h < kvh; ++h) {
-        const float* src = keptRows.data() + h * kept * d;
-        std::copy_n(src, static_cast<size_t>(first * d), recon.row(h, 0));
-        std::copy_n(src + first * d, static_cast<size_t>((kept - first) * d), recon.row(h, first + count));
-      }
-    }
+  out.storage = storageFor(spec, kvh, tokens, d);
+  recon.heads = kvh;
+  recon.tokens = tokens;
+  recon.dim = d;
+  recon.data.resize(source->size());  // reuses the buffer's capacity
+
+  bool nonFinite = false;
+  Status st;
+  const int64_t pieceRows = quantize ? formatPieceRows(spec, count, d) : 0;
+  if (quantize && pieceRows > 0 && !spec.hadamard && outlierCount(spec.outliers, count * d) == 0) {
+    st = quantizeOnePass(*source, spec, recon, first, count, pieceRows, progress, nonFinite);
+  } else {
+    nonFinite = copyTensorAndCheck(*source, recon);
+    if (!nonFinite && quantize) st = quantizeGeneral(spec, specText, recon, first, count, progress);
+  }
+  if (nonFinite) {
+    recon = Tensor3{};
+    return Status::invalidData(std::string(spec.prerope ? "key_pre_rope" : "input") + ": " +
+                               firstNonFinite(*source) + " (quantization needs finite values)");
+  }
+  if (!st.isOk()) {
+    recon = Tensor3{};  // no half-built result
+    return st;
   }
   if (spec.prerope) applyRope(recon, input.rope);
   if (!report(progress, 1.0, "done")) return Status::cancelled();

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <limits>
+#include <string>
 #include <cmath>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
 
@@ -280,6 +283,90 @@ TEST(Pipeline, StepsComposeInTheOrderOfSection1) {
   ASSERT_TRUE(out.hasValue()) << out.status().message();
   EXPECT_LT(maxAbsDiff(out->reconstruction, want), 1e-6);
   EXPECT_GT(maxAbsDiff(out->reconstruction, x), 0.01) << "int3 should change the tensor";
+}
+
+// The pipeline quantizes pieces of rows in one pass when it can (no rotation, no outliers, groups
+// that stay in a head's rows); whichever path it takes, the result must equal slicing the
+// quantized tokens out, running the format's scalar reference and putting the kept tokens back.
+TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
+  struct Shape {
+    int64_t kvh, t, d;
+  };
+  // D=32: blocks stay inside a head; D=8 with 4 heads: 32-value blocks straddle heads.
+  const Shape shapes[] = {{2, 70, 32}, {4, 19, 8}};
+  const char* options[] = {"", ",sinks=3", ",residual=5", ",sinks=2,residual=7", ",sinks=90"};
+  std::vector<std::string> specs;
+  for (const FormatInfo& info : formatTable()) {
+    const std::string name = info.hasBits ? "int3" : std::string(info.name);
+    if (!info.grouped) {
+      specs.push_back(name);
+      continue;
+    }
+    for (const char* axis : {"axis=token,group=16", "axis=token", "axis=channel,group=8", "axis=channel",
+                             "axis=head", "axis=tensor", "axis=channel,group=8,clip=0.9",
+                             "axis=token,group=8,clip=mse"}) {
+      specs.push_back(name + "," + axis);
+    }
+  }
+  specs.push_back("int4,sym,axis=channel,group=4");
+  int checked = 0;
+  for (const Shape& sh : shapes) {
+    Tensor3 x = randomTensor(sh.kvh, sh.t, sh.d, 77, 2.0f);
+    for (const std::string& base : specs) {
+      for (const char* opt : options) {
+        const std::string text = base + opt;
+        auto parsed = parseSpec(text);
+        ASSERT_TRUE(parsed.hasValue()) << text << ": " << parsed.status().message();
+        const QuantSpec qs = *parsed;
+        const int64_t first = std::min<int64_t>(qs.sinks, sh.t);
+        const int64_t kept = std::min<int64_t>(int64_t{qs.sinks} + qs.residual, sh.t);
+        const int64_t count = sh.t - kept;
+        Tensor3 want = x;
+        if (count > 0 && qs.format != FormatId::None) {
+          Tensor3 q(sh.kvh, count, sh.d);
+          for (int64_t h = 0; h < sh.kvh; ++h)
+            for (int64_t j = 0; j < count; ++j)
+              for (int64_t c = 0; c < sh.d; ++c) q.at(h, j, c) = x.at(h, first + j, c);
+          const Status st = quantizeFormatReference(q, qs);
+          QuantInput in{&x, nullptr, {}};
+          auto got = quantizeTensor(in, qs);
+          if (!st.isOk()) {  // e.g. blocks that do not divide the row: both must refuse
+            EXPECT_FALSE(got.hasValue()) << text;
+            continue;
+          }
+          for (int64_t h = 0; h < sh.kvh; ++h)
+            for (int64_t j = 0; j < count; ++j)
+              for (int64_t c = 0; c < sh.d; ++c) want.at(h, first + j, c) = q.at(h, j, c);
+          ASSERT_TRUE(got.hasValue()) << text << ": " << got.status().message();
+          ASSERT_EQ(got->reconstruction.data.size(), want.data.size()) << text;
+          int64_t differ = 0;
+          for (size_t i = 0; i < want.data.size(); ++i) {
+            differ += got->reconstruction.data[i] != want.data[i];  // values: the sign of a zero may differ
+          }
+          EXPECT_EQ(differ, 0) << text << " on [" << sh.kvh << "," << sh.t << "," << sh.d << "]";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+TEST(Pipeline, NonFiniteInAKeptOrQuantizedTokenIsRefusedByEveryPath) {
+  for (const char* text : {"int4", "int4,axis=channel,group=4", "nvfp4", "int4,axis=tensor",
+                           "int4,sinks=2", "int4,residual=3", "fp16", "int4,outliers=0.1"}) {
+    for (int64_t token : {0, 5, 9}) {
+      Tensor3 x = randomTensor(2, 10, 16, 3);
+      x.at(1, token, 7) = token == 5 ? std::numeric_limits<float>::infinity() : std::nanf("");
+      QuantInput in{&x, nullptr, {}};
+      QuantOutput out;
+      const Status st = quantizeTensorInto(in, spec(text), out);
+      ASSERT_FALSE(st.isOk()) << text << " token " << token;
+      EXPECT_NE(st.message().find("head 1, token " + std::to_string(token) + ", channel 7"), std::string::npos)
+          << text << ": " << st.message();
+      EXPECT_EQ(out.reconstruction.size(), 0u) << "no half-built result";
+    }
+  }
 }
 
 TEST(Pipeline, IntoReusesTheOutputAndMatchesQuantizeTensor) {
