@@ -2,6 +2,7 @@
 // `kvscope-cli info DUMP`: what a dump holds (metadata only unless --scan reads every layer).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -38,7 +39,9 @@ std::function<int()> setupInfo(CLI::App& sub) {
   sub.add_option("dump", a->dump, "Dump file (.h5)")->required();
   sub.add_option("--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
   sub.add_flag("--json", a->json, "Print a JSON object instead of text");
-  sub.add_flag("--scan", a->scan, "Read every layer and report NaN/Inf counts (slow on big dumps)");
+  sub.add_flag("--scan", a->scan,
+               "Read every layer of every sequence the file stores and report NaN/Inf counts "
+               "(slow on big dumps; Ctrl-C stops it)");
   sub.add_flag("--allow-external", a->allowExternal,
                "Follow external links, external raw storage, virtual datasets");
   return [a]() -> int {
@@ -52,9 +55,46 @@ std::function<int()> setupInfo(CLI::App& sub) {
       std::vector<TensorKind> kinds = {TensorKind::Key, TensorKind::Value};
       if (info.hasQuery) kinds.push_back(TensorKind::Query);
       if (info.hasKeyPreRope) kinds.push_back(TensorKind::KeyPreRope);
-      for (int l = 0; l < info.layers; ++l)
-        for (int b = 0; b < info.sequences; ++b)
-          for (TensorKind kind : kinds) {
+      for (int l = 0; l < info.layers; ++l) {
+        // A tiny file may declare a huge batch whose chunks were never written (they read as
+        // the fill value): scan the sequences the file stores, so the time is bounded by the
+        // file's size, and say what was left out.
+        std::vector<StoredData> stored;
+        bool anyEverySequence = false;
+        std::vector<int> candidates;
+        for (TensorKind kind : kinds) {
+          auto s = dump.storedData(l, kind);
+          if (!s) return fail(s.status());
+          anyEverySequence = anyEverySequence || s->everySequence;
+          if (!s->everySequence) {
+            candidates.insert(candidates.end(), s->sequences.begin(), s->sequences.end());
+            std::ostringstream w;
+            w << "/layers/" << l << "/" << tensorKindName(kind) << ": declares " << info.sequences
+              << " sequence" << (info.sequences == 1 ? "" : "s") << " (" << humanBytes(double(s->declaredBytes))
+              << ") but stores only " << humanBytes(double(s->storedBytes));
+            if (s->chunks > 0) w << " (" << s->storedChunks << " of " << s->chunks << " chunks)";
+            w << "; unwritten chunks read as the fill value, so only the " << s->sequences.size()
+              << " sequence" << (s->sequences.size() == 1 ? "" : "s") << " with stored data "
+              << (s->listTruncated ? "in the first " + std::to_string(StoredData::kMaxChunksListed) +
+                                         " stored chunks "
+                                   : std::string())
+              << "were scanned";
+            warnings.push_back(w.str());
+          }
+          stored.push_back(std::move(*s));
+        }
+        if (anyEverySequence) {
+          candidates.clear();
+          for (int b = 0; b < info.sequences; ++b) candidates.push_back(b);
+        }
+        std::sort(candidates.begin(), candidates.end());
+        candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+        for (int b : candidates)
+          for (size_t k = 0; k < kinds.size(); ++k) {
+            const TensorKind kind = kinds[k];
+            const StoredData& s = stored[k];
+            if (!s.everySequence && !std::binary_search(s.sequences.begin(), s.sequences.end(), b))
+              continue;
             if (interrupted()) return fail(Status::cancelled());
             auto t = dump.read(l, kind, b);
             if (!t) return fail(t.status());
@@ -70,6 +110,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
             }
             scan.push_back(row);
           }
+      }
     }
     const int64_t perToken = info.bytesPerTokenFp16();
     const int64_t total = perToken * info.tokens * info.sequences;

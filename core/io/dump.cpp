@@ -118,6 +118,8 @@ struct Dump::Impl {
   std::array<std::optional<TensorSource>, 4> sources;
   std::string logitsPath;
   std::vector<hsize_t> logitsDims, tokensDims, tokenTextDims;
+  ReadDelegate delegate;
+  bool serialReads = false;
 
   [[nodiscard]] Status bad(const std::string& what, const std::string& problem) const {
     return Status::invalidData(info.path + ": " + what + ": " + problem);
@@ -696,6 +698,8 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
   if (!impl->file) return Status::ioError(path + ": cannot open: " + h5::lastErrorText());
   Status st = options.mapping ? openMapped(*impl, options) : openCanonical(*impl, options);
   if (!st) return st;
+  impl->delegate = options.readDelegate;
+  impl->serialReads = options.serialReads;
   DumpInfo& info = impl->info;
   if (info.softmaxScale <= 0) info.softmaxScale = 1.0 / std::sqrt(double(info.headDim));
   const int64_t available = memAvailableBytes();
@@ -749,8 +753,15 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     rc = H5Dread(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data());
     if (rc >= 0) {
       const int64_t elements = static_cast<int64_t>(raw.size());
-#pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
-      for (int64_t i = 0; i < elements; ++i) target[i] = fp::fp16Value(raw[static_cast<size_t>(i)]);
+      if (impl.serialReads || elements <= (int64_t{1} << 20)) {
+        // A process forked from a multithreaded one must not enter OpenMP at all.
+        for (int64_t i = 0; i < elements; ++i)
+          target[i] = fp::fp16Value(raw[static_cast<size_t>(i)]);
+      } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < elements; ++i)
+          target[i] = fp::fp16Value(raw[static_cast<size_t>(i)]);
+      }
     }
   } else {
     rc = H5Dread(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, target);
@@ -797,6 +808,7 @@ Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
     return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
                                    " does not exist (0…" + std::to_string(info.sequences - 1) +
                                    ")");
+  if (impl_->delegate) return impl_->delegate(layer, kind, sequence);
   h5::Lock lock;
   Tensor3 out;
   try {
@@ -805,6 +817,90 @@ Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
     return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
                                  ": not enough memory to read layer " + std::to_string(layer));
   }
+  return out;
+}
+
+namespace {
+constexpr size_t kMaxSequencesListed = size_t{1} << 20;
+}  // namespace
+
+Expected<StoredData> Dump::storedData(int layer, TensorKind kind) const {
+  const DumpInfo& info = impl_->info;
+  const auto& src = impl_->sources[static_cast<size_t>(kind)];
+  if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
+  if (layer < 0 || layer >= info.layers)
+    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
+                                   " does not exist (0…" + std::to_string(info.layers - 1) + ")");
+  const std::string& path = src->pathFor(layer);
+  h5::Lock lock;
+  h5::Id ds = h5::datasetId(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
+  if (!ds)
+    return Status::ioError(info.path + ": " + path + ": cannot open: " + h5::lastErrorText());
+  StoredData out;
+  h5::Id type = h5::typeId(H5Dget_type(ds.get()));
+  double declared = double(H5Tget_size(type.get()));
+  for (hsize_t d : src->dims) declared *= double(d);
+  out.declaredBytes = static_cast<int64_t>(std::min(declared, 9.0e18));
+  out.storedBytes = static_cast<int64_t>(H5Dget_storage_size(ds.get()));
+  h5::Id dcpl = h5::plistId(H5Dget_create_plist(ds.get()));
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CONTIGUOUS) {
+    // Allocated as a whole when first written (or never).
+    out.everySequence = out.storedBytes > 0;
+    return out;
+  }
+  if (layout != H5D_CHUNKED) return out;  // compact: stored in the object header
+  const size_t rank = src->dims.size();
+  std::vector<hsize_t> chunk(rank, 0);
+  if (H5Pget_chunk(dcpl.get(), static_cast<int>(rank), chunk.data()) != static_cast<int>(rank))
+    return Status::invalidData(info.path + ": " + path + ": cannot read the chunk shape");
+  double chunks = 1;
+  for (size_t i = 0; i < rank; ++i)
+    chunks *= std::ceil(double(src->dims[i]) / double(std::max<hsize_t>(chunk[i], 1)));
+  out.chunks = static_cast<int64_t>(std::min(chunks, 9.0e18));
+  hsize_t stored = 0;
+  // HDF5 1.10 wants a real dataspace here (not H5S_ALL); the selection is not used.
+  h5::Id space = h5::spaceId(H5Dget_space(ds.get()));
+  if (H5Dget_num_chunks(ds.get(), space.get(), &stored) < 0)
+    return Status::invalidData(info.path + ": " + path +
+                               ": cannot count the stored chunks: " + h5::lastErrorText());
+  out.storedChunks = static_cast<int64_t>(stored);
+  if (out.storedChunks >= out.chunks) return out;
+  // Some chunks were never written. H5Dget_chunk_info walks the chunk index from the start on
+  // every call (HDF5 1.10 has no chunk iterator), so only the first kMaxChunksListed are listed.
+  out.everySequence = false;
+  const hsize_t listed = std::min<hsize_t>(stored, StoredData::kMaxChunksListed);
+  out.listTruncated = listed < stored;
+  std::vector<int> sequences;
+  std::vector<hsize_t> offset(rank, 0);
+  for (hsize_t i = 0; i < listed; ++i) {
+    unsigned mask = 0;
+    haddr_t addr = 0;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info(ds.get(), space.get(), i, offset.data(), &mask, &addr, &size) < 0)
+      return Status::invalidData(info.path + ": " + path + ": cannot read chunk " +
+                                 std::to_string(i) + " of the chunk index: " + h5::lastErrorText());
+    if (src->layerAxis >= 0) {
+      const size_t a = static_cast<size_t>(src->layerAxis);
+      if (hsize_t(layer) < offset[a] || hsize_t(layer) >= offset[a] + chunk[a]) continue;
+    }
+    if (src->batchAxis < 0) {
+      sequences.push_back(0);
+      continue;
+    }
+    const size_t b = static_cast<size_t>(src->batchAxis);
+    const hsize_t end = std::min<hsize_t>(offset[b] + chunk[b], hsize_t(info.sequences));
+    // A compressed chunk may span millions of sequences; the list stays bounded all the same.
+    for (hsize_t q = offset[b]; q < end && sequences.size() < kMaxSequencesListed; ++q)
+      sequences.push_back(static_cast<int>(q));
+    if (sequences.size() >= kMaxSequencesListed) {
+      out.listTruncated = true;
+      break;
+    }
+  }
+  std::sort(sequences.begin(), sequences.end());
+  sequences.erase(std::unique(sequences.begin(), sequences.end()), sequences.end());
+  out.sequences = std::move(sequences);
   return out;
 }
 

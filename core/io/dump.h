@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,10 +57,30 @@ struct DumpInfo {
   [[nodiscard]] int groupSize() const { return kvHeads > 0 ? heads / kvHeads : 0; }
 };
 
+/// Performs Dump::read somewhere else, e.g. in a helper process so that a crash inside libhdf5
+/// on a corrupt chunk index becomes an error (kvscope-cli). Called with valid arguments only.
+using ReadDelegate = std::function<Expected<Tensor3>(int layer, TensorKind kind, int sequence)>;
+
 /// Options for Dump::open.
 struct OpenOptions {
   std::optional<Mapping> mapping;     ///< read a non-canonical file through this mapping
   bool allowExternalStorage = false;  ///< external links, external raw storage, virtual datasets
+  ReadDelegate readDelegate;          ///< when set, Dump::read calls it instead of libhdf5
+  bool serialReads = false;           ///< no OpenMP inside reads (a process forked from OpenMP)
+};
+
+/// What the file really stores of one layer's tensor. HDF5 allocates a chunk only when it is
+/// written; a chunk never written reads as the fill value, so a tiny file may declare a huge
+/// batch. Scanning only the sequences with stored chunks keeps a scan bounded by the file size.
+struct StoredData {
+  int64_t declaredBytes = 0;  ///< elements × element size of the dataset holding the tensor
+  int64_t storedBytes = 0;    ///< bytes allocated for it in the file (H5Dget_storage_size)
+  int64_t chunks = 0;         ///< chunks the dataset declares (0: not chunked)
+  int64_t storedChunks = 0;   ///< chunks actually in the file
+  bool everySequence = true;  ///< every sequence has stored data for this layer
+  std::vector<int> sequences;  ///< when !everySequence: the sequences with stored data, ascending
+  bool listTruncated = false;  ///< more stored chunks than were looked at (kMaxChunksListed)
+  static constexpr int64_t kMaxChunksListed = 4096;
 };
 
 /// Count and first location of non-finite values in a tensor.
@@ -90,6 +111,8 @@ class Dump {
   [[nodiscard]] Expected<std::vector<int64_t>> tokens(int sequence = 0) const;
   /// Token texts of a sequence (empty when the dump has none).
   [[nodiscard]] Expected<std::vector<std::string>> tokenText(int sequence = 0) const;
+  /// Which sequences of one layer's tensor have data stored in the file (metadata only).
+  [[nodiscard]] Expected<StoredData> storedData(int layer, TensorKind kind) const;
   /// `/logits` [T, vocab] of a sequence, row-major (only when info().hasLogits).
   [[nodiscard]] Expected<std::vector<float>> logits(int sequence = 0) const;
 

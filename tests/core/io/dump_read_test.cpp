@@ -368,3 +368,118 @@ TEST(DumpRead, CustomBfloat16TypeConvertsThroughHdf5) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+/// Writes `value` into sequence `sequence` of a [B, KVH, T, D] float32 dataset.
+void writeSequence(hid_t file, const std::string& path, hsize_t sequence, float value) {
+  hid_t ds = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
+  hid_t space = H5Dget_space(ds);
+  hsize_t dims[4];
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  hsize_t start[4] = {sequence, 0, 0, 0}, count[4] = {1, dims[1], dims[2], dims[3]};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  hsize_t n = dims[1] * dims[2] * dims[3];
+  hid_t mem = H5Screate_simple(1, &n, nullptr);
+  std::vector<float> v(n, value);
+  ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, v.data()), 0);
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Dclose(ds);
+}
+
+// Finding 7: a 10 KiB file may declare a million sequences; only the ones written are stored.
+TEST(DumpStoredData, ListsOnlyTheSequencesWhoseChunksAreInTheFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("sparse.h5");
+  constexpr hsize_t kSequences = 1000000;
+  {
+    test::H5Builder b(path);
+    b.intAttr("kvdump_version", 1);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[4] = {1, 2, 5, 4};  // one chunk per sequence
+    H5Pset_chunk(dcpl, 4, chunk);
+    for (const char* name : {"key", "value"})
+      b.floats(std::string("/layers/0/") + name, {kSequences, 2, 5, 4}, {}, H5T_IEEE_F32LE, dcpl);
+    H5Pclose(dcpl);
+    writeSequence(b.file(), "/layers/0/key", 7, 1.5f);
+    writeSequence(b.file(), "/layers/0/key", 3, 2.5f);
+    writeSequence(b.file(), "/layers/0/key", 999999, 3.5f);
+    // value: contiguous in a second layer below, chunked and never written here.
+  }
+  ASSERT_LT(std::filesystem::file_size(path), size_t{64} << 10);
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  ASSERT_EQ((*dump)->info().sequences, int(kSequences));
+  auto key = (*dump)->storedData(0, TensorKind::Key);
+  ASSERT_TRUE(key) << key.status().message();
+  EXPECT_FALSE(key->everySequence);
+  EXPECT_EQ(key->sequences, (std::vector<int>{3, 7, 999999}));
+  EXPECT_FALSE(key->listTruncated);
+  EXPECT_EQ(key->chunks, int64_t(kSequences));
+  EXPECT_EQ(key->storedChunks, 3);
+  EXPECT_EQ(key->storedBytes, 3 * 40 * 4);                   // three chunks of 2*5*4 float32
+  EXPECT_EQ(key->declaredBytes, int64_t(kSequences) * 160);  // 160 bytes per sequence
+  auto value = (*dump)->storedData(0, TensorKind::Value);
+  ASSERT_TRUE(value);
+  EXPECT_FALSE(value->everySequence);
+  EXPECT_TRUE(value->sequences.empty());
+  EXPECT_EQ(value->storedChunks, 0);
+  // The stored sequence reads back; an unwritten one reads as the fill value 0.
+  auto k = (*dump)->read(0, TensorKind::Key, 999999);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->data.front(), 3.5f);
+  auto v = (*dump)->read(0, TensorKind::Value, 5);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->data.front(), 0.0f);
+  EXPECT_EQ((*dump)->storedData(1, TensorKind::Key).status().code(), StatusCode::InvalidArgument);
+  EXPECT_EQ((*dump)->storedData(0, TensorKind::Query).status().code(),
+            StatusCode::InvalidArgument);
+}
+
+TEST(DumpStoredData, AFullyWrittenDumpStoresEverySequence) {
+  test::TempDir dir;
+  const std::string path = dir.file("full.h5");
+  CanonicalShape shape;
+  shape.sequences = 3;
+  shape.batchAxis = true;
+  test::writeCanonical(path, shape);
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  for (TensorKind kind : {TensorKind::Key, TensorKind::Value, TensorKind::Query}) {
+    auto s = (*dump)->storedData(1, kind);
+    ASSERT_TRUE(s) << s.status().message();
+    EXPECT_TRUE(s->everySequence) << tensorKindName(kind);
+    EXPECT_GT(s->storedBytes, 0);
+    EXPECT_EQ(s->storedBytes, s->declaredBytes) << tensorKindName(kind);
+  }
+}
+
+TEST(DumpStoredData, AContiguousDatasetNeverWrittenStoresNothing) {
+  test::TempDir dir;
+  const std::string path = dir.file("empty.h5");
+  {
+    test::H5Builder b(path);
+    b.intAttr("kvdump_version", 1);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
+    b.floats("/layers/0/key", {2, 5, 4}, {}, H5T_IEEE_F32LE, dcpl);
+    b.floats("/layers/0/value", {2, 5, 4}, std::vector<double>(40, 1.0));
+    H5Pclose(dcpl);
+  }
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  auto key = (*dump)->storedData(0, TensorKind::Key);
+  ASSERT_TRUE(key);
+  EXPECT_FALSE(key->everySequence);
+  EXPECT_EQ(key->storedBytes, 0);
+  EXPECT_EQ(key->chunks, 0);
+  auto value = (*dump)->storedData(0, TensorKind::Value);
+  ASSERT_TRUE(value);
+  EXPECT_TRUE(value->everySequence);
+  EXPECT_EQ(value->storedBytes, 160);
+}
+
+}  // namespace
+}  // namespace kvscope
