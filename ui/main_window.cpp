@@ -119,13 +119,17 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   buildDocks();
   buildMenus();
 
-  // Slider drags arrive in bursts; one recomputation starts 40 ms after the last change.
+  // Slider drags arrive in bursts; one recomputation starts 40 ms after the last change. The
+  // summary (every layer) waits until the visible views have their data, and stops meanwhile.
   recomputeTimer_.setSingleShot(true);
   recomputeTimer_.setInterval(40);
   connect(&recomputeTimer_, &QTimer::timeout, this, [this] {
+    summaryRunner_->cancel();
+    summaryPending_ = true;
     recomputeLayer();
-    recomputeSummary();
   });
+  connect(heatmap_->tensorBox(), &QComboBox::currentIndexChanged, this, &MainWindow::ensurePreRopeHat);
+  connect(histogram_->tensorBox(), &QComboBox::currentIndexChanged, this, &MainWindow::ensurePreRopeHat);
 
   connect(heatmap_, &HeatmapView::cellClicked, this, [this](int channel, int token) {
     selection_.channel = channel;
@@ -152,6 +156,10 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
       if (kvHead != selection_.kvHead) {
         selection_.kvHead = kvHead;
         dataset_->setSelection(selection_.layer, kvHead);
+        if (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0) {
+          recomputeLayer();  // only the old head was quantized; the drift row follows the result
+          return;
+        }
         pushLayerToViews();
       }
     }
@@ -447,7 +455,7 @@ void MainWindow::select(int layer, int kvHead) {
     drift_->setQuery(selection_.queryHead, drift_->queryIndex());
   }
   dataset_->setSelection(layer, kvHead);
-  if (layerChanged) {
+  if (layerChanged || (headChanged && (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0))) {
     recomputeLayer();
   } else if (headChanged) {
     pushLayerToViews();
@@ -580,20 +588,35 @@ void MainWindow::recomputeLayer() {
                                                                        : valuePanel_->messageLabel()->text()));
     return;
   }
+  const DumpInfo& info = dump_->info();
   const int layer = selection_.layer;
   LayerTensorsPtr cached;
   if (auto it = layerCache_.find(layer); it != layerCache_.end()) cached = it->second;
   auto dump = dump_;
   const QuantSpec key = keyPanel_->spec(), value = valuePanel_->spec();
+  // Everything the visible views show is computed in the worker, for the selected kv head only
+  // where the specs allow (core's computeViewData); the GUI thread then only draws.
+  ViewRequest request;
+  request.kvHead = selection_.kvHead;
+  heatmap_->fillRequest(request);
+  histogram_->fillRequest(request, key, value, info.tokens);
+  if (info.hasQuery && info.groupSize() > 0) {
+    const int queryHead = std::clamp(drift_->queryHead(), 0, info.heads - 1);
+    if (queryHead / info.groupSize() == selection_.kvHead) {
+      request.queryHead = queryHead;
+      request.queryIndex = std::clamp(drift_->queryIndex(), 0, info.queries - 1);
+    }
+  }
+  auto pool = layerPool_;
   layerRunner_->start<LayerQuantPtr>(
-      [dump, cached, key, value, layer](const Progress& progress) -> Expected<LayerQuantPtr> {
+      [dump, cached, key, value, layer, request, pool](const Progress& progress) -> Expected<LayerQuantPtr> {
         LayerTensorsPtr tensors = cached;
         if (!tensors) {
           auto read = readLayer(*dump, layer, progress);
           if (!read) return read.status();
           tensors = *read;
         }
-        return quantizeLayer(dump->info(), tensors, key, value, progress);
+        return pool->compute(dump->info(), tensors, key, value, request, progress);
       },
       [this](LayerQuantPtr result) {
         layerCache_[result->tensors->layer] = result->tensors;
@@ -602,12 +625,23 @@ void MainWindow::recomputeLayer() {
           if (victim->first == selection_.layer) ++victim;
           layerCache_.erase(victim);
         }
-        if (result->tensors->layer != selection_.layer) return;
+        if (result->tensors->layer != selection_.layer || result->hatHead(selection_.kvHead) < 0) return;
         layerQuant_ = std::move(result);
         pushLayerToViews();
         recomputeDrift();
         emit layerReady();
+        if (summaryPending_) {
+          summaryPending_ = false;
+          recomputeSummary();
+        }
       });
+}
+
+void MainWindow::ensurePreRopeHat() {
+  if (!layerQuant_ || !layerQuant_->tensors->keyPreRope || layerQuant_->keyPreRopeHat) return;
+  if (heatmap_->tensor() == ViewTensor::KeyPreRope || histogram_->tensor() == ViewTensor::KeyPreRope) {
+    recomputeLayer();
+  }
 }
 
 void MainWindow::pushLayerToViews() {
@@ -627,24 +661,70 @@ void MainWindow::recomputeDrift() {
   auto layer = layerQuant_;
   const int queryHead = std::clamp(drift_->queryHead(), 0, info.heads - 1);
   const int queryIndex = std::clamp(drift_->queryIndex(), 0, info.queries - 1);
+  const int group = info.groupSize();
+  const int kvHead = queryHead / std::max(1, group);
+  if (layer->hatHead(kvHead) < 0) return;  // the layer lane is computing that head; it calls back
   const double scale = info.softmaxScale;
+  // The row the layer worker computed shows at once; the position series (one kv head's
+  // attention over every query, much longer) follows from the drift lane.
+  if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
+    auto rowOnly = std::make_shared<DriftData>();
+    rowOnly->layer = layer->tensors->layer;
+    rowOnly->row = *layer->row;
+    drift_->setData(std::move(rowOnly), tokenText_);
+  }
+  auto slices = driftSlices_;
   driftRunner_->start<DriftDataPtr>(
-      [layer, queryHead, queryIndex, scale](const Progress& progress) -> Expected<DriftDataPtr> {
+      [layer, queryHead, queryIndex, kvHead, group, scale, slices](const Progress& progress) -> Expected<DriftDataPtr> {
+        const LayerTensors& t = *layer->tensors;
+        // This lane's own copies of the visible head (the layer lane has its own): K, V, queries.
+        if (slices->sliceOwner != layer->tensors || slices->slicedHead != kvHead) {
+          copyHeads(t.key, kvHead, 1, slices->key);
+          copyHeads(t.value, kvHead, 1, slices->value);
+          copyHeads(*t.query, int64_t{kvHead} * group, group, slices->query);
+          slices->sliceOwner = layer->tensors;
+          slices->slicedHead = kvHead;
+        }
+        const Tensor3* keyHat = &layer->keyHat;
+        const Tensor3* valueHat = &layer->valueHat;
+        Tensor3 keyHatHead, valueHatHead;
+        if (layer->wholeLayer) {
+          copyHeads(layer->keyHat, kvHead, 1, keyHatHead);
+          copyHeads(layer->valueHat, kvHead, 1, valueHatHead);
+          keyHat = &keyHatHead;
+          valueHat = &valueHatHead;
+        }
         AttentionInput input;
-        input.query = &*layer->tensors->query;
-        input.key = &layer->tensors->key;
-        input.value = &layer->tensors->value;
-        input.keyHat = &layer->keyHat;
-        input.valueHat = &layer->valueHat;
+        input.query = &slices->query;
+        input.key = &slices->key;
+        input.value = &slices->value;
+        input.keyHat = keyHat;
+        input.valueHat = valueHat;
         input.softmaxScale = scale;
         auto drift = std::make_shared<DriftData>();
-        drift->layer = layer->tensors->layer;
-        auto row = attentionRowDetail(input, queryHead, queryIndex);
-        if (!row) return row.status();
-        drift->row = std::move(row).value();
+        drift->layer = t.layer;
+        if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
+          drift->row = *layer->row;
+        } else {
+          auto row = attentionRowDetail(input, queryHead - kvHead * group, queryIndex);
+          if (!row) return row.status();
+          drift->row = std::move(row).value();
+          drift->row.queryHead = queryHead;
+          drift->row.kvHead = kvHead;
+        }
         auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
         if (!series) return series.status();
-        drift->series = std::move(series).value();
+        // One line, filed under its kv head (the view reads the line of the row's kv head).
+        AttentionPositionSeries& s = drift->series;
+        s.grouping = SeriesGrouping::KvHead;
+        s.positions = std::move(series->positions);
+        const auto lines = static_cast<size_t>(t.key.heads);
+        const auto line = static_cast<size_t>(kvHead);
+        for (auto [to, from] : {std::pair{&s.kl, &series->kl}, std::pair{&s.relKeyOnly, &series->relKeyOnly},
+                                std::pair{&s.relValueOnly, &series->relValueOnly}, std::pair{&s.relJoint, &series->relJoint}}) {
+          to->resize(lines);
+          if (!from->empty()) (*to)[line] = std::move(from->front());
+        }
         return DriftDataPtr(std::move(drift));
       },
       [this, layer](DriftDataPtr drift) {

@@ -130,6 +130,8 @@ class MainWindow : public QMainWindow {
   void recomputeSummary();
   void recomputeDrift();
   void pushLayerToViews();
+  /// Recomputes the layer when a view now shows pre-RoPE K̂ that the current result lacks.
+  void ensurePreRopeHat();
   void updateStorage();
   void onKeySpecChanged();
   void stepLayer(int delta);
@@ -150,6 +152,12 @@ class MainWindow : public QMainWindow {
   Selection selection_;
   std::map<int, LayerTensorsPtr> layerCache_;
   LayerQuantPtr layerQuant_;
+  /// The layer lane's reused results and slices (used on that lane's thread only).
+  std::shared_ptr<LayerQuantPool> layerPool_ = std::make_shared<LayerQuantPool>();
+  /// The drift lane's slices of the visible kv head (used on that lane's thread only).
+  std::shared_ptr<ViewWorkspace> driftSlices_ = std::make_shared<ViewWorkspace>();
+  /// The summary waits for the visible views after a spec change, so that they get the cores first.
+  bool summaryPending_ = false;
   QString lastError_;
   QString pendingSessionMessage_;
 

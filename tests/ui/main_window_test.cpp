@@ -59,6 +59,11 @@ Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, 
   return out->reconstruction;
 }
 
+// Head `h` of `x` alone: the GUI quantizes only the selected kv head where the spec allows.
+std::vector<float> headData(const Tensor3& x, int64_t h) {
+  return {x.row(h, 0), x.row(h, 0) + x.tokens * x.dim};
+}
+
 // Bin counts of the step series the histogram draws (two points per bin).
 std::vector<double> seriesCounts(QLineSeries* s) {
   std::vector<double> out;
@@ -107,15 +112,17 @@ class MainWindowTest : public QObject {
     QVERIFY(w.layerQuant());
     const std::string path = sample_.toStdString();
 
-    // K̂ is core's reconstruction for the panel's spec.
-    QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()).data);
+    // K̂ is core's reconstruction for the panel's spec, of the selected kv head only.
+    QVERIFY(!w.layerQuant()->wholeLayer);
+    QCOMPARE(w.layerQuant()->keyHat.heads, 1);
+    QCOMPARE(w.layerQuant()->keyHat.data, headData(coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()), 0));
     HistogramView* hist = w.histogramView();
     const std::vector<double> before = seriesCounts(hist->reconstructedSeries());
     const std::vector<double> original = seriesCounts(hist->originalSeries());
     QCOMPARE(static_cast<int>(before.size()), 128);
     // The drawn original counts are the histogram of the dump's K head 0.
-    const HistogramData expected = computeHistogram(w.layerQuant()->tensors->key, &w.layerQuant()->keyHat, 0,
-                                                    HistogramScope::Head, 0, 128);
+    const Tensor3 keyHat = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
+    const HistogramData expected = computeHistogram(w.layerQuant()->tensors->key, &keyHat, 0, HistogramScope::Head, 0, 128);
     QCOMPARE(original, expected.original);
     QCOMPARE(before, expected.reconstructed);
     QVERIFY(hist->group().has_value());
@@ -154,7 +161,8 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.keyPanel()->spec().axis, Axis::Channel);
     QCOMPARE(w.keyPanel()->specEdit()->text(), QString::fromStdString(toString(w.keyPanel()->spec())));
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->keySpec == w.keyPanel()->spec(), kWaitMs);
-    QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()).data);
+    const Tensor3 keyHat2 = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
+    QCOMPARE(w.layerQuant()->keyHat.data, headData(keyHat2, 0));
     const std::vector<double> after = seriesCounts(hist->reconstructedSeries());
     QVERIFY(after != before);
     QCOMPARE(hist->group()->codesTotal, 4);
@@ -174,19 +182,80 @@ class MainWindowTest : public QObject {
                                    return v != driftBefore;
                                  }(),
                              kWaitMs);
+    // … computed here on the whole layer, independently of the GUI's one-head slices.
     AttentionInput input;
     const LayerQuant& lq = *w.layerQuant();
+    const Tensor3 valueHat = coreReconstruction(path, 0, TensorKind::Value, w.valuePanel()->spec());
     input.query = &*lq.tensors->query;
     input.key = &lq.tensors->key;
     input.value = &lq.tensors->value;
-    input.keyHat = &lq.keyHat;
-    input.valueHat = &lq.valueHat;
+    input.keyHat = &keyHat2;
+    input.valueHat = &valueHat;
     input.softmaxScale = w.dump()->info().softmaxScale;
     auto row = attentionRowDetail(input, w.driftView()->queryHead(), w.driftView()->queryIndex());
     QVERIFY(row.hasValue());
     const QList<QPointF> drawn = w.driftView()->scoreCase()->points();
     QCOMPARE(static_cast<size_t>(drawn.size()), row->keyOnly.scores.size());
     for (qsizetype j = 0; j < drawn.size(); ++j) QCOMPARE(drawn[j].y(), row->keyOnly.scores[static_cast<size_t>(j)]);
+  }
+
+  // Issue #6: a spec change quantizes only the selected kv head, unless the spec's groups span
+  // heads; the drift series is that head's line of the whole layer's.
+  void onlyTheSelectedHeadIsQuantizedUnlessGroupsSpanHeads() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int3,axis=channel"), *parseSpec("int4"));
+    openSample(w);
+    const std::string path = sample_.toStdString();
+    const DumpInfo& info = w.dump()->info();
+    QVERIFY(info.kvHeads > 1);
+    w.select(0, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->request.kvHead == 1, kWaitMs);
+    const Tensor3 keyHat = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
+    const Tensor3 valueHat = coreReconstruction(path, 0, TensorKind::Value, w.valuePanel()->spec());
+    QVERIFY(!w.layerQuant()->wholeLayer);
+    QCOMPARE(w.layerQuant()->keyHat.data, headData(keyHat, 1));
+    QCOMPARE(w.layerQuant()->valueHat.data, headData(valueHat, 1));
+    QCOMPARE(w.driftView()->queryHead() / info.groupSize(), 1);
+
+    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row.kvHead == 1 &&
+                                 !w.driftView()->data()->series.positions.empty(),
+                             kWaitMs);
+    AttentionInput input;
+    const LayerQuant& lq = *w.layerQuant();
+    input.query = &*lq.tensors->query;
+    input.key = &lq.tensors->key;
+    input.value = &lq.tensors->value;
+    input.keyHat = &keyHat;
+    input.valueHat = &valueHat;
+    input.softmaxScale = info.softmaxScale;
+    auto series = attentionPositionSeries(input, SeriesGrouping::KvHead);
+    QVERIFY(series.hasValue());
+    const AttentionPositionSeries& shown = w.driftView()->data()->series;
+    QCOMPARE(shown.positions, series->positions);
+    QCOMPARE(shown.kl.size(), series->kl.size());
+    for (size_t i = 0; i < series->kl[1].size(); ++i) {
+      QVERIFY(std::fabs(shown.kl[1][i] - series->kl[1][i]) <= 1e-9 * (1 + std::fabs(series->kl[1][i])));
+      QVERIFY(std::fabs(shown.relJoint[1][i] - series->relJoint[1][i]) <= 1e-9 * (1 + series->relJoint[1][i]));
+    }
+
+    // One scale for the whole layer: the GUI quantizes every head, and shows head 1 of it.
+    w.setSpecs(*parseSpec("int4,axis=tensor"), *parseSpec("int4"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->keySpec.axis == Axis::Tensor, kWaitMs);
+    QVERIFY(w.layerQuant()->wholeLayer);
+    QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()).data);
+    QCOMPARE(w.layerQuant()->hatHead(1), 1);
+
+    // K̂ before RoPE is computed when a view shows it, not on every spec change.
+    if (info.hasKeyPreRope) {
+      QVERIFY(!w.layerQuant()->keyPreRopeHat);
+      w.histogramView()->tensorBox()->setCurrentIndex(1);
+      QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant()->keyPreRopeHat.has_value(), kWaitMs);
+      Tensor3 expected = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
+      applyInverseRope(expected, RopeParams{info.ropeTheta, info.ropeStyle});
+      QCOMPARE(w.layerQuant()->keyPreRopeHat->data, expected.data);
+      QCOMPARE(w.histogramView()->data().count, info.tokens * info.headDim);
+      QVERIFY(!w.histogramView()->data().reconstructed.empty());
+    }
   }
 
   void sliderBurstComputesOnceWithTheNewestSpec() {

@@ -1,27 +1,18 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Histograms of a slice of one layer tensor (a whole kv head, one channel or one token), for the
-// original and the reconstruction on shared bins, with the shape statistics the view shows.
+// original and the reconstruction on shared bins. The data and its computation are core's
+// (core/metrics/view_data.h), shared with the layer worker and the benchmark.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "core/metrics/view_data.h"
 #include "core/util/tensor.h"
 
 namespace kvscope::ui {
 
-/// Which values of the selected kv head are counted.
-enum class HistogramScope { Head, Channel, Token };
-
-struct HistogramData {
-  std::vector<double> edges;          ///< bins + 1 ascending edges
-  std::vector<double> original;       ///< count per bin
-  std::vector<double> reconstructed;  ///< count per bin (empty without a reconstruction)
-  int64_t count = 0;                  ///< values counted
-  double min = 0, max = 0;            ///< range of the original values
-  double kurtosis = 0;                ///< Pearson kurtosis m4/m2² of the original (3 for a normal)
-  double maxOverMedian = 0;           ///< max |x| / median |x| of the original (0 when the median is 0)
-};
+using HistogramScope = kvscope::HistogramScope;
+using HistogramData = kvscope::HistogramData;
 
 /// Counts head `head` of `x` (and `xHat`, same shape) restricted to `scope`: `index` is the
 /// channel (Channel) or the token (Token). Bins span both tensors' values.

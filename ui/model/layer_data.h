@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Immutable snapshots the workers hand to the views: one layer's tensors as read from the dump,
-// and their reconstructions under the current K and V specs.
+// and the views' data of one kv head under the current K and V specs.
 #pragma once
 
 #include <memory>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/io/dump.h"
+#include "core/metrics/view_data.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
@@ -28,21 +29,20 @@ struct LayerTensors {
 enum class ViewTensor { Key, KeyPreRope, Value };
 /// "K", "pre-RoPE K", "V".
 const char* viewTensorLabel(ViewTensor t);
+/// The dump's name for the same tensor.
+TensorKind tensorKindOf(ViewTensor t);
 
-/// A layer quantized under one (K spec, V spec) pair.
-struct LayerQuant {
+/// A layer quantized under one (K spec, V spec) pair, as far as the views need it: usually only
+/// the selected kv head (ViewData::wholeLayer says which), with the views' data computed off the
+/// GUI thread (core's computeViewData).
+struct LayerQuant : ViewData {
   std::shared_ptr<const LayerTensors> tensors;
   QuantSpec keySpec;
   QuantSpec valueSpec;
-  Tensor3 keyHat;    ///< reconstruction of `key`
-  Tensor3 valueHat;  ///< reconstruction of `value`
-  std::optional<Tensor3> keyPreRopeHat;  ///< keyHat with RoPE undone, when the dump has pre-RoPE K
-  StorageCount keyStorage;
-  StorageCount valueStorage;
 
-  /// The original of `t`, or nullptr when the dump lacks it.
+  /// The original of `t`, or nullptr when the dump lacks it (always the whole layer).
   [[nodiscard]] const Tensor3* original(ViewTensor t) const;
-  /// The reconstruction of `t`, or nullptr when the dump lacks it.
+  /// The reconstruction of `t`, or nullptr when it was not computed; index its heads with hatHead.
   [[nodiscard]] const Tensor3* reconstruction(ViewTensor t) const;
   /// The spec that applies to `t`.
   [[nodiscard]] const QuantSpec& spec(ViewTensor t) const {
@@ -56,15 +56,19 @@ using LayerQuantPtr = std::shared_ptr<const LayerQuant>;
 /// Reads every tensor of `layer` that the dump has.
 Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress& progress = {});
 
-/// Quantizes K and V of a read layer (quantization.md §1).
-Expected<LayerQuantPtr> quantizeLayer(const DumpInfo& info, LayerTensorsPtr tensors,
-                                      const QuantSpec& keySpec, const QuantSpec& valueSpec,
-                                      const Progress& progress = {});
+/// The layer lane's reused memory: results the GUI no longer holds are recomputed in place, so a
+/// slider drag does not allocate (and page-fault) a layer's worth of memory per step.
+class LayerQuantPool {
+ public:
+  /// Computes the views' data of `request` (core's computeViewData) into a free pooled result.
+  /// Call from one thread at a time (the layer lane).
+  Expected<LayerQuantPtr> compute(const DumpInfo& info, const LayerTensorsPtr& tensors,
+                                  const QuantSpec& keySpec, const QuantSpec& valueSpec,
+                                  const ViewRequest& request, const Progress& progress = {});
 
-/// The tensor that step 5 (the format) sees for `t` under `spec`: the chosen source (pre-RoPE
-/// for prerope keys), quantized tokens [S, T-R) only, rotated, outliers zeroed. The histogram
-/// asks core's describeGroup about a group of this tensor. `firstToken` receives S.
-Tensor3 formatInput(const LayerTensors& tensors, ViewTensor t, const QuantSpec& spec,
-                    int64_t* firstToken);
+ private:
+  std::vector<std::shared_ptr<LayerQuant>> results_;
+  ViewWorkspace workspace_;
+};
 
 }  // namespace kvscope::ui

@@ -53,7 +53,22 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
   tokenText_ = std::move(tokenText);
   source_ = layer_ ? layer_->original(tensor_) : nullptr;
   builtColumns_ = -1;
+  if (source_) {
+    const ViewRequest& r = layer_->request;
+    if (r.kvHead == kvHead_ && r.heatmapColumns > 0 && r.heatmapTensor == tensorKindOf(tensor_) &&
+        r.heatmapValue == value_ && layer_->heatmap.columns > 0) {
+      // Binned by the layer worker: only the image is built here.
+      data_ = layer_->heatmap;
+      builtColumns_ = r.heatmapColumns;
+      buildImage();
+    }
+  }
   update();
+}
+
+int HeatmapCanvas::plotColumns() const {
+  const double right = kGap + kSideBar + kGap + kColourBar + kColourLabels;
+  return std::max(1, static_cast<int>(std::floor(std::max(10.0, width() - kLeft - right))));
 }
 
 const Tensor3* HeatmapCanvas::sourceTensor() const { return source_; }
@@ -69,8 +84,14 @@ QString HeatmapCanvas::title() const {
 
 void HeatmapCanvas::rebuild(int columns) {
   if (!source_ || columns == builtColumns_) return;
-  data_ = computeHeatmap(*source_, layer_->reconstruction(tensor_), kvHead_, value_, columns);
+  const int64_t hatHead = layer_->hatHead(kvHead_);
+  computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
+                     columns, data_);
   builtColumns_ = columns;
+  buildImage();
+}
+
+void HeatmapCanvas::buildImage() {
   image_ = QImage(data_.columns, data_.channels, QImage::Format_RGB32);
   const double hi = data_.maxValue;
   const double lo = data_.minPositive;
@@ -213,8 +234,9 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   }
   text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(data_.cells[i]));
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
-  if (const Tensor3* hat = layer_->reconstruction(tensor_)) {
-    text += tr(", x̂ = %1").arg(formatNumber(hat->at(kvHead_, token, channel)));
+  const int64_t hatHead = layer_->hatHead(kvHead_);
+  if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
+    text += tr(", x̂ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
   }
   return text;
 }
@@ -286,6 +308,15 @@ void HeatmapView::setHasPreRope(bool has) {
   if (!has && tensor_->currentIndex() == 1) tensor_->setCurrentIndex(0);
 }
 
+ViewTensor HeatmapView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
+
+void HeatmapView::fillRequest(ViewRequest& request) const {
+  request.heatmapTensor = tensorKindOf(tensor());
+  request.heatmapValue = static_cast<HeatmapValue>(value_->currentData().toInt());
+  request.heatmapColumns = canvas_->plotColumns();
+  if (tensor() == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
+}
+
 void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenText) {
   layer_ = std::move(layer);
   kvHead_ = kvHead;
@@ -305,6 +336,7 @@ QString HeatmapView::profileText() const {
   const auto tensor = static_cast<ViewTensor>(tensor_->currentData().toInt());
   const Tensor3* x = layer_->original(tensor);
   if (!x || kvHead_ >= x->heads) return {};
+  if (profileFor_ == layer_->tensors && profileHead_ == kvHead_ && profileTensor_ == static_cast<int>(tensor)) return profileCache_;
   std::vector<std::string> text;
   text.reserve(static_cast<size_t>(tokenText_.size()));
   for (const QString& t : tokenText_) text.push_back(t.toStdString());
@@ -325,12 +357,17 @@ QString HeatmapView::profileText() const {
     if (!t.text.empty()) item += QStringLiteral(" \u201c%1\u201d").arg(QString::fromStdString(t.text));
     tokens << item + QLatin1Char(')');
   }
-  return tr("<b>Outlier channels</b> (max |x| > %1× the median channel's): %2<br><b>Largest token norms</b>: %3 · "
-            "kurtosis %4")
-      .arg(options.threshold)
-      .arg(channels.isEmpty() ? tr("none") : channels.join(QStringLiteral(", ")).toHtmlEscaped())
-      .arg(tokens.join(QStringLiteral(", ")).toHtmlEscaped())
-      .arg(p.kurtosis, 0, 'f', 2);
+  profileCache_ =
+      tr("<b>Outlier channels</b> (max |x| > %1× the median channel's): %2<br><b>Largest token norms</b>: %3 · "
+         "kurtosis %4")
+          .arg(options.threshold)
+          .arg(channels.isEmpty() ? tr("none") : channels.join(QStringLiteral(", ")).toHtmlEscaped())
+          .arg(tokens.join(QStringLiteral(", ")).toHtmlEscaped())
+          .arg(p.kurtosis, 0, 'f', 2);
+  profileFor_ = layer_->tensors;
+  profileHead_ = kvHead_;
+  profileTensor_ = static_cast<int>(tensor);
+  return profileCache_;
 }
 
 void HeatmapView::renderTo(QPainter& painter, const QRectF& target) {
@@ -346,8 +383,10 @@ QString HeatmapView::toCsv() const {
   const Tensor3* x = layer_->original(tensor);
   if (!x) return {};
   const auto value = static_cast<HeatmapValue>(value_->currentData().toInt());
-  const HeatmapData full = computeHeatmap(*x, layer_->reconstruction(tensor), kvHead_, value,
-                                          static_cast<int>(x->tokens));
+  const int64_t hatHead = layer_->hatHead(kvHead_);
+  HeatmapData full;
+  computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
+                     static_cast<int>(x->tokens), full);
   QString out = QStringLiteral("channel,token,value\n");
   for (int c = 0; c < full.channels; ++c) {
     for (int t = 0; t < full.columns; ++t) {

@@ -23,8 +23,12 @@ class HeatmapCanvas : public QWidget {
  public:
   explicit HeatmapCanvas(QWidget* parent = nullptr);
 
+  /// Shows kv head `kvHead` of `layer`; takes the heat map the layer worker computed when it is
+  /// for the same head, tensor, value and width, else bins it when painted.
   void setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor, HeatmapValue value,
                  bool logScale, QStringList tokenText);
+  /// Token columns the plot has at the widget's current size (what the worker should bin to).
+  [[nodiscard]] int plotColumns() const;
   /// Draws the whole figure into `target`, binning tokens to its plot width.
   void paintFigure(QPainter& painter, const QRectF& target);
   /// The data drawn last (for tests and CSV).
@@ -48,6 +52,7 @@ class HeatmapCanvas : public QWidget {
  private:
   const Tensor3* sourceTensor() const;
   void rebuild(int columns);
+  void buildImage();
   bool cellAt(const QPointF& pos, int* channel, int* column) const;
 
   LayerQuantPtr layer_;
@@ -72,6 +77,10 @@ class HeatmapView : public QWidget, public ExportableView {
 
   void setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenText);
   void setHasPreRope(bool has);
+  /// Asks the layer worker for the heat map this view shows, at the canvas's width.
+  void fillRequest(ViewRequest& request) const;
+  /// The tensor shown.
+  [[nodiscard]] ViewTensor tensor() const;
   HeatmapCanvas* canvas() { return canvas_; }
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* valueBox() { return value_; }
@@ -98,6 +107,11 @@ class HeatmapView : public QWidget, public ExportableView {
   LayerQuantPtr layer_;
   int kvHead_ = 0;
   QStringList tokenText_;
+  /// The profile depends on the original tensor only: kept until the layer, head or tensor change.
+  mutable LayerTensorsPtr profileFor_;
+  mutable int profileHead_ = -1;
+  mutable int profileTensor_ = -1;
+  mutable QString profileCache_;
 };
 
 }  // namespace kvscope::ui

@@ -154,37 +154,81 @@ void HistogramView::setLayer(LayerQuantPtr layer, int kvHead, int channel, int t
     channelBox->setValue(channel_);
     tokenBox->setValue(token_);
   }
-  refresh();
+  update(true);
 }
 
-void HistogramView::refresh() {
+ViewTensor HistogramView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
+
+QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const {
+  const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
+                           (t == ViewTensor::KeyPreRope && spec.prerope);
+  const int64_t keptEnd = tokens - spec.residual;
+  if (spec.format == FormatId::None || spec.format == FormatId::Fp16 || spec.format == FormatId::Bf16) {
+    return tr("no scale groups: %1 rounds each element").arg(QString::fromStdString(toString(spec)));
+  }
+  if (!formatSpace) {
+    return tr("levels not drawn: this spec quantizes %1, not this tensor")
+        .arg(spec.prerope ? tr("pre-RoPE K") : tr("K after RoPE"));
+  }
+  if (spec.hadamard) return tr("levels not drawn: they apply in the Hadamard-rotated space");
+  if (token_ < spec.sinks || token_ >= keptEnd) {
+    return tr("token %1 is kept exactly (sink or residual window)").arg(token_);
+  }
+  return {};
+}
+
+void HistogramView::fillRequest(ViewRequest& request, const QuantSpec& keySpec, const QuantSpec& valueSpec,
+                                int64_t tokens) const {
+  const ViewTensor t = tensor();
+  const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
+  request.histogramTensor = tensorKindOf(t);
+  request.histogramScope = scope;
+  request.histogramIndex = scope == HistogramScope::Channel ? channel_ : token_;
+  request.histogramBins = bins_->value();
+  request.group = groupNote(t, t == ViewTensor::Value ? valueSpec : keySpec, tokens).isEmpty();
+  request.groupToken = token_;
+  request.groupChannel = channel_;
+  if (t == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
+}
+
+void HistogramView::update(bool fromLayer) {
   data_ = {};
   group_.reset();
   groupNote_.clear();
   if (layer_) {
-    const auto t = static_cast<ViewTensor>(tensor_->currentData().toInt());
+    const ViewTensor t = tensor();
     const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
     const Tensor3* x = layer_->original(t);
     if (x) {
       const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
-      data_ = computeHistogram(*x, layer_->reconstruction(t), kvHead_, scope, index, bins_->value());
-      const QuantSpec& spec = layer_->spec(t);
-      const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
-                               (t == ViewTensor::KeyPreRope && spec.prerope);
-      const int64_t keptEnd = x->tokens - spec.residual;
-      if (spec.format == FormatId::None || spec.format == FormatId::Fp16 || spec.format == FormatId::Bf16) {
-        groupNote_ = tr("no scale groups: %1 rounds each element").arg(QString::fromStdString(toString(spec)));
-      } else if (!formatSpace) {
-        groupNote_ = tr("levels not drawn: this spec quantizes %1, not this tensor")
-                         .arg(spec.prerope ? tr("pre-RoPE K") : tr("K after RoPE"));
-      } else if (spec.hadamard) {
-        groupNote_ = tr("levels not drawn: they apply in the Hadamard-rotated space");
-      } else if (token_ < spec.sinks || token_ >= keptEnd) {
-        groupNote_ = tr("token %1 is kept exactly (sink or residual window)").arg(token_);
+      const ViewRequest& r = layer_->request;
+      const bool sameTensor = r.kvHead == kvHead_ && r.histogramTensor == tensorKindOf(t);
+      if (fromLayer && sameTensor && r.histogramBins == bins_->value() && r.histogramScope == scope &&
+          r.histogramIndex == index) {
+        data_ = layer_->histogram;  // computed by the layer worker
       } else {
+        const int64_t hatHead = layer_->hatHead(kvHead_);
+        computeHistogramInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(t) : nullptr, hatHead, scope,
+                             index, bins_->value(), workspace_, data_);
+      }
+      const QuantSpec& spec = layer_->spec(t);
+      groupNote_ = groupNote(t, spec, x->tokens);
+      if (!groupNote_.isEmpty()) {
+        // nothing to describe
+      } else if (sameTensor && r.group && r.groupToken == token_ && r.groupChannel == channel_) {
+        if (layer_->group) group_ = layer_->group;
+        else groupNote_ = QString::fromStdString(layer_->groupError);
+      } else {
+        // Another group than the worker described (a click on the heat map): one head's format
+        // input, or the layer's when the spec's groups span heads.
+        const LayerTensors& tensors = *layer_->tensors;
+        const Tensor3* source = t == ViewTensor::Value ? &tensors.value
+                                : (spec.prerope && tensors.keyPreRope) ? &*tensors.keyPreRope
+                                                                       : &tensors.key;
+        const bool perHead = quantizesPerHead(spec, source->dim);
         int64_t first = 0;
-        const Tensor3 input = formatInput(*layer_->tensors, t, spec, &first);
-        auto detail = describeGroup(input, spec, kvHead_, token_ - first, channel_);
+        formatInputInto(*source, perHead ? kvHead_ : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+        auto detail = describeGroup(formatInput_, spec, perHead ? 0 : kvHead_, token_ - first, channel_);
         if (detail) {
           group_ = std::move(detail).value();
         } else {

@@ -31,7 +31,14 @@ class HistogramView : public QWidget, public ExportableView {
   explicit HistogramView(QWidget* parent = nullptr);
 
   /// Shows kv head `kvHead` of `layer`; `channel` and `token` pick the group whose levels are drawn.
+  /// Uses the histogram and group the layer worker computed when they match the view's settings.
   void setLayer(LayerQuantPtr layer, int kvHead, int channel, int token);
+  /// Asks the layer worker for what this view shows (tensor, scope, bins, the group under the
+  /// selection) so that a spec change finds the data ready. `tokens` is the dump's T.
+  void fillRequest(ViewRequest& request, const QuantSpec& keySpec, const QuantSpec& valueSpec,
+                   int64_t tokens) const;
+  /// The tensor whose histogram is shown.
+  [[nodiscard]] ViewTensor tensor() const;
   void setHasPreRope(bool has);
 
   [[nodiscard]] const HistogramData& data() const { return data_; }
@@ -51,8 +58,12 @@ class HistogramView : public QWidget, public ExportableView {
   [[nodiscard]] bool hasContent() const override { return layer_ != nullptr && data_.count > 0; }
 
  private:
-  void refresh();
+  void refresh() { update(false); }
+  /// Recomputes the data; `fromLayer` takes what the layer worker computed when it matches.
+  void update(bool fromLayer);
   void rebuildChart();
+  /// Why the levels of the group at token_ cannot be drawn for `t` under `spec` (empty: they can).
+  [[nodiscard]] QString groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const;
 
   QChart* chart_;
   QChartView* view_;
@@ -73,6 +84,8 @@ class HistogramView : public QWidget, public ExportableView {
   HistogramData data_;
   std::optional<GroupDetail> group_;
   QString groupNote_;
+  HistogramWorkspace workspace_;  ///< reused by recomputations on the GUI thread (settings changes)
+  Tensor3 formatInput_;
 };
 
 }  // namespace kvscope::ui
