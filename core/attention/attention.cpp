@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/attention/engine.h"
 
@@ -129,11 +132,58 @@ double relativeError(const float* diff, const float* ref, int64_t d) {
   return std::sqrt(num / den);
 }
 
+// Scratch of one work item. Its buffers only grow and are reused across items and calls: an
+// item needs ~30 MiB of matrices, and fresh allocations of that size cost more in page faults
+// than the item's arithmetic on some machines.
+struct Workspace {
+  std::vector<float> qc, scores, deltaK, deltaScores, prob, deltaProb, probHat, out, deltaV;
+  std::vector<float> diffKey, diffValue, diffJoint;
+  std::vector<double> sd, dd, shat, p, phat, rowKl;
+};
+
+template <class T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// Workspaces kept between calls: at most one per thread, the rest are freed when returned.
+class WorkspacePool {
+ public:
+  std::unique_ptr<Workspace> acquire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<Workspace>();
+    std::unique_ptr<Workspace> w = std::move(free_.back());
+    free_.pop_back();
+    return w;
+  }
+  void release(std::unique_ptr<Workspace> w) {
+    int keep = 1;
+#ifdef _OPENMP
+    keep = omp_get_max_threads();
+#endif
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (static_cast<int>(free_.size()) < keep) free_.push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
+WorkspacePool& workspaces() {
+  static WorkspacePool pool;
+  return pool;
+}
+
+using MapF = Eigen::Map<RowMatF>;
+using MapA = Eigen::Map<Eigen::ArrayXd>;
+
 // One work item; returns its partial sums and writes per-row values when asked. `base`
 // supplies the original scores, normalizers and outputs; `fill` receives them.
 Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
                 int64_t g, int64_t chunkIndex, RowValues* rowsOut, const ItemBaseline* base,
-                ItemBaseline* fill) {
+                ItemBaseline* fill, Workspace& ws) {
   const bool needKeys = which.keyOnly || which.joint;
   const bool needValues = which.valueOnly || which.joint;
   const int64_t i0 = s.firstQuery + chunkIndex * s.chunk;
@@ -143,7 +193,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   const int64_t ncol = s.tokens - s.queries + i1;  // keys 0 … position of query i1-1
   const int64_t d = s.dim;
 
-  RowMatF qc(rows, d);
+  MapF qc(grow(ws.qc, rows * d), rows, d);
   for (int64_t hh = 0; hh < s.group; ++hh) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* src = in.query->row(g * s.group + hh, i);
@@ -155,25 +205,24 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   auto kg = kAll.topRows(ncol);
   auto vg = vAll.topRows(ncol);
 
-  RowMatF ownScores;
+  float* ownScores = nullptr;
   if (!base) {
-    ownScores.resize(rows, ncol);
-    ownScores.noalias() = qc * kg.transpose();
+    ownScores = grow(ws.scores, rows * ncol);
+    MapF(ownScores, rows, ncol).noalias() = qc * kg.transpose();
   }
-  ConstMapF scores(base ? base->scores.data() : ownScores.data(), rows, ncol);
-  RowMatF deltaScores;
+  ConstMapF scores(base ? base->scores.data() : ownScores, rows, ncol);
+  MapF deltaScores(needKeys ? grow(ws.deltaScores, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
   if (needKeys) {
     ConstMapF khAll(in.keyHat->row(g, 0), s.tokens, d);
-    RowMatF deltaK = khAll.topRows(ncol) - kg;
-    deltaScores.resize(rows, ncol);
+    MapF deltaK(grow(ws.deltaK, ncol * d), ncol, d);
+    deltaK = khAll.topRows(ncol) - kg;
     deltaScores.noalias() = qc * deltaK.transpose();
   }
 
   // Each row's entries past its position stay zero (causal mask); only those are cleared.
-  RowMatF prob(rows, ncol);
-  RowMatF deltaProb, probHat;
-  if (needKeys) deltaProb.resize(rows, ncol);
-  if (which.joint) probHat.resize(rows, ncol);
+  MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
+  MapF deltaProb(needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
+  MapF probHat(which.joint ? grow(ws.probHat, rows * ncol) : nullptr, which.joint ? rows : 0, ncol);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
     prob.row(r).tail(ncol - nk).setZero();
@@ -181,9 +230,11 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     if (which.joint) probHat.row(r).tail(ncol - nk).setZero();
   }
 
-  Eigen::ArrayXd sd(ncol), dd(ncol), shat(ncol), p(ncol), phat(ncol);
+  MapA sd(grow(ws.sd, ncol), ncol), dd(grow(ws.dd, ncol), ncol), shat(grow(ws.shat, ncol), ncol);
+  MapA p(grow(ws.p, ncol), ncol), phat(grow(ws.phat, ncol), ncol);
   Partial part;
-  std::vector<double> rowKl(static_cast<size_t>(rows), 0.0);
+  double* rowKl = grow(ws.rowKl, rows);
+  std::fill(rowKl, rowKl + rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r % nq;
     const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
@@ -222,7 +273,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     const double lseDiff = (m2 + std::log(z2)) - (m1 + std::log(z1));
     double kl = lseDiff - (ph * ddh).sum();
     if (kl < 0) kl = 0;  // rounding of a zero divergence; NaN input stays visible as NaN
-    rowKl[static_cast<size_t>(r)] = kl;
+    rowKl[r] = kl;
     part.klSum += kl;
     part.klMax = std::max(part.klMax, kl);
     const auto absd = ddh.abs();
@@ -234,28 +285,25 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
   }
 
-  RowMatF ownOut;
+  float* ownOut = nullptr;
   if (!base) {
-    ownOut.resize(rows, d);
-    ownOut.noalias() = prob * vg;
+    ownOut = grow(ws.out, rows * d);
+    MapF(ownOut, rows, d).noalias() = prob * vg;
   }
-  ConstMapF out(base ? base->out.data() : ownOut.data(), rows, d);
+  ConstMapF out(base ? base->out.data() : ownOut, rows, d);
   if (fill) {
-    fill->scores.assign(ownScores.data(), ownScores.data() + ownScores.size());
-    fill->out.assign(ownOut.data(), ownOut.data() + ownOut.size());
+    fill->scores.assign(ownScores, ownScores + rows * ncol);
+    fill->out.assign(ownOut, ownOut + rows * d);
   }
-  RowMatF diffKey, diffValue, diffJoint;
-  if (needKeys) {
-    diffKey.resize(rows, d);
-    diffKey.noalias() = deltaProb * vg;
-  }
+  MapF diffKey(needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
+  MapF diffValue(which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr, which.valueOnly ? rows : 0, d);
+  MapF diffJoint(which.joint ? grow(ws.diffJoint, rows * d) : nullptr, which.joint ? rows : 0, d);
+  if (needKeys) diffKey.noalias() = deltaProb * vg;
   if (needValues) {
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
-    RowMatF deltaV = vhAll.topRows(ncol) - vg;
-    if (which.valueOnly) {
-      diffValue.resize(rows, d);
-      diffValue.noalias() = prob * deltaV;
-    }
+    MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
+    deltaV = vhAll.topRows(ncol) - vg;
+    if (which.valueOnly) diffValue.noalias() = prob * deltaV;
     if (which.joint) {
       diffJoint = diffKey;
       diffJoint.noalias() += probHat * deltaV;
@@ -273,12 +321,22 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
       const int64_t hh = r / nq, i = i0 + r % nq;
       const size_t at =
           static_cast<size_t>((g * s.group + hh) * s.selected + (i - s.firstQuery));
-      rowsOut->kl[at] = rowKl[static_cast<size_t>(r)];
+      rowsOut->kl[at] = rowKl[r];
       rowsOut->relKeyOnly[at] = rk;
       rowsOut->relValueOnly[at] = rv;
       rowsOut->relJoint[at] = rj;
     }
   }
+  return part;
+}
+
+// runItem with a workspace from the pool.
+Partial runItemPooled(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
+                      int64_t g, int64_t chunkIndex, RowValues* rowsOut, const ItemBaseline* base,
+                      ItemBaseline* fill) {
+  std::unique_ptr<Workspace> ws = workspaces().acquire();
+  const Partial part = runItem(in, which, s, g, chunkIndex, rowsOut, base, fill, *ws);
+  workspaces().release(std::move(ws));
   return part;
 }
 
@@ -322,7 +380,7 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
   for (int64_t item = 0; item < items; ++item) {
     if (cancelled.load(std::memory_order_relaxed)) continue;
     partials[static_cast<size_t>(item)] =
-        runItem(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
+        runItemPooled(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
                 baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr);
     const int64_t finished = done.fetch_add(1) + 1;
     bool reporter = true;
@@ -441,7 +499,7 @@ Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     if (cancelled.load(std::memory_order_relaxed)) continue;
-    runItem(input, none, s, item / s.chunksPerHead, item % s.chunksPerHead, nullptr, nullptr,
+    runItemPooled(input, none, s, item / s.chunksPerHead, item % s.chunksPerHead, nullptr, nullptr,
             &b->items[static_cast<size_t>(item)]);
     const int64_t finished = done.fetch_add(1) + 1;
     bool reporter = true;
