@@ -195,6 +195,8 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   return Status::ok();
 }
 
+std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count);
+
 struct Outlier {
   size_t index;  ///< flat index into the quantized tensor
   float value;
@@ -204,7 +206,7 @@ struct Outlier {
 /// to `out`.
 void extractOutliers(Tensor3& x, int64_t head, int64_t count, std::vector<Outlier>& out) {
   const size_t base = x.index(head, 0, 0);
-  for (int64_t i : selectOutliers(x.data.data() + base, x.tokens * x.dim, count)) {
+  for (int64_t i : selectOutliersByIndex(x.data.data() + base, x.tokens * x.dim, count)) {
     const size_t idx = base + static_cast<size_t>(i);
     out.push_back({idx, x.data[idx]});
     x.data[idx] = 0.0f;
@@ -219,12 +221,15 @@ int64_t outlierCount(double fraction, int64_t n) {
   return std::min(k, n);
 }
 
-std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count) {
+namespace {
+
+// The `count` indices of largest |x| (ties: lower index first), in ascending index order.
+// Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
+// order like the values. Two 16-bit histogram passes find the k-th largest magnitude T
+// without sorting or allocating per element (a 32k-token layer holds millions per head).
+std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count) {
   count = std::min(count, n);
   if (count <= 0) return {};
-  // Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
-  // order like the values. Two 16-bit histogram passes find the k-th largest magnitude T
-  // without sorting or allocating per element (a 32k-token layer holds millions per head).
   auto key = [values](int64_t i) {
     uint32_t bits;
     std::memcpy(&bits, &values[i], sizeof bits);
@@ -251,6 +256,18 @@ std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t coun
     const uint32_t k = key(i);
     if (k > threshold || (k == threshold && ties-- > 0)) picked.push_back(i);
   }
+  return picked;
+}
+
+}  // namespace
+
+std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count) {
+  std::vector<int64_t> picked = selectOutliersByIndex(values, n, count);
+  auto key = [values](int64_t i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    return bits & 0x7fffffffu;
+  };
   std::sort(picked.begin(), picked.end(), [&](int64_t a, int64_t b) {
     const uint32_t ka = key(a), kb = key(b);
     return ka != kb ? ka > kb : a < b;
@@ -266,29 +283,57 @@ void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset
   rotatePairs(x, rope, positionOffset, -1.0);
 }
 
+namespace {
+
+// Alignment 8: loads and stores never assume more than a double's alignment.
+typedef double D4 __attribute__((vector_size(32), aligned(8)));  // NOLINT(modernize-use-using): GCC syntax
+
+// The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) of `rows` rows of
+// `d` values, four rows at a time: lane k of work[i] holds element i of row k, so every
+// butterfly is one vector operation whatever its stride. Each lane does exactly the scalar
+// transform's double operations in the same order.
+KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t n = std::min<int64_t>(4, rows - r0);
+    float* base = x + r0 * d;
+    for (int64_t i = 0; i < d; ++i) {
+      D4 v = {0, 0, 0, 0};
+      for (int64_t k = 0; k < n; ++k) v[k] = base[k * d + i];
+      work[i] = v;
+    }
+    for (int64_t len = 1; len < d; len <<= 1) {
+      for (int64_t i = 0; i < d; i += 2 * len) {
+        for (int64_t j = i; j < i + len; ++j) {
+          const D4 a = work[j], b = work[j + len];
+          work[j] = a + b;
+          work[j + len] = a - b;
+        }
+      }
+    }
+    for (int64_t i = 0; i < d; ++i) {
+      const D4 v = work[i] * norm;
+      for (int64_t k = 0; k < n; ++k) base[k * d + i] = static_cast<float>(v[k]);
+    }
+  }
+}
+
+}  // namespace
+
 void hadamardInPlace(Tensor3& x) {
   const int64_t d = x.dim;
   if (!isPowerOfTwo(d)) return;  // callers validate; a no-op beats a corrupt tensor
   const double norm = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t rows = x.heads * x.tokens;
-#pragma omp parallel if (rows * d > 65536)
+  constexpr int64_t kRowsPerTask = 64;
+  const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel if (rows * d > kParallelThreshold)
   {
-    std::vector<double> buf(static_cast<size_t>(d));  // one per thread
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      // Fast Walsh–Hadamard transform in double; Sylvester order, so the result is x·H.
-      float* row = x.data.data() + r * d;
-      for (int64_t i = 0; i < d; ++i) buf[static_cast<size_t>(i)] = row[i];
-      for (int64_t len = 1; len < d; len <<= 1) {
-        for (int64_t i = 0; i < d; i += 2 * len) {
-          for (int64_t j = i; j < i + len; ++j) {
-            const double a = buf[static_cast<size_t>(j)], b = buf[static_cast<size_t>(j + len)];
-            buf[static_cast<size_t>(j)] = a + b;
-            buf[static_cast<size_t>(j + len)] = a - b;
-          }
-        }
-      }
-      for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(buf[static_cast<size_t>(i)] * norm);
+    std::vector<double> work(static_cast<size_t>(4 * d));  // one per thread; GCC vectors alias their elements
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t r0 = t * kRowsPerTask;
+      hadamardRows(x.data.data() + r0 * d, std::min(kRowsPerTask, rows - r0), d, norm,
+                   reinterpret_cast<D4*>(work.data()));
     }
   }
 }
