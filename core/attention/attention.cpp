@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -183,7 +184,7 @@ using MapA = Eigen::Map<Eigen::ArrayXd>;
 // supplies the original scores, normalizers and outputs; `fill` receives them.
 Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
                 int64_t g, int64_t chunkIndex, RowValues* rowsOut, const ItemBaseline* base,
-                ItemBaseline* fill, Workspace& ws) {
+                ItemBaseline* fill, Workspace& ws, const std::function<bool()>& stop) {
   const bool needKeys = which.keyOnly || which.joint;
   const bool needValues = which.valueOnly || which.joint;
   const int64_t i0 = s.firstQuery + chunkIndex * s.chunk;
@@ -218,6 +219,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     deltaK = khAll.topRows(ncol) - kg;
     deltaScores.noalias() = qc * deltaK.transpose();
   }
+  if (stop()) return {};
 
   // Each row's entries past its position stay zero (causal mask); only those are cleared.
   MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
@@ -236,6 +238,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   double* rowKl = grow(ws.rowKl, rows);
   std::fill(rowKl, rowKl + rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
+    if (r % 32 == 31 && stop()) return {};
     const int64_t i = i0 + r % nq;
     const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
     auto sdh = sd.head(nk);
@@ -290,6 +293,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     ownOut = grow(ws.out, rows * d);
     MapF(ownOut, rows, d).noalias() = prob * vg;
   }
+  if (stop()) return {};
   ConstMapF out(base ? base->out.data() : ownOut, rows, d);
   if (fill) {
     fill->scores.assign(ownScores, ownScores + rows * ncol);
@@ -330,12 +334,30 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   return part;
 }
 
+// Checked inside items so a cancel lands within a fraction of one item: the reporting thread
+// (OpenMP thread 0, the only one that ever calls `progress`) asks the callback, every thread
+// sees the flag.
+std::function<bool()> stopCheck(const Progress& progress, std::atomic<bool>& cancelled,
+                                const std::atomic<int64_t>& done, int64_t items, const char* what) {
+  return [&progress, &cancelled, &done, items, what]() {
+    if (cancelled.load(std::memory_order_relaxed)) return true;
+    bool reporter = true;
+#ifdef _OPENMP
+    reporter = omp_get_thread_num() == 0;
+#endif
+    if (reporter && !report(progress, static_cast<double>(done.load()) / static_cast<double>(items), what)) {
+      cancelled = true;
+    }
+    return cancelled.load(std::memory_order_relaxed);
+  };
+}
+
 // runItem with a workspace from the pool.
 Partial runItemPooled(const AttentionInput& in, const AttentionCaseSelection& which, const Shape& s,
                       int64_t g, int64_t chunkIndex, RowValues* rowsOut, const ItemBaseline* base,
-                      ItemBaseline* fill) {
+                      ItemBaseline* fill, const std::function<bool()>& stop) {
   std::unique_ptr<Workspace> ws = workspaces().acquire();
-  const Partial part = runItem(in, which, s, g, chunkIndex, rowsOut, base, fill, *ws);
+  const Partial part = runItem(in, which, s, g, chunkIndex, rowsOut, base, fill, *ws, stop);
   workspaces().release(std::move(ws));
   return part;
 }
@@ -373,6 +395,7 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
   std::atomic<int64_t> done{0};
   if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
 
+  const auto stop = stopCheck(progress, cancelled, done, items, "attention metrics");
   // Threads only pay off beyond a few million multiply-adds (waking them costs more below).
   const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
   const bool parallel = items > 1 && work > 2e6;
@@ -381,7 +404,7 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     if (cancelled.load(std::memory_order_relaxed)) continue;
     partials[static_cast<size_t>(item)] =
         runItemPooled(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
-                baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr);
+                      baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
     const int64_t finished = done.fetch_add(1) + 1;
     bool reporter = true;
 #ifdef _OPENMP
@@ -494,13 +517,14 @@ Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
   }
   std::atomic<bool> cancelled{false};
   std::atomic<int64_t> done{0};
+  const auto stop = stopCheck(progress, cancelled, done, items, "attention baseline");
   const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
   const bool parallel = items > 1 && work > 2e6;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t item = 0; item < items; ++item) {
     if (cancelled.load(std::memory_order_relaxed)) continue;
     runItemPooled(input, none, s, item / s.chunksPerHead, item % s.chunksPerHead, nullptr, nullptr,
-            &b->items[static_cast<size_t>(item)]);
+                  &b->items[static_cast<size_t>(item)], stop);
     const int64_t finished = done.fetch_add(1) + 1;
     bool reporter = true;
 #ifdef _OPENMP
