@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // kvscope-cli: batch access to everything kvscope computes.
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +13,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <mutex>
 
 #include "app/cli/command.h"
 #include "core/util/atomic_file.h"
@@ -118,6 +123,219 @@ Status probeOpenInChild(const std::string& path, const OpenOptions& options) {
   return Status::ok();
 }
 
+// The probe above covers opening; a corrupt chunk index crashes libhdf5 only when the data is
+// read, possibly an hour into an eval. So every bulk read (Dump::read) is served by a helper
+// process forked right after the open, while the CLI is still single-threaded and small: the
+// fork costs nothing later (no page tables of a big process to copy, no copy-on-write faults)
+// and no lock can be held by another thread. The helper opens the dump itself, reads each
+// requested slab into an anonymous MAP_SHARED buffer sized for the largest slab (mapped once,
+// so its pages fault in once) and answers over a socket. A crash or hang there becomes an
+// ordinary "bad file" error here. KVSCOPE_ISOLATE_READS=0 reads in-process instead.
+class ReadHelper {
+ public:
+  struct Request {
+    int32_t layer, kind, sequence;
+  };
+  struct Reply {
+    int32_t code;
+    int64_t heads, tokens, dim;
+    uint32_t messageBytes;
+  };
+
+  ~ReadHelper() {
+    if (fd_ >= 0) ::close(fd_);  // the helper reads end of file and exits
+    if (pid_ > 0) {
+      // It exits on its own within microseconds; a helper stuck in libhdf5 is killed.
+      for (int i = 0; i < 200 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) ::usleep(1000);
+      if (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+      }
+    }
+    if (shared_ != nullptr) ::munmap(shared_, capacity_);
+  }
+
+  /// Forks the helper for `path`; null when isolation is off or the system refuses.
+  static std::shared_ptr<ReadHelper> start(const std::string& path, const OpenOptions& options,
+                                           const DumpInfo& info) {
+    const char* env = std::getenv("KVSCOPE_ISOLATE_READS");
+    if (env && std::string(env) == "0") return nullptr;
+    auto helper = std::shared_ptr<ReadHelper>(new ReadHelper);
+    helper->path_ = path;
+    helper->canonical_ = info.canonical;
+    const int64_t kv = int64_t{info.kvHeads} * info.tokens * info.headDim;
+    const int64_t q = int64_t{info.heads} * info.queries * info.headDim;
+    helper->capacity_ = static_cast<size_t>(std::max<int64_t>({kv, q, 1})) * sizeof(float);
+    void* shared = ::mmap(nullptr, helper->capacity_, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (shared == MAP_FAILED) return nullptr;
+    helper->shared_ = shared;
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return nullptr;
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    if (child < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return nullptr;
+    }
+    if (child == 0) {
+      ::close(fds[0]);
+      serve(fds[1], path, options, static_cast<char*>(shared), helper->capacity_);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    helper->fd_ = fds[0];
+    helper->pid_ = child;
+    return helper;
+  }
+
+  Expected<Tensor3> read(int layer, TensorKind kind, int sequence) {
+    const std::string what = describe(layer, kind, sequence);
+    if (!failure_.isOk()) return failure_;
+    const Request request{layer, static_cast<int32_t>(kind), sequence};
+    if (!sendAll(fd_, &request, sizeof request)) return died(what);
+    Reply reply{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs());
+    for (;;) {
+      pollfd pfd{fd_, POLLIN, 0};
+      const int r = ::poll(&pfd, 1, 100);
+      if (interrupted()) {
+        stop();
+        return failure_ = Status::cancelled();
+      }
+      if (r > 0) break;
+      if (r < 0 && errno != EINTR) return died(what);
+      if (std::chrono::steady_clock::now() > deadline) {
+        stop();
+        return failure_ = Status::invalidData(
+                   path_ + ": " + what + ": reading did not finish within " +
+                   std::to_string(timeoutMs() / 1000) +
+                   " s (libhdf5 loops on this file); it is corrupt or hostile");
+      }
+    }
+    if (!receiveAll(fd_, &reply, sizeof reply)) return died(what);
+    std::string message(reply.messageBytes, '\0');
+    if (reply.messageBytes > 0 && !receiveAll(fd_, message.data(), message.size()))
+      return died(what);
+    if (reply.code != static_cast<int32_t>(StatusCode::Ok))
+      return Status(static_cast<StatusCode>(reply.code), message);
+    const size_t bytes = static_cast<size_t>(reply.heads * reply.tokens * reply.dim) * sizeof(float);
+    if (bytes > capacity_) return Status::internal(path_ + ": " + what + ": slab exceeds the buffer");
+    Tensor3 out(reply.heads, reply.tokens, reply.dim);
+    std::memcpy(out.data.data(), shared_, bytes);
+    return out;
+  }
+
+ private:
+  ReadHelper() = default;
+
+  static int timeoutMs() { return probeTimeoutMs(); }
+
+  std::string describe(int layer, int kind, int sequence) const {
+    const char* name = tensorKindName(static_cast<TensorKind>(kind));
+    std::string what = canonical_ ? "/layers/" + std::to_string(layer) + "/" + name
+                                  : std::string(name) + " of layer " + std::to_string(layer);
+    return sequence > 0 ? what + " (sequence " + std::to_string(sequence) + ")" : what;
+  }
+  std::string describe(int layer, TensorKind kind, int sequence) const {
+    return describe(layer, static_cast<int>(kind), sequence);
+  }
+
+  static bool sendAll(int fd, const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  static bool receiveAll(int fd, void* data, size_t n) {
+    char* p = static_cast<char*>(data);
+    while (n > 0) {
+      const ssize_t r = ::recv(fd, p, n, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+
+  void stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+  /// The helper is gone: say how, once, and refuse every later read with the same message.
+  Status died(const std::string& what) {
+    int wstatus = 0;
+    pid_t r;
+    while ((r = ::waitpid(pid_, &wstatus, 0)) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    if (r > 0 && WIFSIGNALED(wstatus))
+      return failure_ = Status::invalidData(
+                 path_ + ": " + what + ": libhdf5 crashed (signal " +
+                 std::to_string(WTERMSIG(wstatus)) +
+                 ") while reading the data; the file is corrupt or hostile");
+    return failure_ = Status::ioError(path_ + ": " + what +
+                                      ": the reading process ended unexpectedly");
+  }
+
+  static void serve(int fd, const std::string& path, OpenOptions options, char* shared,
+                    size_t capacity) {
+    // Ctrl-C reaches the whole process group; the CLI decides and kills the helper itself.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    options.readDelegate = nullptr;
+    options.serialReads = true;  // forked from a process that may run OpenMP later: none here
+    auto dump = Dump::open(path, options);
+    Request request{};
+    while (receiveAll(fd, &request, sizeof request)) {
+      Reply reply{};
+      std::string message;
+      Status st;
+      if (!dump) {
+        st = dump.status();
+      } else {
+        auto t = (*dump)->read(request.layer, static_cast<TensorKind>(request.kind),
+                               request.sequence);
+        if (!t) {
+          st = t.status();
+        } else if (t->data.size() * sizeof(float) > capacity) {
+          st = Status::internal(path + ": slab larger than the shared buffer");
+        } else {
+          std::memcpy(shared, t->data.data(), t->data.size() * sizeof(float));
+          reply.heads = t->heads;
+          reply.tokens = t->tokens;
+          reply.dim = t->dim;
+        }
+      }
+      reply.code = static_cast<int32_t>(st.code());
+      message = st.message();
+      reply.messageBytes = static_cast<uint32_t>(message.size());
+      if (!sendAll(fd, &reply, sizeof reply) || !sendAll(fd, message.data(), message.size()))
+        return;
+    }
+  }
+
+  std::string path_;
+  bool canonical_ = true;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  void* shared_ = nullptr;
+  size_t capacity_ = 0;
+  Status failure_;
+};
+
 }  // namespace
 
 Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const std::string& mappingPath,
@@ -130,6 +348,16 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
     options.mapping = std::move(*mapping);
   }
   KVS_RETURN_IF_ERROR(probeOpenInChild(path, options));
+  auto plain = Dump::open(path, options);
+  if (!plain) return plain.status();
+  auto helper = ReadHelper::start(path, options, (*plain)->info());
+  if (!helper) return plain;
+  // Reads from several threads (core's OpenMP) take turns: one helper, one request at a time.
+  auto turn = std::make_shared<std::mutex>();
+  options.readDelegate = [helper, turn](int layer, TensorKind kind, int sequence) {
+    std::lock_guard<std::mutex> lock(*turn);
+    return helper->read(layer, kind, sequence);
+  };
   return Dump::open(path, options);
 }
 

@@ -307,29 +307,44 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
     return im.bad(what, "tensor is [" + std::to_string(t.heads) + ", " + std::to_string(t.tokens) +
                             ", " + std::to_string(t.dim) + "], expected [" + std::to_string(h) +
                             ", " + std::to_string(n) + ", " + std::to_string(im.o.headDim) + "]");
+  // Written in blocks of about 1 MiB on disk (whole tokens of one head), asking `cancel` before
+  // each: a layer of a long context is tens of MiB, and Ctrl-C should not wait for all of it.
+  const bool half = im.o.dtype == DiskType::Float16;
+  const int64_t rowBytes = im.o.headDim * (half ? 2 : 4);
+  const int64_t rowsPerBlock = std::max<int64_t>(1, (int64_t{1} << 20) / rowBytes);
+  const int64_t blocks = h * ((n + rowsPerBlock - 1) / rowsPerBlock);
+  std::vector<uint16_t> bits;
   h5::Lock lock;
   const h5::Id& ds = im.datasets[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
-  hsize_t count = 0;
-  h5::Id fileSpace = im.selectSequence(ds.get(), sequence, count);
-  h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &count, nullptr));
-  herr_t rc;
-  std::string detail;
-  if (im.o.dtype == DiskType::Float16) {
-    std::vector<uint16_t> bits(t.data.size());
-    const int64_t elements = static_cast<int64_t>(bits.size());
-#pragma omp parallel for schedule(static) if (elements > (int64_t{1} << 20))
-    for (int64_t i = 0; i < elements; ++i)
-      bits[static_cast<size_t>(i)] = fp::fp16Bits(t.data[static_cast<size_t>(i)]);
-    h5::Id memType = h5::halfType(H5Tget_order(H5T_NATIVE_UINT16));
-    rc = H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
-                  bits.data());
-    if (rc < 0) detail = h5::lastErrorText();
-  } else {
-    rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT,
-                  t.data.data());
-    if (rc < 0) detail = h5::lastErrorText();
-  }
-  if (rc < 0) return im.ioFail(what, "cannot write", detail);
+  h5::Id fileSpace = h5::spaceId(H5Dget_space(ds.get()));
+  h5::Id memType = half ? h5::halfType(H5Tget_order(H5T_NATIVE_UINT16))
+                        : h5::typeId(H5Tcopy(H5T_NATIVE_FLOAT));
+  int64_t block = 0;
+  for (int64_t head = 0; head < h; ++head)
+    for (int64_t row = 0; row < n; row += rowsPerBlock, ++block) {
+      if (!report(im.o.cancel, double(block) / double(blocks), "writing")) return Status::cancelled();
+      const int64_t rows = std::min(rowsPerBlock, n - row);
+      std::vector<hsize_t> start = {hsize_t(head), hsize_t(row), 0};
+      std::vector<hsize_t> count = {1, hsize_t(rows), hsize_t(im.o.headDim)};
+      if (im.batched) {
+        start.insert(start.begin(), hsize_t(sequence));
+        count.insert(count.begin(), 1);
+      }
+      H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                          nullptr);
+      const hsize_t elements = hsize_t(rows * im.o.headDim);
+      h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &elements, nullptr));
+      const float* src = t.row(head, row);
+      const void* buffer = src;
+      if (half) {
+        bits.resize(elements);
+        for (hsize_t i = 0; i < elements; ++i) bits[i] = fp::fp16Bits(src[i]);
+        buffer = bits.data();
+      }
+      if (H5Dwrite(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT,
+                   buffer) < 0)
+        return im.ioFail(what, "cannot write", h5::lastErrorText());
+    }
   im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)][static_cast<size_t>(sequence)] =
       true;
   return Status::ok();

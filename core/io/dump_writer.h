@@ -50,6 +50,9 @@ struct DumpWriterOptions {
   std::optional<RopeStyle> ropeStyle;                   ///< `rope_style` (omitted when unset)
   std::optional<double> softmaxScale;                   ///< `softmax_scale` (omitted when unset)
   std::map<std::string, std::string> stringAttributes;  ///< extra root strings, e.g. model_path
+  /// Asked between blocks of about 1 MiB of every write (the fraction is that of the write);
+  /// returning false stops the write with Status::cancelled(), so Ctrl-C is honoured quickly.
+  Progress cancel;
 };
 
 /// Streams a canonical dump to a temporary file beside `path`; finish() renames it into place.

@@ -353,6 +353,9 @@ Status writeSynthDump(const std::string& path, const SynthOptions& o, const Prog
   w.softmaxScale = 1.0 / std::sqrt(double(o.headDim));
   w.stringAttributes["synth_profile"] = o.profile;
   w.stringAttributes["synth_seed"] = std::to_string(o.seed);
+  // The writer asks between blocks of each layer's writes, so Ctrl-C does not wait for a layer.
+  double done = 0;
+  w.cancel = [&](double, std::string_view) { return report(progress, done, "writing layers"); };
   auto writer = DumpWriter::create(path, w);
   if (!writer) return writer.status();
   DumpWriter& dw = **writer;
@@ -376,8 +379,8 @@ Status writeSynthDump(const std::string& path, const SynthOptions& o, const Prog
   const double total = double(o.layers) * o.sequences;
   for (int l = 0; l < o.layers; ++l)
     for (int b = 0; b < o.sequences; ++b) {
-      if (!report(progress, (l * o.sequences + b) / total, "generating layers"))
-        return Status::cancelled();
+      done = (l * o.sequences + b) / total;
+      if (!report(progress, done, "generating layers")) return Status::cancelled();
       SynthLayer layer = synthLayer(o, l, b);
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Key, layer.key, b));
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::KeyPreRope, layer.keyPreRope, b));
