@@ -117,7 +117,7 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   const auto changed = [this] { emit queryChanged(head_->value(), query_->value()); };
   connect(head_, &QSpinBox::valueChanged, this, changed);
   connect(query_, &QSpinBox::valueChanged, this, changed);
-  connect(case_, &QComboBox::currentIndexChanged, this, &DriftView::rebuild);
+  connect(case_, &QComboBox::currentIndexChanged, this, [this] { requestRebuild(true); });
   connect(scoreCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
   connect(scoreOriginal_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
   connect(probCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("probability")); });
@@ -146,13 +146,35 @@ void DriftView::setQuery(int queryHead, int queryIndex) {
 void DriftView::setMessage(const QString& message) {
   data_.reset();
   info_->setText(message);
-  rebuild();
+  requestRebuild(true);
 }
 
 void DriftView::setData(DriftDataPtr data, QStringList tokenText) {
+  const bool sameRow = data_ && data && data_->layer == data->layer && data_->row.queryHead == data->row.queryHead &&
+                       data_->row.queryIndex == data->row.queryIndex &&
+                       data_->row.keyOnly.scores == data->row.keyOnly.scores &&
+                       data_->row.valueOnly.probabilities == data->row.valueOnly.probabilities &&
+                       data_->row.joint.kl == data->row.joint.kl && data_->row.joint.outputRelError == data->row.joint.outputRelError;
   data_ = std::move(data);
   tokenText_ = std::move(tokenText);
-  rebuild();
+  requestRebuild(!sameRow);
+}
+
+void DriftView::requestRebuild(bool rowToo) {
+  rowPending_ = rowPending_ || rowToo;
+  seriesPending_ = true;
+  if (isVisible()) flush();
+}
+
+void DriftView::flush() {
+  if (rowPending_) rebuildRow();
+  if (seriesPending_) rebuildSeries();
+  rowPending_ = seriesPending_ = false;
+}
+
+void DriftView::showEvent(QShowEvent* event) {
+  flush();
+  QWidget::showEvent(event);
 }
 
 const AttentionRowCase& DriftView::currentCase() const {
@@ -172,35 +194,84 @@ const std::vector<std::vector<double>>& DriftView::currentRel() const {
 }
 
 void DriftView::rebuild() {
-  for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_, kl_, rel_, marker_}) s->clear();
+  rebuildRow();
+  rebuildSeries();
+}
+
+namespace {
+
+// A line of up to kMaxRowPoints points: longer rows (32k keys) keep each bucket's minimum and
+// maximum in position order, so that spikes such as attention sinks stay visible while the GUI
+// thread hands Qt Charts a few thousand points instead of tens of thousands.
+constexpr size_t kMaxRowPoints = 4096;
+
+QList<QPointF> envelope(const std::vector<double>& y) {
+  QList<QPointF> out;
+  const size_t n = y.size();
+  if (n <= kMaxRowPoints) {
+    out.reserve(static_cast<qsizetype>(n));
+    for (size_t j = 0; j < n; ++j) out.append({static_cast<double>(j), y[j]});
+    return out;
+  }
+  const size_t buckets = kMaxRowPoints / 2;
+  out.reserve(static_cast<qsizetype>(kMaxRowPoints));
+  for (size_t b = 0; b < buckets; ++b) {
+    const size_t j0 = b * n / buckets, j1 = (b + 1) * n / buckets;
+    size_t lo = j0, hi = j0;
+    for (size_t j = j0 + 1; j < j1; ++j) {
+      if (y[j] < y[lo]) lo = j;
+      if (y[j] > y[hi]) hi = j;
+    }
+    const size_t first = std::min(lo, hi), second = std::max(lo, hi);
+    out.append({static_cast<double>(first), y[first]});
+    if (second != first) out.append({static_cast<double>(second), y[second]});
+  }
+  return out;
+}
+
+}  // namespace
+
+void DriftView::rebuildRow() {
+  for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_}) s->clear();
   if (!data_) {
     setAxes(scoreChart_, 0, 1, 0, 1, tr("key position"), tr("score"));
     setAxes(probChart_, 0, 1, 0, 1, tr("key position"), tr("probability"));
-    setAxes(posChart_, 0, 1, 0, 1, tr("query position"), tr("KL / rel. error"));
     return;
   }
   const AttentionRowDetail& row = data_->row;
   const AttentionRowCase& c = currentCase();
-  QList<QPointF> so, sc, po, pc;
   double smin = 0, smax = 0, pmax = 0;
   for (size_t j = 0; j < row.original.scores.size(); ++j) {
-    const auto x = static_cast<double>(j);
-    so.append({x, row.original.scores[j]});
-    sc.append({x, c.scores[j]});
-    po.append({x, row.original.probabilities[j]});
-    pc.append({x, c.probabilities[j]});
     smin = std::min({smin, row.original.scores[j], c.scores[j]});
     smax = std::max({smax, row.original.scores[j], c.scores[j]});
     pmax = std::max({pmax, row.original.probabilities[j], c.probabilities[j]});
   }
-  scoreOriginal_->replace(so);
-  scoreCase_->replace(sc);
-  probOriginal_->replace(po);
-  probCase_->replace(pc);
+  scoreOriginal_->replace(envelope(row.original.scores));
+  scoreCase_->replace(envelope(c.scores));
+  probOriginal_->replace(envelope(row.original.probabilities));
+  probCase_->replace(envelope(c.probabilities));
   const double last = static_cast<double>(row.position);
   setAxes(scoreChart_, 0, last, smin - 0.05 * (smax - smin), smax + 0.05 * (smax - smin), tr("key position"), tr("score"));
   setAxes(probChart_, 0, last, 0, pmax * 1.05, tr("key position"), tr("probability"));
 
+  const QString caseName = case_->currentText().section(QLatin1Char(' '), 0, 0);
+  scoreChart_->setTitle(tr("Layer %1 · query head %2 (kv head %3) · query at position %4 · %5")
+                            .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.position).arg(caseName));
+  info_->setText(tr("This row: KL(P‖P̂) = %1 · output rel. error = %2 · top-1 %3 → %4")
+                     .arg(c.kl, 0, 'g', 4)
+                     .arg(c.outputRelError, 0, 'g', 4)
+                     .arg(row.original.top1)
+                     .arg(c.top1));
+}
+
+void DriftView::rebuildSeries() {
+  for (QLineSeries* s : {kl_, rel_, marker_}) s->clear();
+  if (!data_) {
+    setAxes(posChart_, 0, 1, 0, 1, tr("query position"), tr("KL / rel. error"));
+    return;
+  }
+  const AttentionRowDetail& row = data_->row;
+  const double last = static_cast<double>(row.position);
   const AttentionPositionSeries& series = data_->series;
   const auto line = static_cast<size_t>(row.kvHead);
   QList<QPointF> klPoints, relPoints;
@@ -208,8 +279,10 @@ void DriftView::rebuild() {
   const auto& rel = currentRel();
   for (size_t i = 0; i < series.positions.size(); ++i) {
     const auto x = static_cast<double>(series.positions[i]);
-    const double k = case_->currentIndex() == 1 ? 0.0 : (line < series.kl.size() ? series.kl[line][i] : 0.0);
-    const double r = line < rel.size() ? rel[line][i] : 0.0;
+    // Only the row's kv head has a line when the series was computed for that head alone.
+    const double k = case_->currentIndex() == 1 ? 0.0
+                     : (line < series.kl.size() && i < series.kl[line].size() ? series.kl[line][i] : 0.0);
+    const double r = line < rel.size() && i < rel[line].size() ? rel[line][i] : 0.0;
     klPoints.append({x, k});
     relPoints.append({x, r});
     top = std::max({top, k, r});
@@ -220,15 +293,6 @@ void DriftView::rebuild() {
   const double first = series.positions.empty() ? 0 : static_cast<double>(series.positions.front());
   setAxes(posChart_, first, std::max(first + 1, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())),
           0, top > 0 ? top * 1.1 : 1, tr("query position"), tr("KL / rel. error"));
-
-  const QString caseName = case_->currentText().section(QLatin1Char(' '), 0, 0);
-  scoreChart_->setTitle(tr("Layer %1 · query head %2 (kv head %3) · query at position %4 · %5")
-                            .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.position).arg(caseName));
-  info_->setText(tr("This row: KL(P‖P̂) = %1 · output rel. error = %2 · top-1 %3 → %4")
-                     .arg(c.kl, 0, 'g', 4)
-                     .arg(c.outputRelError, 0, 'g', 4)
-                     .arg(row.original.top1)
-                     .arg(c.top1));
 }
 
 void DriftView::hover(const QPointF& point, bool state, const QString& what) {
@@ -251,6 +315,7 @@ void DriftView::hover(const QPointF& point, bool state, const QString& what) {
 }
 
 void DriftView::renderTo(QPainter& painter, const QRectF& target) {
+  flush();
   const QFontMetricsF fm(painter.font());
   const double infoHeight = fm.height() * 1.8;
   painter.save();
@@ -286,7 +351,7 @@ QString DriftView::toCsv() const {
   const AttentionPositionSeries& s = data_->series;
   const auto line = static_cast<size_t>(row.kvHead);
   out += QStringLiteral("\nquery_position,kl,rel_key_only,rel_value_only,rel_joint\n");
-  for (size_t i = 0; i < s.positions.size() && line < s.kl.size(); ++i) {
+  for (size_t i = 0; i < s.positions.size() && line < s.kl.size() && i < s.kl[line].size(); ++i) {
     out += QStringLiteral("%1,%2,%3,%4,%5\n")
                .arg(s.positions[i])
                .arg(s.kl[line][i], 0, 'g', 9)

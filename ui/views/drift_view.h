@@ -37,6 +37,8 @@ class DriftView : public QWidget, public ExportableView {
 
   /// Limits of the query selectors for the open dump (heads = 0: the dump has no queries).
   void setShape(int heads, int queries, int tokens);
+  /// Shows `data`; when its row is the one shown already (the series arrives after the row),
+  /// only the position chart is rebuilt.
   void setData(DriftDataPtr data, QStringList tokenText);
   /// Shows a message instead of charts (no queries, a failed computation).
   void setMessage(const QString& message);
@@ -44,10 +46,11 @@ class DriftView : public QWidget, public ExportableView {
   [[nodiscard]] int queryIndex() const;
   void setQuery(int queryHead, int queryIndex);
   [[nodiscard]] const DriftData* data() const { return data_.get(); }
-  QLineSeries* scoreOriginal() { return scoreOriginal_; }
-  QLineSeries* scoreCase() { return scoreCase_; }
-  QLineSeries* probabilityCase() { return probCase_; }
-  QLineSeries* klSeries() { return kl_; }
+  // The charts' series, brought up to date first (a hidden view defers its rebuilds).
+  QLineSeries* scoreOriginal() { return flushed(scoreOriginal_); }
+  QLineSeries* scoreCase() { return flushed(scoreCase_); }
+  QLineSeries* probabilityCase() { return flushed(probCase_); }
+  QLineSeries* klSeries() { return flushed(kl_); }
   QComboBox* caseBox() { return case_; }
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("drift"); }
@@ -59,8 +62,24 @@ class DriftView : public QWidget, public ExportableView {
   /// The user picked another query head or query row.
   void queryChanged(int queryHead, int queryIndex);
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
  private:
+  /// Rebuilds now when visible; a hidden view (another tab) rebuilds when shown, so that a
+  /// spec change does not make the GUI thread lay out charts nobody sees.
+  void requestRebuild(bool rowToo);
+  /// Runs the deferred rebuilds.
+  void flush();
+  QLineSeries* flushed(QLineSeries* s) {
+    flush();
+    return s;
+  }
   void rebuild();
+  /// The score and probability charts (the row), at most kMaxRowPoints points per line.
+  void rebuildRow();
+  /// The KL / error chart along query positions.
+  void rebuildSeries();
   [[nodiscard]] const AttentionRowCase& currentCase() const;
   [[nodiscard]] const std::vector<std::vector<double>>& currentRel() const;
   void hover(const QPointF& point, bool state, const QString& what);
@@ -84,6 +103,8 @@ class DriftView : public QWidget, public ExportableView {
   QLineSeries* kl_;
   QLineSeries* rel_;
   QLineSeries* marker_;
+  bool rowPending_ = false;
+  bool seriesPending_ = false;
 };
 
 }  // namespace kvscope::ui

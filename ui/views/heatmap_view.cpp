@@ -57,10 +57,10 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
     const ViewRequest& r = layer_->request;
     if (r.kvHead == kvHead_ && r.heatmapColumns > 0 && r.heatmapTensor == tensorKindOf(tensor_) &&
         r.heatmapValue == value_ && layer_->heatmap.columns > 0) {
-      // Binned by the layer worker: only the image is built here.
+      // Binned by the layer worker: only the image is left, built when painted.
       data_ = layer_->heatmap;
       builtColumns_ = r.heatmapColumns;
-      buildImage();
+      imagePending_ = true;
     }
   }
   update();
@@ -83,7 +83,11 @@ QString HeatmapCanvas::title() const {
 }
 
 void HeatmapCanvas::rebuild(int columns) {
-  if (!source_ || columns == builtColumns_) return;
+  if (!source_) return;
+  if (columns == builtColumns_) {
+    if (imagePending_) buildImage();
+    return;
+  }
   const int64_t hatHead = layer_->hatHead(kvHead_);
   computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
                      columns, data_);
@@ -92,6 +96,7 @@ void HeatmapCanvas::rebuild(int columns) {
 }
 
 void HeatmapCanvas::buildImage() {
+  imagePending_ = false;
   image_ = QImage(data_.columns, data_.channels, QImage::Format_RGB32);
   const double hi = data_.maxValue;
   const double lo = data_.minPositive;

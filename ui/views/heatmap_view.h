@@ -65,6 +65,7 @@ class HeatmapCanvas : public QWidget {
   HeatmapData data_;
   QImage image_;
   int builtColumns_ = -1;
+  bool imagePending_ = false;  ///< data_ is newer than image_
   QRectF plotRect_;  ///< where the last on-screen paint put the cells
 };
 

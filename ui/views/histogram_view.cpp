@@ -24,6 +24,7 @@ namespace kvscope::ui {
 namespace {
 QString num(double v) { return QString::number(v, 'g', 5); }
 constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
+constexpr int kMaxDrawnLevels = 64;
 }  // namespace
 
 HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
@@ -239,8 +240,24 @@ void HistogramView::update(bool fromLayer) {
       groupNote_ = tr("this dump has no %1").arg(QString::fromUtf8(viewTensorLabel(t)));
     }
   }
-  rebuildChart();
+  requestRebuild();
   stats_->setText(statsText());
+}
+
+void HistogramView::requestRebuild() {
+  chartPending_ = true;
+  if (isVisible()) flush();
+}
+
+void HistogramView::flush() {
+  if (!chartPending_) return;
+  chartPending_ = false;
+  rebuildChart();
+}
+
+void HistogramView::showEvent(QShowEvent* event) {
+  flush();
+  QWidget::showEvent(event);
 }
 
 void HistogramView::rebuildChart() {
@@ -262,7 +279,9 @@ void HistogramView::rebuildChart() {
   double xhi = data_.edges.empty() ? 1 : data_.edges.back();
   const double base = logCounts ? kLogFloor : 0.0;
   const double yTop = logCounts ? top * 2 : top * 1.05;
-  if (group_) {
+  // Qt Charts strokes a line's whole path on every update, and a zig-zag through hundreds of
+  // levels cost the GUI thread 20-120 ms per spec change: denser grids are named, not drawn.
+  if (group_ && static_cast<int>(group_->levels.size()) <= kMaxDrawnLevels) {
     for (double level : group_->levels) {
       if (level < xlo || level > xhi) continue;
       levels.append({level, base});
@@ -314,6 +333,9 @@ QString HistogramView::statsText() const {
                      num(group_->scale), num(group_->zero))
                 .arg(group_->codesUsed)
                 .arg(group_->codesTotal);
+    if (static_cast<int>(group_->levels.size()) > kMaxDrawnLevels) {
+      text += tr(" (%1 levels: too dense to draw)").arg(group_->levels.size());
+    }
   } else if (!groupNote_.isEmpty()) {
     text += QStringLiteral("\n") + groupNote_;
   }
@@ -321,6 +343,7 @@ QString HistogramView::statsText() const {
 }
 
 void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
+  flush();
   const QFontMetricsF fm(painter.font());
   const double statsHeight = fm.height() * 3;
   const QRectF chartRect(target.left(), target.top(), target.width(), target.height() - statsHeight);

@@ -44,20 +44,34 @@ class HistogramView : public QWidget, public ExportableView {
   [[nodiscard]] const HistogramData& data() const { return data_; }
   [[nodiscard]] const std::optional<GroupDetail>& group() const { return group_; }
   [[nodiscard]] QString statsText() const;
-  QLineSeries* originalSeries() { return original_; }
-  QLineSeries* reconstructedSeries() { return reconstructed_; }
-  QLineSeries* levelSeries() { return levels_; }
+  // The chart's series, brought up to date first (a hidden view defers its rebuilds).
+  QLineSeries* originalSeries() { return flushed(original_); }
+  QLineSeries* reconstructedSeries() { return flushed(reconstructed_); }
+  QLineSeries* levelSeries() { return flushed(levels_); }
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* scopeBox() { return scope_; }
   QCheckBox* logBox() { return log_; }
-  QChart* chart() { return chart_; }
+  QChart* chart() {
+    flush();
+    return chart_;
+  }
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("histogram"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] bool hasContent() const override { return layer_ != nullptr && data_.count > 0; }
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
  private:
+  /// Rebuilds the chart now when visible, else when shown (see DriftView::requestRebuild).
+  void requestRebuild();
+  void flush();
+  QLineSeries* flushed(QLineSeries* s) {
+    flush();
+    return s;
+  }
   void refresh() { update(false); }
   /// Recomputes the data; `fromLayer` takes what the layer worker computed when it matches.
   void update(bool fromLayer);
@@ -86,6 +100,7 @@ class HistogramView : public QWidget, public ExportableView {
   QString groupNote_;
   HistogramWorkspace workspace_;  ///< reused by recomputations on the GUI thread (settings changes)
   Tensor3 formatInput_;
+  bool chartPending_ = false;
 };
 
 }  // namespace kvscope::ui

@@ -4,9 +4,36 @@
 #include <QMetaObject>
 #include <QPointer>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace kvscope::ui {
+
+namespace {
+
+// Background lanes run a few steps nicer than the GUI thread, so that on a busy machine the
+// scheduler gives the event loop the CPU first and a slider drag stays smooth; the lanes (and
+// the OpenMP threads they start, which inherit it) take what is left. Once per lane thread.
+void yieldToGuiThread() {
+#ifdef __linux__
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(nice + 4, 19));
+#endif
+}
+
+}  // namespace
 
 JobRunner::JobRunner(QString name, QObject* parent)
     : QObject(parent), name_(std::move(name)),
@@ -41,6 +68,7 @@ void JobRunner::launch(std::function<Status(const Progress&, const Post&)> work,
   auto generation = generation_;
   QPointer<JobRunner> self(this);
   pool_.start([work = std::move(work), onSuccess = std::move(onSuccess), generation, mine, self] {
+    yieldToGuiThread();
     using Clock = std::chrono::steady_clock;
     auto lastReport = Clock::now() - std::chrono::seconds(1);
     const Progress progress = [&](double fraction, std::string_view what) {

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// GUI stall benchmark (issue #6): opens a synthetic dump in the real MainWindow (offscreen unless
+// a platform is chosen), drags the K bits slider — 60 value changes 30 ms apart — and measures
+// how long the GUI thread's event loop goes without running: a 1 ms heartbeat timer records the
+// gap between consecutive ticks. Reports the largest gap, the 99th percentile, the gaps over
+// 16 ms, and the time from the last change until the visible views show the final spec (the
+// layer lane's result) and until the drift series arrives. Not part of ctest.
+//
+//   kvscope_gui_stall_bench [--tokens 32768] [--layers 2] [--changes 60] [--interval-ms 30]
+//                           [--tabs 0,1,2] [--temp-dir DIR]
+#include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QGraphicsScene>
+#include <QGraphicsView>
+#include <QSlider>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/quant/spec.h"
+#include "core/synth/synth.h"
+#include "ui/main_window.h"
+#include "ui/widgets/spec_panel.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+double threadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+}
+
+// Times every event the GUI thread delivers, so that a stall can be blamed on its receiver: the
+// wall time includes being descheduled on a loaded machine, the thread CPU time does not.
+class TimedApplication : public QApplication {
+ public:
+  using QApplication::QApplication;
+  struct Slow {
+    double wallMs = 0, cpuMs = 0;
+    QString what;
+  };
+  bool recording = false;
+  std::vector<Slow> slow;
+
+  bool notify(QObject* receiver, QEvent* event) override {
+    if (!recording || depth_ > 0) return QApplication::notify(receiver, event);
+    ++depth_;
+    QElapsedTimer clock;
+    clock.start();
+    const double cpu0 = threadCpuMs();
+    const bool result = QApplication::notify(receiver, event);
+    const double wall = static_cast<double>(clock.nsecsElapsed()) / 1e6;
+    --depth_;
+    if (wall > 8.0) {
+      // A chart's scene says little; name the view that shows it.
+      QString owner = receiver->objectName();
+      if (auto* scene = qobject_cast<QGraphicsScene*>(receiver); scene && !scene->views().isEmpty()) {
+        for (QWidget* w = scene->views().front(); w; w = w->parentWidget()) {
+          const QString name = QString::fromLatin1(w->metaObject()->className());
+          if (name.startsWith(QStringLiteral("kvscope::"))) {
+            owner = name;
+            break;
+          }
+        }
+      }
+      slow.push_back({wall, threadCpuMs() - cpu0,
+                      QStringLiteral("%1 (%2) event %3")
+                          .arg(QString::fromLatin1(receiver->metaObject()->className()), owner)
+                          .arg(static_cast<int>(event->type()))});
+    }
+    return result;
+  }
+
+ private:
+  int depth_ = 0;
+};
+
+struct Options {
+  int tokens = 32768;
+  int layers = 2;
+  int changes = 60;
+  int intervalMs = 30;
+  std::vector<int> tabs = {0, 1, 2};
+  QString tempDir;
+};
+
+// Runs the event loop until `done` holds or `timeoutMs` passes; false on timeout.
+bool waitUntil(const std::function<bool()>& done, int timeoutMs) {
+  QElapsedTimer clock;
+  clock.start();
+  while (!done()) {
+    if (clock.elapsed() > timeoutMs) return false;
+    QEventLoop loop;
+    QTimer::singleShot(5, &loop, &QEventLoop::quit);
+    loop.exec();
+  }
+  return true;
+}
+
+// Gaps between consecutive heartbeat ticks, in milliseconds.
+class Heartbeat {
+ public:
+  Heartbeat() {
+    timer_.setTimerType(Qt::PreciseTimer);
+    timer_.setInterval(1);
+    QObject::connect(&timer_, &QTimer::timeout, [this] {
+      const qint64 now = clock_.nsecsElapsed();
+      if (last_ >= 0) gaps_.push_back(static_cast<double>(now - last_) / 1e6);
+      last_ = now;
+    });
+  }
+  void start() {
+    gaps_.clear();
+    last_ = -1;
+    clock_.start();
+    timer_.start();
+  }
+  std::vector<double> stop() {
+    timer_.stop();
+    return gaps_;
+  }
+
+ private:
+  QTimer timer_;
+  QElapsedTimer clock_;
+  qint64 last_ = -1;
+  std::vector<double> gaps_;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(std::min<double>(static_cast<double>(v.size() - 1), p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: kvscope_gui_stall_bench [--tokens T] [--layers L] [--changes N] [--interval-ms MS] "
+                       "[--tabs 0,1,2] [--temp-dir DIR]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  TimedApplication app(argc, argv);
+  QStandardPaths::setTestModeEnabled(true);  // leave the user's settings and recent files alone
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool hasValue = i + 1 < argc;
+    if (a == "--tokens" && hasValue) options.tokens = std::atoi(argv[++i]);
+    else if (a == "--layers" && hasValue) options.layers = std::atoi(argv[++i]);
+    else if (a == "--changes" && hasValue) options.changes = std::atoi(argv[++i]);
+    else if (a == "--interval-ms" && hasValue) options.intervalMs = std::atoi(argv[++i]);
+    else if (a == "--temp-dir" && hasValue) options.tempDir = QString::fromLocal8Bit(argv[++i]);
+    else if (a == "--tabs" && hasValue) {
+      options.tabs.clear();
+      for (const QString& t : QString::fromLocal8Bit(argv[++i]).split(QLatin1Char(','))) options.tabs.push_back(t.toInt());
+    } else {
+      return usage();
+    }
+  }
+  if (options.tokens < 256 || options.layers < 1 || options.changes < 1 || options.intervalMs < 1) return usage();
+
+  // The dump: the issue's shape (KVH=8, H=32, Tq=64, D=128) at T tokens, deleted at exit.
+  QTemporaryDir dir(options.tempDir.isEmpty() ? QDir::tempPath() + QStringLiteral("/kvscope-stall-XXXXXX")
+                                              : options.tempDir + QStringLiteral("/kvscope-stall-XXXXXX"));
+  if (!dir.isValid()) {
+    std::fprintf(stderr, "cannot create a temporary folder\n");
+    return 1;
+  }
+  SynthOptions synth;
+  synth.layers = options.layers;
+  synth.kvHeads = 8;
+  synth.heads = 32;
+  synth.tokens = options.tokens;
+  synth.queries = 64;
+  synth.headDim = 128;
+  const std::string path = dir.filePath(QStringLiteral("stall.h5")).toStdString();
+  QElapsedTimer clock;
+  clock.start();
+  if (Status s = writeSynthDump(path, synth); !s.isOk()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("dump: L=%d KVH=8 H=32 T=%d Tq=64 D=128 written in %.1f s\n", options.layers, options.tokens,
+              clock.elapsed() / 1000.0);
+
+  MainWindow w(false);
+  w.resize(1400, 900);
+  w.show();
+  w.setSpecs(*parseSpec("int4,axis=channel,group=32,residual=128"), *parseSpec("int2,axis=token,group=32,residual=128"));
+  bool layerReady = false, driftReady = false;
+  QObject::connect(&w, &MainWindow::layerReady, [&] { layerReady = true; });
+  QObject::connect(&w, &MainWindow::driftReady, [&] { driftReady = true; });
+  clock.restart();
+  w.openDump(QString::fromStdString(path));
+  if (!waitUntil([&] { return layerReady && driftReady; }, 600000)) {
+    std::fprintf(stderr, "the dump did not open: %s\n", w.lastError().toLocal8Bit().constData());
+    return 1;
+  }
+  std::printf("opened, first views and drift series in %.2f s\n", clock.elapsed() / 1000.0);
+  std::printf("drag: %d changes of the K bits slider, %d ms apart; heartbeat 1 ms\n\n", options.changes,
+              options.intervalMs);
+  std::printf("%-10s %10s %10s %10s %12s %16s %16s\n", "tab", "max ms", "p99 ms", "p50 ms", "gaps >16ms",
+              "views ready ms", "drift ready ms");
+
+  const char* tabNames[] = {"histogram", "heat map", "drift", "summary", "budget"};
+  QSlider* bits = w.keyPanel()->bitsSlider();
+  for (int tab : options.tabs) {
+    if (tab < 0 || tab > 4) continue;
+    w.showTab(tab);
+    // Let the summary and everything from the previous round finish first.
+    waitUntil([&] { return !w.busy(); }, 600000);
+    Heartbeat heartbeat;
+    heartbeat.start();
+    int done = 0;
+    int finalBits = 0;
+    qint64 lastChangeNs = 0;
+    QElapsedTimer run;
+    run.start();
+    QTimer drag;
+    drag.setTimerType(Qt::PreciseTimer);
+    drag.setInterval(options.intervalMs);
+    QObject::connect(&drag, &QTimer::timeout, [&] {
+      // Back and forth over 2…8 bits, as a hand dragging the slider does.
+      const int step = done % 12;
+      finalBits = 2 + (step < 6 ? step : 12 - step);
+      bits->setValue(finalBits);
+      lastChangeNs = run.nsecsElapsed();
+      if (++done == options.changes) drag.stop();
+    });
+    layerReady = driftReady = false;
+    app.slow.clear();
+    app.recording = true;
+    drag.start();
+    const bool viewsOk = waitUntil(
+        [&] {
+          return done == options.changes && layerReady && w.layerQuant() && w.layerQuant()->keySpec.bits == finalBits;
+        },
+        600000);
+    const double viewsMs = static_cast<double>(run.nsecsElapsed() - lastChangeNs) / 1e6;
+    const bool driftOk = waitUntil([&] { return driftReady; }, 600000);
+    const double driftMs = static_cast<double>(run.nsecsElapsed() - lastChangeNs) / 1e6;
+    const std::vector<double> gaps = heartbeat.stop();
+    app.recording = false;
+    const auto over = std::count_if(gaps.begin(), gaps.end(), [](double g) { return g > 16.0; });
+    std::printf("%-10s %10.1f %10.1f %10.1f %12ld %16.0f %16.0f%s\n", tabNames[tab],
+                gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end()), percentile(gaps, 0.99),
+                percentile(gaps, 0.50), static_cast<long>(over), viewsOk ? viewsMs : -1.0, driftOk ? driftMs : -1.0,
+                viewsOk && driftOk ? "" : "  (timed out)");
+    // The GUI thread's slowest events of the round (wall ms / thread CPU ms).
+    std::sort(app.slow.begin(), app.slow.end(), [](const auto& a, const auto& b) { return a.wallMs > b.wallMs; });
+    for (size_t i = 0; i < app.slow.size() && i < 4; ++i) {
+      std::printf("    slow event: %6.1f ms wall, %6.1f ms cpu: %s\n", app.slow[i].wallMs, app.slow[i].cpuMs,
+                  app.slow[i].what.toLocal8Bit().constData());
+    }
+    std::fflush(stdout);
+  }
+  w.close();
+  return 0;
+}
