@@ -82,9 +82,56 @@ GroupParams paramsOf(const QuantSpec& spec, const float* x, int64_t n, float* wo
   return kernels::paramsFromRange(spec, r.lo, r.hi);
 }
 
+// axis=token without clipping, one element quantizer: the group's range, its parameters and the
+// apply loop all inline in one loop nest (no per-group dispatch).
+template <GroupedKind K>
+KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
+                                    const QuantSpec& spec) {
+  const float asymTop = kernels::roundingCeiling(static_cast<float>((1 << spec.bits) - 1));
+  const float symTop = kernels::roundingCeiling(static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1));
+  const float* thresholds = kernels::nf4Thresholds().data();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = base + r * dim;
+    for (int64_t c0 = 0; c0 < dim; c0 += run) {
+      const int64_t len = std::min(run, dim - c0);
+      float* g = row + c0;
+      const kernels::MinMax mm = kernels::minMaxInline(g, len);
+      double l = mm.lo, u = mm.hi;
+      if constexpr (K != GroupedKind::Asym) {
+        u = std::max(std::fabs(l), std::fabs(u));
+        l = -u;
+      }
+      const GroupParams p = kernels::paramsFromRange(spec, l, u);
+      const float s = p.scale, m = p.zero;
+      for (int64_t i = 0; i < len; ++i) {
+        if constexpr (K == GroupedKind::Asym) g[i] = kernels::quantAsym(g[i], s, m, asymTop);
+        if constexpr (K == GroupedKind::Sym) g[i] = kernels::quantSym(g[i], s, symTop);
+        if constexpr (K == GroupedKind::E4m3) g[i] = kernels::quantE4m3(g[i], s);
+        if constexpr (K == GroupedKind::E5m2) g[i] = kernels::quantE5m2(g[i], s);
+        if constexpr (K == GroupedKind::Nf4) g[i] = kernels::quantNf4(g[i], s, thresholds);
+      }
+    }
+  }
+}
+
+KVSCOPE_SIMD_CLONES void groupedTokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
+                                                const QuantSpec& spec) {
+  switch (kernels::groupedKind(spec)) {
+    case GroupedKind::Asym: tokenRowsNoClip<GroupedKind::Asym>(base, rows, dim, run, spec); break;
+    case GroupedKind::Sym: tokenRowsNoClip<GroupedKind::Sym>(base, rows, dim, run, spec); break;
+    case GroupedKind::E4m3: tokenRowsNoClip<GroupedKind::E4m3>(base, rows, dim, run, spec); break;
+    case GroupedKind::E5m2: tokenRowsNoClip<GroupedKind::E5m2>(base, rows, dim, run, spec); break;
+    case GroupedKind::Nf4: tokenRowsNoClip<GroupedKind::Nf4>(base, rows, dim, run, spec); break;
+  }
+}
+
 // axis=token: each row of D values splits into runs of G channels.
 void groupedTokenRows(float* base, int64_t rows, int64_t dim, const QuantSpec& spec) {
   const int64_t run = runLength(spec.group, dim);
+  if (spec.clip.kind == Clip::Kind::None) {
+    groupedTokenRowsNoClip(base, rows, dim, run, spec);
+    return;
+  }
   float* work = scratch(0, run);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = base + r * dim;

@@ -130,29 +130,7 @@ int64_t percentileDrop(double p, int64_t n, bool asym) {
 
 double mseRatio(int i) { return static_cast<double>(20 - i) / 20.0; }
 
-// Two vectors of eight lanes; the result equals a sequential scan (min and max do not depend on
-// order, up to the sign of zero, which no caller can see).
-KVSCOPE_SIMD_CLONES MinMax minMax(const float* x, int64_t n) {
-  float lo = x[0], hi = x[0];
-  int64_t i = 0;
-  if (n >= 16) {
-    simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
-    for (i = 16; i + 16 <= n; i += 16) {
-      const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
-      l0 = simd::min(l0, a);
-      h0 = simd::max(h0, a);
-      l1 = simd::min(l1, b);
-      h1 = simd::max(h1, b);
-    }
-    lo = simd::minLane(simd::min(l0, l1));
-    hi = simd::maxLane(simd::max(h0, h1));
-  }
-  for (; i < n; ++i) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-  }
-  return {lo, hi};
-}
+KVSCOPE_SIMD_CLONES MinMax minMax(const float* x, int64_t n) { return minMaxInline(x, n); }
 
 namespace {
 

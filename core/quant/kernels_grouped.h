@@ -120,6 +120,31 @@ struct MinMax {
 /// The min and max of x[0..n), n >= 1 (vectorized).
 MinMax minMax(const float* x, int64_t n);
 
+/// minMax's loop, inline, for callers that are compiled for several instruction sets: two
+/// vectors of eight lanes; the result equals a sequential scan (min and max do not depend on
+/// order, up to the sign of zero, which no caller can see).
+KVSCOPE_INLINE MinMax minMaxInline(const float* x, int64_t n) {
+  float lo = x[0], hi = x[0];
+  int64_t i = 0;
+  if (n >= 16) {
+    simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
+    for (i = 16; i + 16 <= n; i += 16) {
+      const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
+      l0 = simd::min(l0, a);
+      h0 = simd::max(h0, a);
+      l1 = simd::min(l1, b);
+      h1 = simd::max(h1, b);
+    }
+    lo = simd::minLane(simd::min(l0, l1));
+    hi = simd::maxLane(simd::max(h0, h1));
+  }
+  for (; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  return {lo, hi};
+}
+
 /// Index k of §4's percentile rule, clamped so the clipped range never inverts.
 int64_t percentileDrop(double p, int64_t n, bool asym);
 /// Candidate ratio r_i = 1 - 0.05 i of `clip=mse`, i = 0..10.
