@@ -59,12 +59,13 @@ void radixCounts(const float* v, int64_t n, int64_t high, std::vector<int64_t>& 
   }
 }
 
-// Key of the k-th smallest |v| (0-based), and how many values have a smaller key.
-std::pair<uint32_t, int64_t> selectKey(const float* v, int64_t n, int64_t k, std::vector<int64_t>& counts) {
-  radixCounts(v, n, -1, counts);
+// Key of the k-th smallest |v| (0-based), and how many values have a smaller key, given the
+// counts of the keys' upper 16 bits (`highCounts`); `counts` is scratch.
+std::pair<uint32_t, int64_t> selectKey(const float* v, int64_t n, int64_t k, const std::vector<int64_t>& highCounts,
+                                       std::vector<int64_t>& counts) {
   int64_t below = 0;
   int64_t high = 0;
-  while (below + counts[static_cast<size_t>(high)] <= k) below += counts[static_cast<size_t>(high++)];
+  while (below + highCounts[static_cast<size_t>(high)] <= k) below += highCounts[static_cast<size_t>(high++)];
   radixCounts(v, n, high, counts);
   int64_t low = 0;
   while (below + counts[static_cast<size_t>(low)] <= k) below += counts[static_cast<size_t>(low++)];
@@ -196,10 +197,25 @@ void computeHeatmapInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int
   out.minPositive = std::isfinite(minPositive) ? minPositive : 0.0f;
 }
 
+namespace {
+double medianAbsFromHigh(const float* v, int64_t n, const std::vector<int64_t>& highCounts,
+                         std::vector<int64_t>& counts);
+}  // namespace
+
 double medianAbs(const float* v, int64_t n, std::vector<int64_t>& counts) {
   if (n <= 0) return 0.0;
+  radixCounts(v, n, -1, counts);
+  const std::vector<int64_t> high(counts.begin(), counts.begin() + kRadix);
+  return medianAbsFromHigh(v, n, high, counts);
+}
+
+namespace {
+
+double medianAbsFromHigh(const float* v, int64_t n, const std::vector<int64_t>& highCounts,
+                         std::vector<int64_t>& counts) {
+  if (n <= 0) return 0.0;
   const int64_t mid = n / 2;
-  const auto [key, below] = selectKey(v, n, mid, counts);
+  const auto [key, below] = selectKey(v, n, mid, highCounts, counts);
   const double upper = fromKey(key);
   if (n % 2 == 1) return upper;
   // The other middle value: the same key when it repeats below rank mid, else the largest
@@ -214,6 +230,8 @@ double medianAbs(const float* v, int64_t n, std::vector<int64_t>& counts) {
   }
   return 0.5 * (upper + static_cast<double>(fromKey(lower)));
 }
+
+}  // namespace
 
 void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead,
                           HistogramScope scope, int64_t index, int bins, HistogramWorkspace& workspace,
@@ -233,18 +251,21 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
   if (!values || n == 0 || bins < 1) return;
   out.count = n;
 
-  // Pass 1: ranges and the mean.
+  // Pass 1: ranges and the mean (`simd` lets the compiler reorder the sums, so they vectorize).
   float mn = std::numeric_limits<float>::infinity(), mx = -mn;
   float hmn = mn, hmx = mx;
   double sum = 0;
   const int threads = threadsFor(n);
-#pragma omp parallel for schedule(static) num_threads(threads) reduction(min : mn, hmn) reduction(max : mx, hmx) reduction(+ : sum)
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(min : mn) reduction(max : mx) reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
     const float v = values[i];
     mn = std::min(mn, v);
     mx = std::max(mx, v);
     sum += v;
-    if (hat) {
+  }
+  if (hat) {
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(min : hmn) reduction(max : hmx)
+    for (int64_t i = 0; i < n; ++i) {
       hmn = std::min(hmn, hat[i]);
       hmx = std::max(hmx, hat[i]);
     }
@@ -265,41 +286,59 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
   const double mean = sum / static_cast<double>(n);
   const double span = hi - lo;
 
-  // Pass 2: both histograms (per-thread counts) and the central moments.
-  const auto stride = static_cast<size_t>(2 * bins);
+  // Pass 2: the central moments and max |x|.
+  double m2 = 0, m4 = 0;
+  float maxAbs = 0;
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(+ : m2, m4) reduction(max : maxAbs)
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = values[i] - mean;
+    const double d2 = d * d;
+    m2 += d2;
+    m4 += d2 * d2;
+    maxAbs = std::max(maxAbs, std::fabs(values[i]));
+  }
+
+  // Pass 3: both histograms and the radix counts of |x| for the median (per-thread counts).
+  // The bin is floor((v − lo) / span · bins); a multiply gives it except within rounding of an
+  // edge, where the division decides, so the counts are those of the formula.
+  const double perUnit = bins / span;
+  const auto binOf = [lo, span, bins, perUnit](double v) {
+    const double t = (v - lo) * perUnit;
+    int b = static_cast<int>(t);
+    const double f = t - b;
+    if (f < 1e-6 || f > 1 - 1e-6) b = static_cast<int>((v - lo) / span * bins);
+    return std::clamp(b, 0, bins - 1);
+  };
+  const auto stride = static_cast<size_t>(2 * bins + kRadix);
   workspace.counts.assign(static_cast<size_t>(threads) * stride, 0);
-  double m2 = 0, m4 = 0, maxAbs = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : m2, m4) reduction(max : maxAbs)
+#pragma omp parallel num_threads(threads)
   {
     int64_t* mine = workspace.counts.data() + static_cast<size_t>(omp_get_thread_num()) * stride;
-    const auto binOf = [&](double v) {
-      const auto b = static_cast<int>((v - lo) / span * bins);
-      return std::clamp(b, 0, bins - 1);
-    };
+    int64_t* radix = mine + 2 * bins;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float v = values[i];
       ++mine[binOf(v)];
       if (hat) ++mine[bins + binOf(hat[i])];
-      const double d = v - mean;
-      m2 += d * d;
-      m4 += d * d * d * d;
-      maxAbs = std::max(maxAbs, static_cast<double>(std::fabs(v)));
+      ++radix[magnitudeKey(v) >> 16];
     }
   }
   out.original.assign(static_cast<size_t>(bins), 0.0);
   if (hat) out.reconstructed.assign(static_cast<size_t>(bins), 0.0);
+  std::vector<int64_t>& radixTotal = workspace.radix;
+  radixTotal.assign(static_cast<size_t>(kRadix), 0);
   for (int t = 0; t < threads; ++t) {
     const int64_t* theirs = workspace.counts.data() + static_cast<size_t>(t) * stride;
     for (int b = 0; b < bins; ++b) {
       out.original[static_cast<size_t>(b)] += static_cast<double>(theirs[b]);
       if (hat) out.reconstructed[static_cast<size_t>(b)] += static_cast<double>(theirs[bins + b]);
     }
+    for (int64_t b = 0; b < kRadix; ++b) radixTotal[static_cast<size_t>(b)] += theirs[2 * bins + b];
   }
   m2 /= static_cast<double>(n);
   m4 /= static_cast<double>(n);
   out.kurtosis = m2 > 0 ? m4 / (m2 * m2) : 0.0;
-  const double median = medianAbs(values, n, workspace.counts);
+  const double median = medianAbsFromHigh(values, n, radixTotal, workspace.counts);
   out.maxOverMedian = median > 0 ? maxAbs / median : 0.0;
 }
 

@@ -75,6 +75,7 @@ struct HistogramWorkspace {
   std::vector<float> original;       ///< a strided slice (one channel) gathered
   std::vector<float> reconstructed;
   std::vector<int64_t> counts;       ///< per-thread bin and radix counts
+  std::vector<int64_t> radix;        ///< radix counts of |x| summed over threads
 };
 
 /// Counts head `head` of `x` (and head `hatHead` of `xHat`, same tokens and dim) restricted to
