@@ -28,7 +28,8 @@ Tensor3 layerTensor(int64_t heads, int64_t tokens, int64_t dim, uint32_t seed) {
       for (int64_t d = 0; d < dim; ++d) x.at(h, t, d) = scale * n(rng);
     }
   }
-  x.at(1, 7, 5) = 40.0f;  // an outlier for outliers=, clipping and max-abs scales
+  // An outlier for outliers=, clipping and max-abs scales (in head 1, when there is one).
+  if (heads > 1 && tokens > 7 && dim > 5) x.at(1, 7, 5) = 40.0f;
   return x;
 }
 
@@ -224,6 +225,31 @@ TEST(Histogram, CountsAndStatisticsMatchABruteForceReference) {
     m4 /= values.size();
     EXPECT_NEAR(h.kurtosis, static_cast<double>(m4 / (m2 * m2)), 1e-9 * h.kurtosis);
     EXPECT_DOUBLE_EQ(h.maxOverMedian, static_cast<double>(maxAbs) / bruteMedianAbs(values));
+  }
+}
+
+TEST(Histogram, ValuesOnAndBesideEdgesFallInTheBinTheFormulaGives) {
+  // Every edge k·span/bins as a float and its two float neighbours, for several ranges and bin
+  // counts: the counts must be those of floor((v − lo) / (hi − lo) · bins), clamped.
+  HistogramWorkspace ws;
+  HistogramData h;
+  for (float hi : {3.0f, 0.3f, 7.0f, 10.0f, 1e-3f}) {
+    for (int bins : {4, 7, 10, 128, 1000}) {
+      std::vector<float> v{0.0f, hi};
+      for (int k = 1; k < bins; ++k) {
+        const auto edge = static_cast<float>(static_cast<double>(hi) * k / bins);
+        v.insert(v.end(), {edge, std::nextafter(edge, 0.0f), std::nextafter(edge, hi)});
+      }
+      Tensor3 x(1, 1, static_cast<int64_t>(v.size()));
+      x.data = v;
+      computeHistogramInto(x, 0, nullptr, 0, HistogramScope::Head, 0, bins, ws, h);
+      std::vector<double> expected(static_cast<size_t>(bins));
+      for (float value : v) {
+        const double t = (static_cast<double>(value) - 0.0) / (static_cast<double>(hi) - 0.0) * bins;
+        expected[static_cast<size_t>(std::clamp(static_cast<int>(t), 0, bins - 1))] += 1;
+      }
+      ASSERT_EQ(h.original, expected) << hi << " " << bins;
+    }
   }
 }
 
