@@ -309,18 +309,33 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
     if (f < 1e-6 || f > 1 - 1e-6) b = static_cast<int>((v - lo) / span * bins);
     return std::clamp(b, 0, bins - 1);
   };
-  const auto stride = static_cast<size_t>(2 * bins + kRadix);
+  // Four interleaved copies of the bin counts: a quantized tensor hits the same few bins over
+  // and over, and consecutive increments of one counter would wait on each other.
+  constexpr int kLanes = 4;
+  const auto binsStride = static_cast<size_t>(2 * bins);
+  const size_t stride = kLanes * binsStride + static_cast<size_t>(kRadix);
   workspace.counts.assign(static_cast<size_t>(threads) * stride, 0);
 #pragma omp parallel num_threads(threads)
   {
     int64_t* mine = workspace.counts.data() + static_cast<size_t>(omp_get_thread_num()) * stride;
-    int64_t* radix = mine + 2 * bins;
+    int64_t* radix = mine + kLanes * binsStride;
+    if (hat) {
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = values[i];
-      ++mine[binOf(v)];
-      if (hat) ++mine[bins + binOf(hat[i])];
-      ++radix[magnitudeKey(v) >> 16];
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t* lane = mine + static_cast<size_t>(i % kLanes) * binsStride;
+        const float v = values[i];
+        ++lane[binOf(v)];
+        ++lane[bins + binOf(hat[i])];
+        ++radix[magnitudeKey(v) >> 16];
+      }
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t* lane = mine + static_cast<size_t>(i % kLanes) * binsStride;
+        const float v = values[i];
+        ++lane[binOf(v)];
+        ++radix[magnitudeKey(v) >> 16];
+      }
     }
   }
   out.original.assign(static_cast<size_t>(bins), 0.0);
@@ -329,11 +344,15 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
   radixTotal.assign(static_cast<size_t>(kRadix), 0);
   for (int t = 0; t < threads; ++t) {
     const int64_t* theirs = workspace.counts.data() + static_cast<size_t>(t) * stride;
-    for (int b = 0; b < bins; ++b) {
-      out.original[static_cast<size_t>(b)] += static_cast<double>(theirs[b]);
-      if (hat) out.reconstructed[static_cast<size_t>(b)] += static_cast<double>(theirs[bins + b]);
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t* lane = theirs + static_cast<size_t>(l) * binsStride;
+      for (int b = 0; b < bins; ++b) {
+        out.original[static_cast<size_t>(b)] += static_cast<double>(lane[b]);
+        if (hat) out.reconstructed[static_cast<size_t>(b)] += static_cast<double>(lane[bins + b]);
+      }
     }
-    for (int64_t b = 0; b < kRadix; ++b) radixTotal[static_cast<size_t>(b)] += theirs[2 * bins + b];
+    const int64_t* theirRadix = theirs + kLanes * binsStride;
+    for (int64_t b = 0; b < kRadix; ++b) radixTotal[static_cast<size_t>(b)] += theirRadix[b];
   }
   m2 /= static_cast<double>(n);
   m4 /= static_cast<double>(n);
