@@ -306,17 +306,15 @@ class ReadHelper {
       if (!dump) {
         st = dump.status();
       } else {
-        auto t = (*dump)->read(request.layer, static_cast<TensorKind>(request.kind),
-                               request.sequence);
-        if (!t) {
-          st = t.status();
-        } else if (t->data.size() * sizeof(float) > capacity) {
-          st = Status::internal(path + ": slab larger than the shared buffer");
+        auto shape = (*dump)->readInto(request.layer, static_cast<TensorKind>(request.kind),
+                                       request.sequence, reinterpret_cast<float*>(shared),
+                                       static_cast<int64_t>(capacity / sizeof(float)));
+        if (!shape) {
+          st = shape.status();
         } else {
-          std::memcpy(shared, t->data.data(), t->data.size() * sizeof(float));
-          reply.heads = t->heads;
-          reply.tokens = t->tokens;
-          reply.dim = t->dim;
+          reply.heads = (*shape)[0];
+          reply.tokens = (*shape)[1];
+          reply.dim = (*shape)[2];
         }
       }
       reply.code = static_cast<int32_t>(st.code());

@@ -710,8 +710,10 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
 
 namespace {
 
-/// Reads the hyperslab of one layer and sequence of `src` into [head, token, dim] order.
-Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequence, Tensor3& out) {
+/// Reads the hyperslab of one layer and sequence of `src` into `dest` ([head, token, dim] order,
+/// room for every element).
+Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int sequence,
+                    float* dest) {
   const std::string& path = src.pathFor(layer);
   h5::Id ds = h5::datasetId(H5Dopen2(impl.file.get(), path.c_str(), H5P_DEFAULT));
   if (!ds)
@@ -738,9 +740,8 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
   h5::Id memSpace = h5::spaceId(H5Screate_simple(1, &n, nullptr));
   h5::Id fileType = h5::typeId(H5Dget_type(ds.get()));
 
-  out = Tensor3(nh, nt, nd);
   std::vector<float> staging;
-  float* target = out.data.data();
+  float* target = dest;
   if (!src.inOrder()) {
     staging.resize(static_cast<size_t>(n));
     target = staging.data();
@@ -786,7 +787,7 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
     }
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t t = 0; t < nt; ++t) {
-        float* row = out.row(h, t);
+        float* row = dest + (h * nt + t) * nd;
         const int64_t base = h * stride[0] + t * stride[1];
         for (int64_t d = 0; d < nd; ++d)
           row[d] = staging[static_cast<size_t>(base + d * stride[2])];
@@ -795,7 +796,42 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
   return Status::ok();
 }
 
+/// [heads, tokens, dim] of one layer's tensor as read().
+std::array<int64_t, 3> slabShape(const TensorSource& src) {
+  return {static_cast<int64_t>(src.extent(src.headAxis)),
+          static_cast<int64_t>(src.extent(src.tokenAxis)),
+          static_cast<int64_t>(src.extent(src.dimAxis))};
+}
+
+Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequence, Tensor3& out) {
+  const auto shape = slabShape(src);
+  out = Tensor3(shape[0], shape[1], shape[2]);
+  return readSlabInto(impl, src, layer, sequence, out.data.data());
+}
+
 }  // namespace
+
+Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int sequence,
+                                                float* out, int64_t capacity) const {
+  const DumpInfo& info = impl_->info;
+  const auto& src = impl_->sources[static_cast<size_t>(kind)];
+  if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
+  if (layer < 0 || layer >= info.layers || sequence < 0 || sequence >= info.sequences)
+    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
+                                   " or sequence " + std::to_string(sequence) + " does not exist");
+  const auto shape = slabShape(*src);
+  if (shape[0] * shape[1] * shape[2] > capacity)
+    return Status::invalidArgument(info.path + ": " + src->pathFor(layer) +
+                                   ": the buffer is too small for layer " + std::to_string(layer));
+  h5::Lock lock;
+  try {
+    KVS_RETURN_IF_ERROR(readSlabInto(*impl_, *src, layer, sequence, out));
+  } catch (const std::bad_alloc&) {
+    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
+                                 ": not enough memory to read layer " + std::to_string(layer));
+  }
+  return shape;
+}
 
 Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
   const DumpInfo& info = impl_->info;

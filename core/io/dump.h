@@ -2,6 +2,7 @@
 // Reading KV dumps (../shared/spec/dump-format.md): metadata on open, data per layer on demand.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -107,6 +108,11 @@ class Dump {
 
   /// Reads one layer's tensor of one sequence as float32 [heads, tokens, dim] (hyperslab read).
   [[nodiscard]] Expected<Tensor3> read(int layer, TensorKind kind, int sequence = 0) const;
+  /// Like read(), into caller memory of `capacity` floats; returns [heads, tokens, dim]. Never
+  /// delegated (the CLI's read helper uses it to fill its shared buffer without a copy).
+  [[nodiscard]] Expected<std::array<int64_t, 3>> readInto(int layer, TensorKind kind,
+                                                          int sequence, float* out,
+                                                          int64_t capacity) const;
   /// Token ids of a sequence (empty when the dump has none).
   [[nodiscard]] Expected<std::vector<int64_t>> tokens(int sequence = 0) const;
   /// Token texts of a sequence (empty when the dump has none).

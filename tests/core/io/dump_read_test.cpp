@@ -483,3 +483,31 @@ TEST(DumpStoredData, AContiguousDatasetNeverWrittenStoresNothing) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+TEST(DumpRead, ReadIntoFillsCallerMemoryLikeReadAndRefusesASmallBuffer) {
+  test::TempDir dir;
+  const std::string path = dir.file("d.h5");
+  CanonicalShape shape;
+  shape.sequences = 2;
+  shape.batchAxis = true;
+  test::writeCanonical(path, shape, test::makeHalfType(H5T_ORDER_LE));
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  std::vector<float> buffer(4 * 5 * 4 + 1, -99.0f);
+  auto got = (*dump)->readInto(1, TensorKind::Query, 1, buffer.data(), int64_t(buffer.size()));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(*got, (std::array<int64_t, 3>{4, 3, 4}));  // H, Tq, D
+  Tensor3 viaBuffer(4, 3, 4);
+  std::copy(buffer.begin(), buffer.begin() + 48, viaBuffer.data.begin());
+  expectPattern(viaBuffer, 1, 2, 1);
+  EXPECT_EQ(buffer[48], -99.0f) << "wrote past the slab";
+  auto small = (*dump)->readInto(0, TensorKind::Key, 0, buffer.data(), 2 * 5 * 4 - 1);
+  ASSERT_FALSE(small);
+  EXPECT_NE(small.status().message().find("too small"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvscope
