@@ -230,7 +230,12 @@ class ReadHelper {
  private:
   ReadHelper() = default;
 
-  static int timeoutMs() { return probeTimeoutMs(); }
+  /// The probe's limit plus a second per 32 MiB of the largest slab, so that a legitimate read
+  /// of a huge slab from a slow disk is not mistaken for a hang.
+  int timeoutMs() const {
+    const int64_t ms = int64_t{probeTimeoutMs()} + static_cast<int64_t>(capacity_ >> 25) * 1000;
+    return static_cast<int>(std::min<int64_t>(ms, int64_t{24} * 3600 * 1000));
+  }
 
   std::string describe(int layer, int kind, int sequence) const {
     const char* name = tensorKindName(static_cast<TensorKind>(kind));
