@@ -155,7 +155,7 @@ void HistogramView::setLayer(LayerQuantPtr layer, int kvHead, int channel, int t
     channelBox->setValue(channel_);
     tokenBox->setValue(token_);
   }
-  update(true);
+  recompute();
 }
 
 ViewTensor HistogramView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
@@ -192,7 +192,7 @@ void HistogramView::fillRequest(ViewRequest& request, const QuantSpec& keySpec, 
   if (t == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
 }
 
-void HistogramView::update(bool fromLayer) {
+void HistogramView::recompute() {
   data_ = {};
   group_.reset();
   groupNote_.clear();
@@ -204,9 +204,9 @@ void HistogramView::update(bool fromLayer) {
       const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
       const ViewRequest& r = layer_->request;
       const bool sameTensor = r.kvHead == kvHead_ && r.histogramTensor == tensorKindOf(t);
-      if (fromLayer && sameTensor && r.histogramBins == bins_->value() && r.histogramScope == scope &&
-          r.histogramIndex == index) {
-        data_ = layer_->histogram;  // computed by the layer worker
+      if (sameTensor && r.histogramBins == bins_->value() && r.histogramScope == scope && r.histogramIndex == index) {
+        // Computed by the layer worker (also after a click that changed only the group).
+        data_ = layer_->histogram;
       } else {
         const int64_t hatHead = layer_->hatHead(kvHead_);
         computeHistogramInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(t) : nullptr, hatHead, scope,

@@ -72,9 +72,9 @@ class HistogramView : public QWidget, public ExportableView {
     flush();
     return s;
   }
-  void refresh() { update(false); }
-  /// Recomputes the data; `fromLayer` takes what the layer worker computed when it matches.
-  void update(bool fromLayer);
+  void refresh() { recompute(); }
+  /// Recomputes the data, taking what the layer worker computed where it matches the settings.
+  void recompute();
   void rebuildChart();
   /// Why the levels of the group at token_ cannot be drawn for `t` under `spec` (empty: they can).
   [[nodiscard]] QString groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const;
