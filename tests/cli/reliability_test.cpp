@@ -552,7 +552,7 @@ TEST(CliHostileInputs, AFileThatCrashesLibhdf5OnlyWhenReadingDataGivesExit2NotAC
   ASSERT_EQ(info.exitCode, 0) << info.err;
   // Proof that the file crashes libhdf5 in a data read: without the isolation the CLI dies.
   const RunResult unprotected =
-      runCliWith("ulimit -c 0; KVSCOPE_ISOLATE_READS=0 export KVSCOPE_ISOLATE_READS;",
+      runCliWith("ulimit -c 0; export KVSCOPE_ISOLATE_READS=0;",
                  "info --scan " + quote(file));
   EXPECT_EQ(unprotected.exitCode, 128 + SIGSEGV) << unprotected.err;
   for (const std::string& args :
@@ -564,6 +564,37 @@ TEST(CliHostileInputs, AFileThatCrashesLibhdf5OnlyWhenReadingDataGivesExit2NotAC
     expectOneLineNaming(r, "chunk-index.h5", "/layers/0/key: libhdf5 crashed (signal 11)");
   }
   EXPECT_EQ(fingerprint(file), before);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// The read helper changes where the data is read, not what: the reports are byte-identical.
+TEST(CliReadIsolation, ReportsAreIdenticalWithAndWithoutTheReadHelper) {
+  test::TempDir dir;
+  const std::string dump = dir.file("d.h5");
+  const RunResult made = test::runCli("synth " + quote(dump) +
+                                      " --layers 3 --kv-heads 2 --heads 4 --tokens 96 --queries 8 "
+                                      "--head-dim 32 --sequences 2 -q");
+  ASSERT_EQ(made.exitCode, 0) << made.err;
+  const std::string isolated = dir.file("a.json"), direct = dir.file("b.json");
+  const std::string args = "eval " + quote(dump) + " --key int4 --value int4,axis=token --sequence 1 --json ";
+  const RunResult a = runCliWith("", args + quote(isolated));
+  const RunResult b = runCliWith("export KVSCOPE_ISOLATE_READS=0;", args + quote(direct));
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  ASSERT_EQ(b.exitCode, 0) << b.err;
+  const std::string reportA = test::hostile::slurpBytes(isolated);
+  EXPECT_GT(reportA.size(), 100u);
+  EXPECT_EQ(reportA, test::hostile::slurpBytes(direct));
+  const RunResult scanA = runCliWith("", "info --scan --json " + quote(dump));
+  const RunResult scanB = runCliWith("export KVSCOPE_ISOLATE_READS=0;",
+                                     "info --scan --json " + quote(dump));
+  EXPECT_EQ(scanA.exitCode, 0) << scanA.err;
+  EXPECT_EQ(scanA.out, scanB.out);
+  EXPECT_NE(scanA.out.find("\"sequence\": 1"), std::string::npos) << scanA.out;
 }
 
 }  // namespace

@@ -294,3 +294,74 @@ TEST(DumpWriter, RefusesADumpLargerThanTheFreeSpaceBeforeWriting) {
 
 }  // namespace
 }  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+// Finding 3: a layer is written in ~1 MiB blocks with a cancellation check before each. With
+// head dim 8 in fp16 a token row is 16 bytes, so a block is 65536 tokens: 150000 tokens make
+// three blocks per head (65536, 65536, 18928), six for two heads.
+DumpWriterOptions longOptions() {
+  DumpWriterOptions o;
+  o.layers = 1;
+  o.kvHeads = 2;
+  o.tokens = 150000;
+  o.headDim = 8;
+  o.dtype = DiskType::Float16;
+  return o;
+}
+
+Tensor3 halfExact(int64_t h, int64_t t, int64_t d, float base) {
+  Tensor3 x(h, t, d);
+  for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = base + 0.25f * float(i % 61);
+  return x;
+}
+
+TEST(DumpWriter, WritesInBlocksAskingToCancelBeforeEachAndReadsBackExactly) {
+  test::TempDir dir;
+  const std::string path = dir.file("long.h5");
+  DumpWriterOptions o = longOptions();
+  std::vector<double> asked;
+  o.cancel = [&](double fraction, std::string_view) {
+    asked.push_back(fraction);
+    return true;
+  };
+  auto w = DumpWriter::create(path, o);
+  ASSERT_TRUE(w) << w.status().message();
+  const Tensor3 k = halfExact(2, 150000, 8, -4.0f), v = halfExact(2, 150000, 8, 1.0f);
+  ASSERT_TRUE((*w)->write(0, TensorKind::Key, k));
+  EXPECT_EQ(asked, (std::vector<double>{0.0, 1.0 / 6, 2.0 / 6, 3.0 / 6, 4.0 / 6, 5.0 / 6}));
+  ASSERT_TRUE((*w)->write(0, TensorKind::Value, v));
+  EXPECT_EQ(asked.size(), 12u);
+  ASSERT_TRUE((*w)->finish());
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  auto kr = (*dump)->read(0, TensorKind::Key), vr = (*dump)->read(0, TensorKind::Value);
+  ASSERT_TRUE(kr && vr);
+  EXPECT_EQ(kr->data, k.data);  // multiples of 1/4 below 16: exact in fp16, block seams too
+  EXPECT_EQ(vr->data, v.data);
+}
+
+TEST(DumpWriter, ACancelledWriteStopsAtTheNextBlockAndLeavesNoFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("long.h5");
+  std::ofstream(path) << "previous";
+  DumpWriterOptions o = longOptions();
+  int calls = 0;
+  o.cancel = [&](double, std::string_view) { return ++calls < 3; };
+  {
+    auto w = DumpWriter::create(path, o);
+    ASSERT_TRUE(w) << w.status().message();
+    const Status st = (*w)->write(0, TensorKind::Key, halfExact(2, 150000, 8, 0.0f));
+    EXPECT_EQ(st.code(), StatusCode::Cancelled) << st.message();
+    EXPECT_EQ(calls, 3);  // two blocks written, the third refused
+    EXPECT_FALSE((*w)->finish());
+  }
+  EXPECT_EQ(filesIn(dir.path()), 1u);
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "previous");
+}
+
+}  // namespace
+}  // namespace kvscope
