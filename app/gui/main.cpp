@@ -16,6 +16,7 @@
 int main(int argc, char** argv) {
   // kvscope_ui is a static library: its resources must be registered by hand.
   Q_INIT_RESOURCE(kvscope);
+  kvscope::ui::keepFreedMemoryForReuse();
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("kvscope"));
   QApplication::setOrganizationName(QStringLiteral("kvscope"));

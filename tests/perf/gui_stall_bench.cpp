@@ -158,6 +158,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  keepFreedMemoryForReuse();  // as the app's main does
   TimedApplication app(argc, argv);
   QStandardPaths::setTestModeEnabled(true);  // leave the user's settings and recent files alone
   Options options;

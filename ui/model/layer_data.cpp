@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/model/layer_data.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace kvscope::ui {
 
 const char* viewTensorLabel(ViewTensor t) {
@@ -64,6 +68,14 @@ Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress&
     out->keyPreRope = std::move(pre).value();
   }
   return LayerTensorsPtr(std::move(out));
+}
+
+void keepFreedMemoryForReuse() {
+#ifdef __GLIBC__
+  // Blocks above 32 MiB (a layer tensor) still come from and go back to mmap directly.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
 }
 
 Expected<LayerQuantPtr> LayerQuantPool::compute(const DumpInfo& info, const LayerTensorsPtr& tensors,

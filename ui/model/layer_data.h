@@ -56,6 +56,11 @@ using LayerQuantPtr = std::shared_ptr<const LayerQuant>;
 /// Reads every tensor of `layer` that the dump has.
 Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress& progress = {});
 
+/// Keeps freed blocks of up to 32 MiB in the process (glibc): an attention row or a histogram's
+/// scratch freed and allocated again on every slider step would otherwise be returned to the
+/// kernel and page-faulted back (~10-60 µs per 4 KiB page on a VM). Call once at startup.
+void keepFreedMemoryForReuse();
+
 /// The layer lane's reused memory: results the GUI no longer holds are recomputed in place, so a
 /// slider drag does not allocate (and page-fault) a layer's worth of memory per step.
 class LayerQuantPool {
