@@ -131,6 +131,11 @@ Status probeOpenInChild(const std::string& path, const OpenOptions& options) {
 // requested slab into an anonymous MAP_SHARED buffer sized for the largest slab (mapped once,
 // so its pages fault in once) and answers over a socket. A crash or hang there becomes an
 // ordinary "bad file" error here. KVSCOPE_ISOLATE_READS=0 reads in-process instead.
+bool readIsolationEnabled() {
+  const char* env = std::getenv("KVSCOPE_ISOLATE_READS");
+  return !(env && std::string(env) == "0");
+}
+
 class ReadHelper {
  public:
   struct Request {
@@ -158,8 +163,6 @@ class ReadHelper {
   /// Forks the helper for `path`; null when isolation is off or the system refuses.
   static std::shared_ptr<ReadHelper> start(const std::string& path, const OpenOptions& options,
                                            const DumpInfo& info) {
-    const char* env = std::getenv("KVSCOPE_ISOLATE_READS");
-    if (env && std::string(env) == "0") return nullptr;
     auto helper = std::shared_ptr<ReadHelper>(new ReadHelper);
     helper->path_ = path;
     helper->canonical_ = info.canonical;
@@ -351,17 +354,30 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
     options.mapping = std::move(*mapping);
   }
   KVS_RETURN_IF_ERROR(probeOpenInChild(path, options));
-  auto plain = Dump::open(path, options);
-  if (!plain) return plain.status();
-  auto helper = ReadHelper::start(path, options, (*plain)->info());
-  if (!helper) return plain;
-  // Reads from several threads (core's OpenMP) take turns: one helper, one request at a time.
-  auto turn = std::make_shared<std::mutex>();
-  options.readDelegate = [helper, turn](int layer, TensorKind kind, int sequence) {
-    std::lock_guard<std::mutex> lock(*turn);
-    return helper->read(layer, kind, sequence);
+  if (!readIsolationEnabled()) return Dump::open(path, options);
+  // The helper is sized from the opened dump, so the delegate finds it (or, where the system
+  // refused to start one, an in-process reader) only once the open has succeeded.
+  struct Readers {
+    std::mutex turn;  // reads from several threads (core's OpenMP) take turns
+    std::shared_ptr<ReadHelper> helper;
+    std::shared_ptr<const Dump> inProcess;
   };
-  return Dump::open(path, options);
+  auto readers = std::make_shared<Readers>();
+  const OpenOptions plain = options;
+  options.readDelegate = [readers](int layer, TensorKind kind, int sequence) -> Expected<Tensor3> {
+    std::lock_guard<std::mutex> lock(readers->turn);
+    if (readers->helper) return readers->helper->read(layer, kind, sequence);
+    return readers->inProcess->read(layer, kind, sequence);
+  };
+  auto dump = Dump::open(path, options);
+  if (!dump) return dump.status();
+  readers->helper = ReadHelper::start(path, plain, (*dump)->info());
+  if (!readers->helper) {
+    auto fallback = Dump::open(path, plain);
+    if (!fallback) return fallback.status();
+    readers->inProcess = std::move(*fallback);
+  }
+  return dump;
 }
 
 Status writeOutput(const std::string& path, const std::string& text) {
