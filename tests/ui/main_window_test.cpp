@@ -258,6 +258,38 @@ class MainWindowTest : public QObject {
     }
   }
 
+  // A 32k-key row is drawn as a min/max envelope: few points, and every spike kept where it is.
+  void longDriftRowKeepsItsExtremes() {
+    DriftView view;
+    view.show();
+    auto data = std::make_shared<DriftData>();
+    const size_t n = 10000;
+    AttentionRowDetail& row = data->row;
+    row.position = static_cast<int64_t>(n - 1);
+    for (AttentionRowCase* c : {&row.original, &row.keyOnly, &row.valueOnly, &row.joint}) {
+      c->scores.resize(n);
+      c->probabilities.resize(n);
+      for (size_t j = 0; j < n; ++j) {
+        c->scores[j] = std::sin(0.01 * static_cast<double>(j));
+        c->probabilities[j] = 1.0 / n;
+      }
+    }
+    row.original.scores[7777] = 50.0;   // a sink-like spike
+    row.original.scores[1234] = -40.0;  // and a dip
+    view.setData(data, {});
+    const QList<QPointF> points = view.scoreOriginal()->points();
+    QVERIFY(points.size() <= 2048);
+    QVERIFY(points.size() > 1000);
+    bool spike = false, dip = false;
+    for (qsizetype i = 0; i < points.size(); ++i) {
+      if (i > 0) QVERIFY(points[i].x() > points[i - 1].x());  // positions stay in order
+      spike = spike || (points[i].x() == 7777 && points[i].y() == 50.0);
+      dip = dip || (points[i].x() == 1234 && points[i].y() == -40.0);
+      QCOMPARE(points[i].y(), row.original.scores[static_cast<size_t>(points[i].x())]);
+    }
+    QVERIFY(spike && dip);
+  }
+
   void sliderBurstComputesOnceWithTheNewestSpec() {
     MainWindow w(false);
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));

@@ -202,8 +202,8 @@ namespace {
 
 // A line of up to kMaxRowPoints points: longer rows (32k keys) keep each bucket's minimum and
 // maximum in position order, so that spikes such as attention sinks stay visible while the GUI
-// thread hands Qt Charts a few thousand points instead of tens of thousands.
-constexpr size_t kMaxRowPoints = 4096;
+// thread hands Qt Charts two thousand points (two per pixel of a wide chart), not tens of thousands.
+constexpr size_t kMaxRowPoints = 2048;
 
 QList<QPointF> envelope(const std::vector<double>& y) {
   QList<QPointF> out;

@@ -76,7 +76,7 @@ class DriftView : public QWidget, public ExportableView {
     return s;
   }
   void rebuild();
-  /// The score and probability charts (the row), at most kMaxRowPoints points per line.
+  /// The score and probability charts (the row), at most 2048 points per line.
   void rebuildRow();
   /// The KL / error chart along query positions.
   void rebuildSeries();
