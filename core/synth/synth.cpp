@@ -11,7 +11,10 @@
 //   at j = p and decays with distance (recent tokens), and β·s scores only against the sink.
 #include "core/synth/synth.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -253,7 +256,33 @@ int synthMassiveToken(const SynthOptions& o) {
   return 1 + int(r.next() % uint64_t(span));
 }
 
+namespace {
+
+// Asked by the first OpenMP thread every 64 tokens while a layer is generated (a long context
+// takes a few hundred ms per layer); the others see the answer through `stop` and skip the rest.
+struct LayerCancel {
+  const Progress* progress = nullptr;
+  double fraction = 0;
+  std::atomic<bool> stop{false};
+  void poll(int j) {
+    if (progress == nullptr || j % 64 != 0 || omp_get_thread_num() != 0 || stopped()) return;
+    if (!report(*progress, fraction, "generating layers")) stop = true;
+  }
+  [[nodiscard]] bool stopped() const { return stop.load(std::memory_order_relaxed); }
+};
+
+SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCancel& cancel);
+
+}  // namespace
+
 SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
+  LayerCancel never;
+  return generateLayer(o, layer, sequence, never);
+}
+
+namespace {
+
+SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCancel& cancel) {
   const int kvh = o.kvHeads, t = o.tokens, d = o.headDim, h = o.heads, tq = o.queries;
   const int group = h / kvh;
   const int massive = synthMassiveToken(o);
@@ -267,6 +296,8 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
   // Tokens in parallel, heads inside, so each token's RoPE angles are computed once.
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < t; ++j) {
+    cancel.poll(j);
+    if (cancel.stopped()) continue;
     std::vector<double> cosv, sinv;
     ropeAngles(j, freq, cosv, sinv);
     for (int g = 0; g < kvh; ++g) {
@@ -304,7 +335,7 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
     }
   }
 
-  if (tq > 0) {
+  if (tq > 0 && !cancel.stopped()) {
     out.query = Tensor3(h, tq, d);
     const double logT = std::log(double(t));
 #pragma omp parallel for schedule(static)
@@ -332,6 +363,8 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
   }
   return out;
 }
+
+}  // namespace
 
 Status writeSynthDump(const std::string& path, const SynthOptions& o, const Progress& progress) {
   KVS_RETURN_IF_ERROR(validateSynthOptions(o));
@@ -381,7 +414,11 @@ Status writeSynthDump(const std::string& path, const SynthOptions& o, const Prog
     for (int b = 0; b < o.sequences; ++b) {
       done = (l * o.sequences + b) / total;
       if (!report(progress, done, "generating layers")) return Status::cancelled();
-      SynthLayer layer = synthLayer(o, l, b);
+      LayerCancel cancel;
+      cancel.progress = &progress;
+      cancel.fraction = done;
+      SynthLayer layer = generateLayer(o, l, b, cancel);
+      if (cancel.stopped()) return Status::cancelled();
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Key, layer.key, b));
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::KeyPreRope, layer.keyPreRope, b));
       KVS_RETURN_IF_ERROR(dw.write(l, TensorKind::Value, layer.value, b));
