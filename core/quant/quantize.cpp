@@ -4,6 +4,7 @@
 #include "core/quant/quantize.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -153,45 +154,56 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   // Outputs larger than a cache are streamed (when every task starts on a 16-byte boundary).
   const bool stream = kvh * count * d * static_cast<int64_t>(sizeof(float)) > kStreamBytes && d % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(dst.data.data()) % 16 == 0 && (first * d) % 4 == 0;
-  // Tasks of whole pieces, about 64 KiB each; slabs of tasks between progress reports.
+  // Tasks of whole pieces, about 64 KiB each.
   const int64_t rowsPerTask = pieceRows * std::max<int64_t>(1, (int64_t{16384} / std::max<int64_t>(d, 1)) / pieceRows);
   const int64_t tasksPerHead = (count + rowsPerTask - 1) / rowsPerTask;
   const int64_t tasks = kvh * tasksPerHead;
-  constexpr int64_t kSlabs = 16;
-  const int64_t slab = std::max<int64_t>(1, (tasks + kSlabs - 1) / kSlabs);
-  for (int64_t t0 = 0; t0 < tasks; t0 += slab) {
-    if (!report(progress, 0.95 * static_cast<double>(t0) / static_cast<double>(tasks), "quantizing")) {
-      return Status::cancelled();
+  // One parallel loop (a barrier per slab costs more than a slab's work when another process
+  // holds a core); the calling thread (OpenMP thread 0) reports progress every few pieces and
+  // every thread stops at the next piece after a cancel or a non-finite value.
+  std::atomic<bool> stop{false}, cancelled{false};
+  std::atomic<int64_t> done{0};
+  int bad = 0;
+#pragma omp parallel if (tasks * rowsPerTask * d > kParallelThreshold)
+  {
+  int64_t mine = 0;  // pieces this thread has started
+#pragma omp for schedule(dynamic, 4) reduction(| : bad)
+  for (int64_t task = 0; task < tasks; ++task) {
+    if (stop.load(std::memory_order_relaxed)) continue;
+    if (omp_get_thread_num() == 0 && mine++ % 16 == 0 &&
+        !report(progress, 0.95 * static_cast<double>(done.load()) / static_cast<double>(tasks), "quantizing")) {
+      cancelled = true;
+      stop = true;
+      continue;
     }
-    const int64_t t1 = std::min(tasks, t0 + slab);
-    int bad = 0;
-#pragma omp parallel for schedule(dynamic, 4) reduction(| : bad) if ((t1 - t0) * rowsPerTask * d > kParallelThreshold)
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t h = task / tasksPerHead;
-      const int64_t r0 = (task % tasksPerHead) * rowsPerTask;
-      const int64_t len = std::min(rowsPerTask, count - r0);
-      float* out = dst.row(h, first + r0);
-      if (stream) {
-        // Quantized in a per-thread buffer that stays in L1/L2, then streamed out.
-        static thread_local std::vector<float> stage;
-        stage.resize(static_cast<size_t>(rowsPerTask * d));
-        if (copyAndCheck(src.row(h, first + r0), stage.data(), len * d)) {
-          bad = 1;
-          continue;
-        }
-        quantizeFormatPiece(stage.data(), len, d, spec, tensorScale);
-        streamOut(stage.data(), out, len * d);
+    const int64_t h = task / tasksPerHead;
+    const int64_t r0 = (task % tasksPerHead) * rowsPerTask;
+    const int64_t len = std::min(rowsPerTask, count - r0);
+    float* out = dst.row(h, first + r0);
+    if (stream) {
+      // Quantized in a per-thread buffer that stays in L1/L2, then streamed out.
+      static thread_local std::vector<float> stage;
+      stage.resize(static_cast<size_t>(rowsPerTask * d));
+      if (copyAndCheck(src.row(h, first + r0), stage.data(), len * d)) {
+        bad = 1;
+        stop = true;
         continue;
       }
+      quantizeFormatPiece(stage.data(), len, d, spec, tensorScale);
+      streamOut(stage.data(), out, len * d);
+    } else {
       if (copyAndCheck(src.row(h, first + r0), out, len * d)) {
         bad = 1;
+        stop = true;
         continue;
       }
       quantizeFormatPiece(out, len, d, spec, tensorScale);
     }
-    nonFinite = bad != 0;
-    if (nonFinite) return Status::ok();
+    done.fetch_add(1, std::memory_order_relaxed);
   }
+  }
+  nonFinite = bad != 0;
+  if (cancelled && !nonFinite) return Status::cancelled();
   return Status::ok();
 }
 
