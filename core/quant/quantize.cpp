@@ -537,7 +537,10 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
     return st;
   }
   if (spec.prerope) applyRope(recon, input.rope);
-  if (!report(progress, 1.0, "done")) return Status::cancelled();
+  if (!report(progress, 1.0, "done")) {
+    recon = Tensor3{};
+    return Status::cancelled();
+  }
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 // The pipeline of quantization.md §1 around the formats: RoPE, Hadamard, kept tokens, outliers,
 // pre-RoPE keys, and cancellation.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <bit>
 #include <limits>
@@ -464,6 +465,39 @@ TEST(Pipeline, ProgressCanCancelBetweenHeads) {
   ASSERT_FALSE(out.hasValue());
   EXPECT_EQ(out.status().code(), StatusCode::Cancelled);
   EXPECT_EQ(calls, 2);
+}
+
+}  // namespace
+}  // namespace kvscope
+
+namespace kvscope {
+namespace {
+
+TEST(Pipeline, OnePassPathCancelsAndLeavesNoResult) {
+  // Per-token groups with no rotation or outliers take the one-pass path. The calling thread
+  // reports; with one thread it runs every piece, so the number of reports is deterministic.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  Tensor3 x = randomTensor(4, 2048, 128, 5);
+  QuantInput in{&x, nullptr, {}};
+  for (int allowed : {0, 3}) {
+    int calls = 0;
+    QuantOutput out;
+    const Status st = quantizeTensorInto(in, spec("int4,group=32"), out, [&](double, std::string_view) {
+      return calls++ < allowed;
+    });
+    EXPECT_EQ(st.code(), StatusCode::Cancelled) << "allowed " << allowed;
+    EXPECT_EQ(out.reconstruction.size(), 0u);
+    EXPECT_EQ(calls, allowed + 1) << "reports stop at the first refusal";
+  }
+  int calls = 0;
+  QuantOutput out;
+  ASSERT_TRUE(quantizeTensorInto(in, spec("int4,group=32"), out, [&](double, std::string_view) {
+    ++calls;
+    return true;
+  }).isOk());
+  EXPECT_GT(calls, 2) << "progress is reported while the pass runs, not only at the end";
+  omp_set_num_threads(threads);
 }
 
 }  // namespace
