@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(AllIeeeTypes, DumpReadFloatTypes,
                                            FloatTypeCase{"f32be", f32be, "float32"},
                                            FloatTypeCase{"f64le", f64le, "float64"},
                                            FloatTypeCase{"f64be", f64be, "float64"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(DumpRead, HalfValuesIncludingSubnormalsConvertExactly) {
   test::TempDir dir;

@@ -483,7 +483,9 @@ TEST_F(DumpValidation, TruncatedFilesAreRefusedOrFailOnReadWithoutCrashing) {
     for (int l = 0; l < (*dump)->info().layers; ++l)
       for (TensorKind kind : {TensorKind::Key, TensorKind::Value}) {
         auto t = (*dump)->read(l, kind);
-        if (!t) EXPECT_NE(t.status().message().find(cut), std::string::npos);
+        if (!t) {
+          EXPECT_NE(t.status().message().find(cut), std::string::npos);
+        }
       }
   }
 }

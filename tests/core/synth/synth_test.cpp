@@ -131,7 +131,7 @@ TEST_P(SynthRope, KeyIsRopeOfKeyPreRopeWithinFp16Rounding) {
 
 INSTANTIATE_TEST_SUITE_P(BothStyles, SynthRope,
                          ::testing::Values(RopeStyle::Half, RopeStyle::Interleaved),
-                         [](const auto& info) { return std::string(ropeStyleName(info.param)); });
+                         [](const auto& test) { return std::string(ropeStyleName(test.param)); });
 
 /// Per channel max |x| over all tokens of one kv head.
 std::vector<double> channelMax(const Tensor3& t, int g) {
