@@ -167,10 +167,13 @@ TEST(Synth, OutlierChannelsAreWhereSynthOutlierChannelsSays) {
           for (int c : outliers)
             EXPECT_GE(m[size_t(c)], 10.0 * med) << profile << " layer " << l << " channel " << c;
           // No other channel is that large, except a RoPE partner of an outlier after rotation.
-          if (t == &layer.keyPreRope)
-            for (int c = 0; c < o.headDim; ++c)
-              if (std::find(outliers.begin(), outliers.end(), c) == outliers.end())
+          if (t == &layer.keyPreRope) {
+            for (int c = 0; c < o.headDim; ++c) {
+              if (std::find(outliers.begin(), outliers.end(), c) == outliers.end()) {
                 EXPECT_LT(m[size_t(c)], 6.0 * med) << profile << " layer " << l << " channel " << c;
+              }
+            }
+          }
         }
       }
     }
