@@ -809,16 +809,29 @@ Status readSlab(const Impl& impl, const TensorSource& src, int layer, int sequen
   return readSlabInto(impl, src, layer, sequence, out.data.data());
 }
 
+// The source of `kind` when layer and sequence exist; the error names the file and what is wrong.
+Expected<const TensorSource*> checkedSource(const Impl& impl, TensorKind kind, int layer, int sequence) {
+  const DumpInfo& info = impl.info;
+  const auto& src = impl.sources[static_cast<size_t>(kind)];
+  if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
+  if (layer < 0 || layer >= info.layers)
+    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
+                                   " does not exist (0…" + std::to_string(info.layers - 1) + ")");
+  if (sequence < 0 || sequence >= info.sequences)
+    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
+                                   " does not exist (0…" + std::to_string(info.sequences - 1) +
+                                   ")");
+  return &*src;
+}
+
 }  // namespace
 
 Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int sequence,
                                                 float* out, int64_t capacity) const {
   const DumpInfo& info = impl_->info;
-  const auto& src = impl_->sources[static_cast<size_t>(kind)];
-  if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
-  if (layer < 0 || layer >= info.layers || sequence < 0 || sequence >= info.sequences)
-    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
-                                   " or sequence " + std::to_string(sequence) + " does not exist");
+  auto checked = checkedSource(*impl_, kind, layer, sequence);
+  if (!checked) return checked.status();
+  const TensorSource* src = *checked;
   const auto shape = slabShape(*src);
   if (shape[0] * shape[1] * shape[2] > capacity)
     return Status::invalidArgument(info.path + ": " + src->pathFor(layer) +
@@ -835,15 +848,9 @@ Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int 
 
 Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
   const DumpInfo& info = impl_->info;
-  const auto& src = impl_->sources[static_cast<size_t>(kind)];
-  if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
-  if (layer < 0 || layer >= info.layers)
-    return Status::invalidArgument(info.path + ": layer " + std::to_string(layer) +
-                                   " does not exist (0…" + std::to_string(info.layers - 1) + ")");
-  if (sequence < 0 || sequence >= info.sequences)
-    return Status::invalidArgument(info.path + ": sequence " + std::to_string(sequence) +
-                                   " does not exist (0…" + std::to_string(info.sequences - 1) +
-                                   ")");
+  auto checked = checkedSource(*impl_, kind, layer, sequence);
+  if (!checked) return checked.status();
+  const TensorSource* src = *checked;
   if (impl_->delegate) return impl_->delegate(layer, kind, sequence);
   h5::Lock lock;
   Tensor3 out;
