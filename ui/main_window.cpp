@@ -353,8 +353,10 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
       [file, mapping](const Progress& progress) -> Expected<std::shared_ptr<Opened>> {
         OpenOptions options;
         options.mapping = mapping;
-        // A file that crashes or hangs libhdf5 must not take the window with it.
+        // A file that crashes or hangs libhdf5 must not take the window with it: the metadata is
+        // probed by kvscope-cli first, and every layer is read through it.
         KVS_RETURN_IF_ERROR(probeDumpInSubprocess(file, mapping));
+        options.readDelegate = isolatedReadDelegate(file, mapping);
         if (!report(progress, 0.2, "opening")) return Status::cancelled();
         auto dump = Dump::open(file, options);
         if (!dump) return dump.status();

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/core/reliability/hostile_corpus.h"
+#include "tests/support/chunk_index_crasher.h"
 #include "tests/support/test_support.h"
 
 extern char** environ;
@@ -501,49 +502,10 @@ TEST(CliHostileInputs, FilesThatCrashOrHangLibhdf5GiveExit2NotACrash) {
 namespace kvscope {
 namespace {
 
-// A dump whose metadata is sound but whose chunk index lies: `key` is chunked with the
-// Fletcher-32 filter and the first chunk's recorded size in the chunk B-tree is set to 2 bytes.
-// libhdf5 1.10.8 then subtracts the 4-byte checksum from 2 (unsigned), and checksums memory
-// until it faults: SIGSEGV inside H5Dread, long after a successful open.
+// A dump whose metadata is sound but whose chunk index lies (tests/support/chunk_index_crasher.h).
 std::string writeChunkIndexCrasher(const test::TempDir& dir) {
   const std::string path = dir.file("chunk-index.h5");
-  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  hid_t scalar = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, "kvdump_version", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
-  const int64_t version = 1;
-  H5Awrite(a, H5T_NATIVE_INT64, &version);
-  H5Aclose(a);
-  H5Sclose(scalar);
-  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-  H5Pset_create_intermediate_group(lcpl, 1);
-  const hsize_t dims[3] = {4, 8, 8}, chunk[3] = {1, 8, 8};
-  std::vector<float> data(4 * 8 * 8);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i % 17) * 0.25f;
-  for (const char* name : {"/layers/0/key", "/layers/0/value"}) {
-    hid_t space = H5Screate_simple(3, dims, nullptr);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (std::string(name) == "/layers/0/key") {
-      H5Pset_chunk(dcpl, 3, chunk);
-      H5Pset_fletcher32(dcpl);
-    }
-    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT);
-    H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data());
-    H5Dclose(ds);
-    H5Pclose(dcpl);
-    H5Sclose(space);
-  }
-  H5Pclose(lcpl);
-  H5Fclose(f);
-  // Version-1 B-tree node: "TREE", type (1 = chunked raw data), level, entries used (2 bytes),
-  // left and right sibling addresses (8 bytes each), then key 0 starting with the chunk size.
-  std::string bytes = test::hostile::slurpBytes(path);
-  size_t node = 0;
-  while ((node = bytes.find("TREE", node)) != std::string::npos && bytes[node + 4] != 1) node += 4;
-  if (node == std::string::npos) return "";
-  bytes[node + 24] = 2;
-  bytes[node + 25] = bytes[node + 26] = bytes[node + 27] = 0;
-  test::hostile::writeBytes(path, bytes);
-  return path;
+  return test::writeChunkIndexCrasher(path) ? path : std::string();
 }
 
 // Under AddressSanitizer the SIGSEGV inside (uninstrumented) libhdf5 would be caught by ASan's

@@ -27,6 +27,7 @@
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
+#include "tests/support/chunk_index_crasher.h"
 #include "ui/compute/histogram_data.h"
 #include "ui/export/exporter.h"
 #include "ui/main_window.h"
@@ -429,6 +430,34 @@ class MainWindowTest : public QObject {
     QVERIFY(w.dump());
     qunsetenv("KVSCOPE_PROBE_TIMEOUT_MS");
     qunsetenv("KVSCOPE_CLI");
+  }
+
+  // A file whose metadata is sound but whose chunk index crashes libhdf5 inside H5Dread: the
+  // probe passes it, and the window reads every layer through kvscope-cli, so the crash is the
+  // CLI's read helper's and the window shows an error.
+  void fileThatCrashesLibhdf5InADataReadShowsErrorAndAppStaysUsable() {
+    qputenv("KVSCOPE_CLI", KVSCOPE_CLI_PATH);
+#if defined(__SANITIZE_ADDRESS__)
+    // Uninstrumented libhdf5 faults; ASan would turn the SIGSEGV into a report and SIGABRT.
+    const QByteArray asanOptions = qgetenv("ASAN_OPTIONS");
+    qputenv("ASAN_OPTIONS", asanOptions + ":handle_segv=0");
+#endif
+    const std::string crasher = dir_.filePath(QStringLiteral("chunk-index.h5")).toStdString();
+    QVERIFY(test::writeChunkIndexCrasher(crasher));
+    MainWindow w(false);
+    QSignalSpy errors(&w, &MainWindow::errorShown);
+    w.openDump(QString::fromStdString(crasher));
+    QVERIFY(errors.wait(kWaitMs));
+    QVERIFY2(w.lastError().contains(QStringLiteral("chunk-index.h5")) &&
+                 w.lastError().contains(QStringLiteral("crash")),
+             qPrintable(w.lastError()));
+    // The window is still there and opens a good dump.
+    openSample(w);
+    QVERIFY(w.dump());
+    qunsetenv("KVSCOPE_CLI");
+#if defined(__SANITIZE_ADDRESS__)
+    qputenv("ASAN_OPTIONS", asanOptions);
+#endif
   }
 
   void exportsAreValidFiles() {

@@ -2,9 +2,14 @@
 #include "ui/workers/dump_probe.h"
 
 #include <QCoreApplication>
+#include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QTemporaryFile>
+
+#include <cstring>
 
 namespace kvscope::ui {
 
@@ -50,6 +55,73 @@ Status probeDumpInSubprocess(const std::string& file, const std::optional<Mappin
     return Status::invalidData(message.toStdString());
   }
   return Status::ok();  // exit 0, or a CLI problem unrelated to the file: open in process
+}
+
+Expected<Tensor3> readTensorInSubprocess(const std::string& cli, const std::string& file,
+                                         const std::optional<Mapping>& mapping, int layer,
+                                         TensorKind kind, int sequence, int timeoutMs) {
+  const std::string what = file + ": /layers/" + std::to_string(layer) + "/" + tensorKindName(kind);
+  // A memory-backed folder when there is one: the tensor only passes through it.
+  const QString shm = QStringLiteral("/dev/shm");
+  QTemporaryDir dir(QFileInfo(shm).isWritable() ? shm + QStringLiteral("/kvscope-read-XXXXXX")
+                                                 : QDir::tempPath() + QStringLiteral("/kvscope-read-XXXXXX"));
+  if (!dir.isValid()) return Status::ioError(what + ": cannot create a temporary folder to read through");
+  QStringList args{QStringLiteral("read"), QString::fromStdString(file),
+                   QStringLiteral("--layer"), QString::number(layer),
+                   QStringLiteral("--tensor"), QString::fromLatin1(tensorKindName(kind)),
+                   QStringLiteral("--sequence"), QString::number(sequence),
+                   QStringLiteral("--out"), dir.filePath(QStringLiteral("tensor.f32"))};
+  if (mapping) {
+    QFile mappingFile(dir.filePath(QStringLiteral("mapping.json")));
+    if (!mappingFile.open(QIODevice::WriteOnly)) return Status::ioError(what + ": cannot write a temporary mapping");
+    mappingFile.write(QByteArray::fromStdString(mappingToJson(*mapping)));
+    mappingFile.close();
+    args << QStringLiteral("--mapping") << mappingFile.fileName();
+  }
+  QProcess process;
+  process.setProgram(QString::fromStdString(cli));
+  process.setArguments(args);
+  process.start();
+  if (!process.waitForStarted(5000)) return Status::ioError(what + ": cannot start " + cli);
+  if (!process.waitForFinished(timeoutMs)) {
+    process.kill();
+    process.waitForFinished(2000);
+    return Status::invalidData(what + ": reading did not finish within " + std::to_string(timeoutMs / 1000) +
+                               " s; the file is corrupt or hostile");
+  }
+  if (process.exitStatus() == QProcess::CrashExit) {
+    return Status::invalidData(what + ": the file made the reader crash; it is corrupt or hostile");
+  }
+  if (process.exitCode() != 0) {
+    QString message = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
+    message.remove(QStringLiteral("kvscope-cli: "));
+    if (message.isEmpty()) message = QString::fromStdString(what) + QStringLiteral(": could not be read");
+    return process.exitCode() == 130 ? Status::cancelled() : Status::invalidData(message.toStdString());
+  }
+  const QStringList shape = QString::fromLatin1(process.readAllStandardOutput()).simplified().split(QLatin1Char(' '));
+  bool okH = false, okT = false, okD = false;
+  const qint64 heads = shape.value(0).toLongLong(&okH), tokens = shape.value(1).toLongLong(&okT),
+               dim = shape.value(2).toLongLong(&okD);
+  QFile data(dir.filePath(QStringLiteral("tensor.f32")));
+  if (!okH || !okT || !okD || !data.open(QIODevice::ReadOnly) ||
+      data.size() != heads * tokens * dim * static_cast<qint64>(sizeof(float))) {
+    return Status::internal(what + ": kvscope-cli read gave no tensor of the shape it printed");
+  }
+  Tensor3 t(heads, tokens, dim);
+  if (data.read(reinterpret_cast<char*>(t.data.data()), data.size()) != data.size()) {
+    return Status::ioError(what + ": cannot read the tensor back from " + data.fileName().toStdString());
+  }
+  return t;
+}
+
+ReadDelegate isolatedReadDelegate(const std::string& file, const std::optional<Mapping>& mapping) {
+  const QByteArray env = qgetenv("KVSCOPE_ISOLATE_READS");
+  if (env == "0") return {};
+  std::string cli = probeCliPath();
+  if (cli.empty()) return {};
+  return [cli, file, mapping](int layer, TensorKind kind, int sequence) {
+    return readTensorInSubprocess(cli, file, mapping, layer, kind, sequence);
+  };
 }
 
 }  // namespace kvscope::ui

@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/util/tensor.h"
 #include "core/util/status.h"
 
 namespace kvscope::ui {
@@ -21,5 +23,17 @@ std::string probeCliPath();
 /// Blocking: call it from a worker thread.
 Status probeDumpInSubprocess(const std::string& file, const std::optional<Mapping>& mapping,
                              int timeoutMs = 40000);
+
+/// Reads one layer tensor through `kvscope-cli read` (whose reads run in a crash-isolated helper),
+/// so a file that crashes libhdf5 inside a data read gives an error instead of ending the window.
+/// Blocking: call it from a worker thread. Errors name the file and the dataset.
+Expected<Tensor3> readTensorInSubprocess(const std::string& cli, const std::string& file,
+                                         const std::optional<Mapping>& mapping, int layer,
+                                         TensorKind kind, int sequence, int timeoutMs = 120000);
+
+/// The read delegate the window opens dumps with: every Dump::read goes through
+/// readTensorInSubprocess. Empty (read in process) when no kvscope-cli is at hand or
+/// KVSCOPE_ISOLATE_READS=0.
+ReadDelegate isolatedReadDelegate(const std::string& file, const std::optional<Mapping>& mapping);
 
 }  // namespace kvscope::ui

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// `kvscope-cli read DUMP --layer L --tensor KIND --out FILE`: one layer tensor as raw float32, for
+// programs that must not parse an untrusted dump in their own process (the GUI reads its layers
+// this way: a crafted chunk index can crash libhdf5 inside H5Dread, and here that crash is the
+// CLI's read helper's, reported as exit 2).
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "app/cli/command.h"
+
+namespace kvscope::cli {
+namespace {
+
+Expected<TensorKind> parseKind(const std::string& text) {
+  for (TensorKind k : {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
+    if (text == tensorKindName(k)) return k;
+  }
+  return Status::invalidArgument("--tensor must be key, value, query or key_pre_rope, got '" + text + "'");
+}
+
+std::function<int()> setupRead(CLI::App& sub) {
+  struct Args {
+    std::string dump, mapping, tensor = "key", out;
+    int layer = 0, sequence = 0;
+    bool allowExternal = false;
+  };
+  auto a = std::make_shared<Args>();
+  sub.add_option("dump", a->dump, "Dump file (.h5)")->required();
+  sub.add_option("--layer", a->layer, "Layer index")->required();
+  sub.add_option("--tensor", a->tensor, "key, value, query or key_pre_rope (default key)");
+  sub.add_option("--sequence", a->sequence, "Sequence (batch index, default 0)");
+  sub.add_option("--out", a->out,
+                 "Where to write the tensor: float32, native byte order, [heads, tokens, dim] "
+                 "row-major, written atomically; its shape goes to standard output as 'H T D'")
+      ->required();
+  sub.add_option("--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
+  sub.add_flag("--allow-external", a->allowExternal,
+               "Follow external links, external raw storage, virtual datasets");
+  return [a]() -> int {
+    auto kind = parseKind(a->tensor);
+    if (!kind) return fail(kind.status());
+    auto opened = openDump(a->dump, a->mapping, a->allowExternal);
+    if (!opened) return fail(opened.status());
+    auto t = (*opened)->read(a->layer, *kind, a->sequence);
+    if (!t) return fail(t.status());
+    std::string bytes(t->data.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), t->data.data(), bytes.size());
+    if (Status st = writeOutput(a->out, bytes); !st.isOk()) return fail(st);
+    std::cout << t->heads << " " << t->tokens << " " << t->dim << "\n";
+    return kExitOk;
+  };
+}
+
+const Registrar kRegistrar{
+    "read", "Write one layer tensor as raw float32 (read through the crash-isolated reader)", setupRead};
+
+}  // namespace
+}  // namespace kvscope::cli
