@@ -3,11 +3,12 @@
 // programs that must not parse an untrusted dump in their own process (the GUI reads its layers
 // this way: a crafted chunk index can crash libhdf5 inside H5Dread, and here that crash is the
 // CLI's read helper's, reported as exit 2).
-#include <cstring>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "app/cli/command.h"
+#include "core/util/atomic_file.h"
 
 namespace kvscope::cli {
 namespace {
@@ -44,9 +45,8 @@ std::function<int()> setupRead(CLI::App& sub) {
     if (!opened) return fail(opened.status());
     auto t = (*opened)->read(a->layer, *kind, a->sequence);
     if (!t) return fail(t.status());
-    std::string bytes(t->data.size() * sizeof(float), '\0');
-    std::memcpy(bytes.data(), t->data.data(), bytes.size());
-    if (Status st = writeOutput(a->out, bytes); !st.isOk()) return fail(st);
+    const std::string_view bytes(reinterpret_cast<const char*>(t->data.data()), t->data.size() * sizeof(float));
+    if (Status st = writeFileAtomic(a->out, bytes); !st.isOk()) return fail(st);
     std::cout << t->heads << " " << t->tokens << " " << t->dim << "\n";
     return kExitOk;
   };
