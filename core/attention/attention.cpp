@@ -405,15 +405,8 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     partials[static_cast<size_t>(item)] =
         runItemPooled(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
                       baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
-    const int64_t finished = done.fetch_add(1) + 1;
-    bool reporter = true;
-#ifdef _OPENMP
-    reporter = omp_get_thread_num() == 0;  // the callback is only ever called from one thread
-#endif
-    if (reporter && !report(progress, static_cast<double>(finished) / static_cast<double>(items),
-                            "attention metrics")) {
-      cancelled = true;
-    }
+    done.fetch_add(1);
+    stop();  // reports the finished fraction (thread 0) and sees a cancel
   }
   if (cancelled) return Status::cancelled();
 
@@ -525,15 +518,8 @@ Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
     if (cancelled.load(std::memory_order_relaxed)) continue;
     runItemPooled(input, none, s, item / s.chunksPerHead, item % s.chunksPerHead, nullptr, nullptr,
                   &b->items[static_cast<size_t>(item)], stop);
-    const int64_t finished = done.fetch_add(1) + 1;
-    bool reporter = true;
-#ifdef _OPENMP
-    reporter = omp_get_thread_num() == 0;
-#endif
-    if (reporter && !report(progress, static_cast<double>(finished) / static_cast<double>(items),
-                            "attention baseline")) {
-      cancelled = true;
-    }
+    done.fetch_add(1);
+    stop();  // reports the finished fraction (thread 0) and sees a cancel
   }
   if (cancelled) return Status::cancelled();
   return std::shared_ptr<const AttentionBaseline>(std::move(b));
