@@ -58,7 +58,7 @@ std::vector<double> output(const std::vector<double>& prob, const Tensor3& v, in
   return o;
 }
 
-typedef double D4 __attribute__((vector_size(32), aligned(8)));  // NOLINT(modernize-use-using): GCC syntax
+using simd::D4;
 
 // The scaled dot products of q with rows [0, n) of k and of kHat, in double: four partial sums
 // per product (lanes c mod 4), added at the end.

@@ -297,8 +297,7 @@ void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset
 
 namespace {
 
-// Alignment 8: loads and stores never assume more than a double's alignment.
-typedef double D4 __attribute__((vector_size(32), aligned(8)));  // NOLINT(modernize-use-using): GCC syntax
+using simd::D4;
 
 // The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) of `rows` rows of
 // `d` values, four rows at a time: lane k of work[i] holds element i of row k, so every

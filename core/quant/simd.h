@@ -32,6 +32,11 @@ namespace kvscope::simd {
 /// Eight floats (two SSE registers on the baseline, one AVX register in the AVX2 clones).
 typedef float F8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
 
+/// Four doubles (two SSE registers on the baseline, one AVX register in the AVX2 clones). Its
+/// alignment is a double's, so it may point into any array of doubles (GCC vectors alias their
+/// element type).
+typedef double D4 __attribute__((vector_size(32), aligned(8)));  // NOLINT(modernize-use-using): GCC syntax
+
 /// Loads eight floats from any address.
 KVSCOPE_INLINE F8 load(const float* p) {
   F8 v;
