@@ -82,14 +82,31 @@ GroupParams paramsOf(const QuantSpec& spec, const float* x, int64_t n, float* wo
   return kernels::paramsFromRange(spec, r.lo, r.hi);
 }
 
+// The element quantizer of kind K with the constants of `spec`, for loops compiled once per kind.
+template <GroupedKind K>
+struct ElementQuantizer {
+  explicit ElementQuantizer(const QuantSpec& spec)
+      : asymTop(kernels::roundingCeiling(static_cast<float>((1 << spec.bits) - 1))),
+        symTop(kernels::roundingCeiling(static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1))),
+        thresholds(kernels::nf4Thresholds().data()) {}
+  /// x̂ of x with scale s and (asym) zero m.
+  KVSCOPE_INLINE float operator()(float x, float s, float m) const {
+    if constexpr (K == GroupedKind::Asym) return kernels::quantAsym(x, s, m, asymTop);
+    if constexpr (K == GroupedKind::Sym) return kernels::quantSym(x, s, symTop);
+    if constexpr (K == GroupedKind::E4m3) return kernels::quantE4m3(x, s);
+    if constexpr (K == GroupedKind::E5m2) return kernels::quantE5m2(x, s);
+    if constexpr (K == GroupedKind::Nf4) return kernels::quantNf4(x, s, thresholds);
+  }
+  float asymTop, symTop;
+  const float* thresholds;
+};
+
 // axis=token without clipping, one element quantizer: the group's range, its parameters and the
 // apply loop all inline in one loop nest (no per-group dispatch).
 template <GroupedKind K>
 KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
                                     const QuantSpec& spec) {
-  const float asymTop = kernels::roundingCeiling(static_cast<float>((1 << spec.bits) - 1));
-  const float symTop = kernels::roundingCeiling(static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1));
-  const float* thresholds = kernels::nf4Thresholds().data();
+  const ElementQuantizer<K> quant(spec);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = base + r * dim;
     for (int64_t c0 = 0; c0 < dim; c0 += run) {
@@ -103,13 +120,7 @@ KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int6
       }
       const GroupParams p = kernels::paramsFromRange(spec, l, u);
       const float s = p.scale, m = p.zero;
-      for (int64_t i = 0; i < len; ++i) {
-        if constexpr (K == GroupedKind::Asym) g[i] = kernels::quantAsym(g[i], s, m, asymTop);
-        if constexpr (K == GroupedKind::Sym) g[i] = kernels::quantSym(g[i], s, symTop);
-        if constexpr (K == GroupedKind::E4m3) g[i] = kernels::quantE4m3(g[i], s);
-        if constexpr (K == GroupedKind::E5m2) g[i] = kernels::quantE5m2(g[i], s);
-        if constexpr (K == GroupedKind::Nf4) g[i] = kernels::quantNf4(g[i], s, thresholds);
-      }
+      for (int64_t i = 0; i < len; ++i) g[i] = quant(g[i], s, m);
     }
   }
 }
@@ -159,18 +170,10 @@ void groupedByToken(Tensor3& x, const QuantSpec& spec) {
 template <GroupedKind K>
 KVSCOPE_INLINE void applyPerChannel(const QuantSpec& spec, const float* s, const float* m, float* base, int64_t len,
                      int64_t dim) {
-  const float asymTop = kernels::roundingCeiling(static_cast<float>((1 << spec.bits) - 1));
-  const float symTop = kernels::roundingCeiling(static_cast<float>((1 << (spec.bits > 1 ? spec.bits - 1 : 1)) - 1));
-  const float* thresholds = kernels::nf4Thresholds().data();
+  const ElementQuantizer<K> quant(spec);
   for (int64_t t = 0; t < len; ++t) {
     float* row = base + t * dim;
-    for (int64_t d = 0; d < dim; ++d) {
-      if constexpr (K == GroupedKind::Asym) row[d] = kernels::quantAsym(row[d], s[d], m[d], asymTop);
-      if constexpr (K == GroupedKind::Sym) row[d] = kernels::quantSym(row[d], s[d], symTop);
-      if constexpr (K == GroupedKind::E4m3) row[d] = kernels::quantE4m3(row[d], s[d]);
-      if constexpr (K == GroupedKind::E5m2) row[d] = kernels::quantE5m2(row[d], s[d]);
-      if constexpr (K == GroupedKind::Nf4) row[d] = kernels::quantNf4(row[d], s[d], thresholds);
-    }
+    for (int64_t d = 0; d < dim; ++d) row[d] = quant(row[d], s[d], m[d]);
   }
 }
 
