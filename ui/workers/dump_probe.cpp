@@ -22,6 +22,44 @@ std::string probeCliPath() {
   return {};
 }
 
+namespace {
+
+/// How a kvscope-cli child ended.
+struct CliRun {
+  enum class End { NotStarted, TimedOut, Crashed, Exited } end = End::NotStarted;
+  int exitCode = 0;
+  QString error;   ///< standard error without the "kvscope-cli: " prefix, trimmed
+  QByteArray out;  ///< standard output
+};
+
+/// Runs `cli args` and waits at most `timeoutMs` (then kills it).
+CliRun runCli(const std::string& cli, const QStringList& args, int timeoutMs) {
+  CliRun run;
+  QProcess process;
+  process.setProgram(QString::fromStdString(cli));
+  process.setArguments(args);
+  process.start();
+  if (!process.waitForStarted(5000)) return run;
+  if (!process.waitForFinished(timeoutMs)) {
+    process.kill();
+    process.waitForFinished(2000);
+    run.end = CliRun::End::TimedOut;
+    return run;
+  }
+  if (process.exitStatus() == QProcess::CrashExit) {
+    run.end = CliRun::End::Crashed;
+    return run;
+  }
+  run.end = CliRun::End::Exited;
+  run.exitCode = process.exitCode();
+  run.error = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
+  run.error.remove(QStringLiteral("kvscope-cli: "));
+  run.out = process.readAllStandardOutput();
+  return run;
+}
+
+}  // namespace
+
 Status probeDumpInSubprocess(const std::string& file, const std::optional<Mapping>& mapping,
                              int timeoutMs) {
   const std::string cli = probeCliPath();
@@ -34,25 +72,18 @@ Status probeDumpInSubprocess(const std::string& file, const std::optional<Mappin
     mappingFile.flush();
     args << QStringLiteral("--mapping") << mappingFile.fileName();
   }
-  QProcess process;
-  process.setProgram(QString::fromStdString(cli));
-  process.setArguments(args);
-  process.setStandardOutputFile(QProcess::nullDevice());
-  process.start();
-  if (!process.waitForStarted(5000)) return Status::ok();
-  if (!process.waitForFinished(timeoutMs)) {
-    process.kill();
-    process.waitForFinished(2000);
-    return Status::invalidData(file + ": reading the file's metadata did not finish within " +
-                               std::to_string(timeoutMs / 1000) + " s; it is corrupt or hostile");
+  const CliRun run = runCli(cli, args, timeoutMs);
+  switch (run.end) {
+    case CliRun::End::NotStarted: return Status::ok();
+    case CliRun::End::TimedOut:
+      return Status::invalidData(file + ": reading the file's metadata did not finish within " +
+                                 std::to_string(timeoutMs / 1000) + " s; it is corrupt or hostile");
+    case CliRun::End::Crashed:
+      return Status::invalidData(file + ": the file made the reader crash; it is corrupt or hostile");
+    case CliRun::End::Exited: break;
   }
-  if (process.exitStatus() == QProcess::CrashExit)
-    return Status::invalidData(file + ": the file made the reader crash; it is corrupt or hostile");
-  if (process.exitCode() == 2) {
-    QString message = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
-    message.remove(QStringLiteral("kvscope-cli: "));
-    if (message.isEmpty()) message = QString::fromStdString(file) + QStringLiteral(": not a readable dump");
-    return Status::invalidData(message.toStdString());
+  if (run.exitCode == 2) {
+    return Status::invalidData(run.error.isEmpty() ? file + ": not a readable dump" : run.error.toStdString());
   }
   return Status::ok();  // exit 0, or a CLI problem unrelated to the file: open in process
 }
@@ -78,27 +109,21 @@ Expected<Tensor3> readTensorInSubprocess(const std::string& cli, const std::stri
     mappingFile.close();
     args << QStringLiteral("--mapping") << mappingFile.fileName();
   }
-  QProcess process;
-  process.setProgram(QString::fromStdString(cli));
-  process.setArguments(args);
-  process.start();
-  if (!process.waitForStarted(5000)) return Status::ioError(what + ": cannot start " + cli);
-  if (!process.waitForFinished(timeoutMs)) {
-    process.kill();
-    process.waitForFinished(2000);
-    return Status::invalidData(what + ": reading did not finish within " + std::to_string(timeoutMs / 1000) +
-                               " s; the file is corrupt or hostile");
+  const CliRun run = runCli(cli, args, timeoutMs);
+  switch (run.end) {
+    case CliRun::End::NotStarted: return Status::ioError(what + ": cannot start " + cli);
+    case CliRun::End::TimedOut:
+      return Status::invalidData(what + ": reading did not finish within " + std::to_string(timeoutMs / 1000) +
+                                 " s; the file is corrupt or hostile");
+    case CliRun::End::Crashed:
+      return Status::invalidData(what + ": the file made the reader crash; it is corrupt or hostile");
+    case CliRun::End::Exited: break;
   }
-  if (process.exitStatus() == QProcess::CrashExit) {
-    return Status::invalidData(what + ": the file made the reader crash; it is corrupt or hostile");
+  if (run.exitCode != 0) {
+    if (run.exitCode == 130) return Status::cancelled();
+    return Status::invalidData(run.error.isEmpty() ? what + ": could not be read" : run.error.toStdString());
   }
-  if (process.exitCode() != 0) {
-    QString message = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
-    message.remove(QStringLiteral("kvscope-cli: "));
-    if (message.isEmpty()) message = QString::fromStdString(what) + QStringLiteral(": could not be read");
-    return process.exitCode() == 130 ? Status::cancelled() : Status::invalidData(message.toStdString());
-  }
-  const QStringList shape = QString::fromLatin1(process.readAllStandardOutput()).simplified().split(QLatin1Char(' '));
+  const QStringList shape = QString::fromLatin1(run.out).simplified().split(QLatin1Char(' '));
   bool okH = false, okT = false, okD = false;
   const qint64 heads = shape.value(0).toLongLong(&okH), tokens = shape.value(1).toLongLong(&okT),
                dim = shape.value(2).toLongLong(&okD);
