@@ -315,10 +315,13 @@ void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
   const bool parallel = static_cast<int64_t>(x.size()) > kParallelThreshold;
   if (x.dim % block == 0) {
     // Blocks never straddle heads: each head row holds whole blocks.
+    // Runs of 256 blocks, so each kernel call batches.
+    constexpr int64_t kRun = 256;
     const int64_t blocks = static_cast<int64_t>(x.size()) / block;
+    const int64_t runs = (blocks + kRun - 1) / kRun;
     float* data = x.data.data();
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t b = 0; b < blocks; ++b) kernel(data + b * block, g);
+    for (int64_t r = 0; r < runs; ++r) kernel(data + r * kRun * block, std::min(kRun, blocks - r * kRun), g);
     return;
   }
   // Gather each token row [head, channel], quantize its blocks, scatter back.
@@ -327,7 +330,7 @@ void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
   for (int64_t t = 0; t < x.tokens; ++t) {
     float* row = scratch(0, rowLength);
     for (int64_t h = 0; h < x.heads; ++h) std::copy_n(x.row(h, t), x.dim, row + h * x.dim);
-    for (int64_t b = 0; b < rowLength; b += block) kernel(row + b, g);
+    kernel(row, rowLength / block, g);
     for (int64_t h = 0; h < x.heads; ++h) std::copy_n(row + h * x.dim, x.dim, x.row(h, t));
   }
 }
@@ -402,7 +405,7 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
     case FormatKind::Elementwise: roundElements(spec.format, base, n); return;
     case FormatKind::Block: {
       const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
-      for (int64_t b = 0; b < n; b += info.blockSize) kernel(base + b, tensorScale);
+      kernel(base, n / info.blockSize, tensorScale);
       return;
     }
     default: break;
@@ -585,7 +588,7 @@ Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int
   d.scale = scale;
   d.zero = zero;
   std::vector<float> q = values;
-  kernels::blockKernel(spec.format)(q.data(), g);
+  kernels::blockKernel(spec.format)(q.data(), 1, g);
   d.codesUsed = countDistinct(q);
   auto addRange = [&](int from, int to) {
     for (int c = from; c <= to; ++c) d.levels.push_back(static_cast<float>(c) * scale + zero);

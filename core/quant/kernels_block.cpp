@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/quant/fp_types.h"
+#include "core/quant/fp_vec.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/simd.h"
 
@@ -44,7 +46,7 @@ float signedMax(const float* x, int n, MinMax mm) {
   return 0.0f;
 }
 
-KVSCOPE_SIMD_CLONES void mxfp4(float* x, float /*g*/) {
+void mxfp4One(float* x) {
   const float a = maxAbs(x, kQk);
   if (!(a > 0.0f) || !std::isfinite(a)) {
     if (a == 0.0f) std::fill(x, x + kQk, 0.0f);
@@ -58,7 +60,44 @@ KVSCOPE_SIMD_CLONES void mxfp4(float* x, float /*g*/) {
   for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] * inverse) * scale;
 }
 
-KVSCOPE_SIMD_CLONES void nvfp4(float* x, float g) {
+KVSCOPE_SIMD_CLONES void mxfp4(float* x, int64_t blocks, float /*g*/) {
+  for (int64_t b = 0; b < blocks; ++b) mxfp4One(x + b * kQk);
+}
+
+// ---- Eight blocks at a time -------------------------------------------------------------------
+// A block's scale needs a horizontal reduction and a few scalar steps; done for one block of 16
+// or 32 values they cost more than its elements. The batched kernels below reduce eight blocks
+// at once (simd::reduceEach) and compute the eight scales in the lanes of one vector, with the
+// same operations as the one-block versions, then run each block's elements with its scale.
+
+using simd::F8;
+using simd::I8;
+
+/// Per-block minimum and maximum of eight consecutive blocks of `Vecs`·8 values at x.
+template <int Vecs>
+KVSCOPE_INLINE void minMax8(const float* x, F8* lo, F8* hi) {
+  F8 l[8], h[8];
+  for (int k = 0; k < 8; ++k) {
+    const float* p = x + k * Vecs * 8;
+    F8 vl = simd::load(p), vh = vl;
+    for (int j = 1; j < Vecs; ++j) {
+      const F8 v = simd::load(p + 8 * j);
+      vl = simd::min(vl, v);
+      vh = simd::max(vh, v);
+    }
+    l[k] = vl;
+    h[k] = vh;
+  }
+  *lo = simd::reduceEach(l, [](F8 a, F8 b) { return simd::min(a, b); });
+  *hi = simd::reduceEach(h, [](F8 a, F8 b) { return simd::max(a, b); });
+}
+
+/// Lane-wise select: where `mask` is all ones, a; elsewhere b.
+KVSCOPE_INLINE F8 select(I8 mask, F8 a, F8 b) {
+  return reinterpret_cast<F8>((reinterpret_cast<I8>(a) & mask) | (reinterpret_cast<I8>(b) & ~mask));
+}
+
+void nvfp4One(float* x, float g) {
   constexpr int kBlock = 16;
   const float a = maxAbs(x, kBlock);
   const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
@@ -70,7 +109,40 @@ KVSCOPE_SIMD_CLONES void nvfp4(float* x, float g) {
   for (int i = 0; i < kBlock; ++i) x[i] = fp::roundE2m1(x[i] / dg) * dg;
 }
 
-KVSCOPE_SIMD_CLONES void q8_0(float* x, float /*g*/) {
+/// nvfp4, eight blocks at a time.
+KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) {
+  constexpr int kBlock = 16;
+  int64_t b = 0;
+  if (g != 0.0f) {
+    for (; b + 8 <= blocks; b += 8) {
+      float* p = x + b * kBlock;
+      F8 m[8];
+      for (int k = 0; k < 8; ++k) m[k] = simd::max(simd::abs(simd::load(p + 16 * k)), simd::abs(simd::load(p + 16 * k + 8)));
+      const F8 a = simd::reduceEach(m, [](F8 u, F8 v) { return simd::max(u, v); });
+      const F8 d = fp::roundE4m3(a / (6.0f * g));
+      const F8 dg = d * g;
+      // A block whose d or d·g is zero becomes zeros (its quotients below are then discarded).
+      const I8 zero = (d == 0.0f) | (dg == 0.0f);
+      float scales[8];
+      int zeros[8];
+      simd::store(scales, dg);
+      std::memcpy(zeros, &zero, sizeof zeros);
+      for (int k = 0; k < 8; ++k) {
+        float* q = p + 16 * k;
+        const float s = scales[k];
+        const I8 keep = I8{} + ~zeros[k];
+        for (int j = 0; j < kBlock; j += 8) {
+          // Quotients are finite or ±inf, never NaN, except in discarded zero blocks.
+          const F8 r = fp::roundE2m1NotNan(simd::load(q + j) / s) * s;
+          simd::store(q + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keep));
+        }
+      }
+    }
+  }
+  for (; b < blocks; ++b) nvfp4One(x + b * kBlock, g);
+}
+
+void q8_0One(float* x) {
   const float amax = maxAbs(x, kQk);
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -78,9 +150,41 @@ KVSCOPE_SIMD_CLONES void q8_0(float* x, float /*g*/) {
   for (int i = 0; i < kQk; ++i) x[i] = roundHalfAway(x[i] * id) * dh;
 }
 
+/// Lane-wise id = d != 0 ? 1/d : 0, as ggml computes it.
+KVSCOPE_INLINE F8 inverseOrZero(F8 d) {
+  const I8 nonzero = d != 0.0f;
+  const F8 safe = select(nonzero, d, F8{} + 1.0f);
+  return select(nonzero, 1.0f / safe, F8{});
+}
+
+KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    float* p = x + b * kQk;
+    F8 lo, hi;
+    minMax8<4>(p, &lo, &hi);
+    // maxAbs's value: the largest |x|, +0 for a block of zeros.
+    const F8 amax = simd::max(simd::max(F8{}, hi), -lo);
+    const F8 d = amax / 127.0f;
+    float ids[8], dhs[8];
+    simd::store(ids, inverseOrZero(d));
+    simd::store(dhs, fp::roundFp16(d));
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < kQk; j += 8) {
+        const F8 v = simd::load(p + k * kQk + j) * ids[k];
+        // roundHalfAway lane by lane.
+        const F8 half = select(reinterpret_cast<I8>(v) < 0, F8{} - kJustBelowHalf, F8{} + kJustBelowHalf);
+        const F8 r = __builtin_convertvector(__builtin_convertvector(v + half, I8), F8);
+        simd::store(p + k * kQk + j, r * dhs[k]);
+      }
+    }
+  }
+  for (; b < blocks; ++b) q8_0One(x + b * kQk);
+}
+
 // q4_0 / q5_0: d = max / -half, code = min(top, trunc(x*id + half + 0.5)), x̂ = (code - half)·fp16(d).
 template <int Half, int Top>
-KVSCOPE_INLINE void symmetricBlock(float* x) {
+KVSCOPE_INLINE void symmetricOne(float* x) {
   const float max = signedMax(x, kQk, minMax(x, kQk));
   const float d = max / static_cast<float>(-Half);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -93,10 +197,46 @@ KVSCOPE_INLINE void symmetricBlock(float* x) {
   }
 }
 
+template <int Half, int Top>
+KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
+  constexpr float kOffset = static_cast<float>(Half) + 0.5f;
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    float* p = x + b * kQk;
+    F8 lo, hi;
+    minMax8<4>(p, &lo, &hi);
+    // signedMax: hi or lo, whichever is larger in magnitude, +0 for a block of zeros; on a tie
+    // the first in the block, looked up per block (rare in real data).
+    F8 max = select(hi > -lo, hi, select(-lo > hi, lo, F8{}));
+    const I8 tie = (hi == -lo) & (hi != 0.0f);
+    float maxes[8];
+    simd::store(maxes, max);
+    int ties[8];
+    std::memcpy(ties, &tie, sizeof ties);
+    for (int k = 0; k < 8; ++k) {
+      if (ties[k] != 0) maxes[k] = signedMax(p + k * kQk, kQk, MinMax{lo[k], hi[k]});
+    }
+    max = simd::load(maxes);
+    const F8 d = max / static_cast<float>(-Half);
+    float ids[8], dhs[8];
+    simd::store(ids, inverseOrZero(d));
+    simd::store(dhs, fp::roundFp16(d));
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < kQk; j += 8) {
+        const F8 x0 = simd::load(p + k * kQk + j) * ids[k];
+        I8 code = __builtin_convertvector(x0 + kOffset, I8);
+        code = code < Top ? code : Top;
+        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F8) * dhs[k]);
+      }
+    }
+  }
+  for (; b < blocks; ++b) symmetricOne<Half, Top>(x + b * kQk);
+}
+
 // q4_1 / q5_1: d = (max-min)/top, code = trunc((x-min)*id + 0.5) (q4_1 caps at 15, q5_1 keeps
 // 5 bits), x̂ = code·fp16(d) + fp16(min).
 template <int Top, bool Cap>
-KVSCOPE_INLINE void affineBlock(float* x) {
+KVSCOPE_INLINE void affineOne(float* x) {
   const MinMax mm = minMax(x, kQk);
   const float d = (mm.hi - mm.lo) / static_cast<float>(Top);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -110,15 +250,47 @@ KVSCOPE_INLINE void affineBlock(float* x) {
   }
 }
 
-KVSCOPE_SIMD_CLONES void q4_0(float* x, float /*g*/) { symmetricBlock<8, 15>(x); }
-KVSCOPE_SIMD_CLONES void q5_0(float* x, float /*g*/) { symmetricBlock<16, 31>(x); }
-KVSCOPE_SIMD_CLONES void q4_1(float* x, float /*g*/) { affineBlock<15, true>(x); }
-KVSCOPE_SIMD_CLONES void q5_1(float* x, float /*g*/) { affineBlock<31, false>(x); }
+template <int Top, bool Cap>
+KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    float* p = x + b * kQk;
+    F8 lo, hi;
+    minMax8<4>(p, &lo, &hi);
+    const F8 d = (hi - lo) / static_cast<float>(Top);
+    float los[8], ids[8], dhs[8], mhs[8];
+    simd::store(los, lo);
+    simd::store(ids, inverseOrZero(d));
+    simd::store(dhs, fp::roundFp16(d));
+    simd::store(mhs, fp::roundFp16(lo));
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < kQk; j += 8) {
+        const F8 x0 = (simd::load(p + k * kQk + j) - los[k]) * ids[k];
+        I8 code = __builtin_convertvector(x0 + 0.5f, I8);
+        if constexpr (Cap) {
+          code = code < Top ? code : Top;
+        } else {
+          code &= Top;
+        }
+        simd::store(p + k * kQk + j, __builtin_convertvector(code, F8) * dhs[k] + mhs[k]);
+      }
+    }
+  }
+  for (; b < blocks; ++b) affineOne<Top, Cap>(x + b * kQk);
+}
 
-KVSCOPE_SIMD_CLONES void iq4nl(float* x, float /*g*/) {
-  int codes[32];
-  const float dh = iq4nlQuantize(x, codes);
-  for (int j = 0; j < kQk; ++j) x[j] = dh * static_cast<float>(kIq4nlValues[codes[j]]);
+KVSCOPE_SIMD_CLONES void q4_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<8, 15>(x, blocks); }
+KVSCOPE_SIMD_CLONES void q5_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<16, 31>(x, blocks); }
+KVSCOPE_SIMD_CLONES void q4_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<15, true>(x, blocks); }
+KVSCOPE_SIMD_CLONES void q5_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<31, false>(x, blocks); }
+
+KVSCOPE_SIMD_CLONES void iq4nl(float* x, int64_t blocks, float /*g*/) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    float* p = x + b * kQk;
+    int codes[32];
+    const float dh = iq4nlQuantize(p, codes);
+    for (int j = 0; j < kQk; ++j) p[j] = dh * static_cast<float>(kIq4nlValues[codes[j]]);
+  }
 }
 
 }  // namespace

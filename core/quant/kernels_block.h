@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Fast block quantizers (quantization.md §2): mxfp4, nvfp4 and the ggml types. Each function
-// replaces one block of a token row, in place, by its reconstruction. The ggml ones follow ggml's
+// Fast block quantizers (quantization.md §2): mxfp4, nvfp4 and the ggml types. Each kernel
+// replaces a run of blocks, in place, by their reconstruction. The ggml ones follow ggml's
 // `quantize_row_*_ref` + `dequantize_row_*` operation for operation in float32, so results are
 // bit-identical; reference.cpp holds the packed-struct versions they are tested against.
 #pragma once
@@ -31,8 +31,9 @@ float nvfp4GlobalScale(float maxAbs);
 /// mxfp4's shared exponent of a block with max |x| = a > 0: floor(log2 a) - 2, clamped to E8M0.
 int mxfp4Exponent(float maxAbs);
 
-/// One block of `size` values, replaced in place; `g` is nvfp4's tensor scale (others ignore it).
-using BlockKernel = void (*)(float* x, float g);
+/// `blocks` consecutive blocks at x, each replaced in place by its reconstruction; `g` is nvfp4's
+/// tensor scale (others ignore it).
+using BlockKernel = void (*)(float* x, int64_t blocks, float g);
 /// The fast block kernel of a block format; nullptr for other formats.
 BlockKernel blockKernel(FormatId format);
 

@@ -95,14 +95,15 @@ KVSCOPE_SIMD_CLONES bool copyAndCheck(const float* __restrict src, float* __rest
 
 /// Copies n floats (n a multiple of 4) to a 16-byte aligned `dst` with non-temporal stores: a
 /// layer-sized output does not fit in cache anyway, and streaming it skips reading every line
-/// of it from memory before it is overwritten.
+/// of it from memory before it is overwritten. The caller fences (_mm_sfence) once after its
+/// last call, before other threads read `dst`; a fence per call would wait for each piece's
+/// stores to drain instead of overlapping them with the next piece's work.
 void streamOut(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-  _mm_sfence();  // ordered before the other threads read the output after the parallel loop
 }
 
 /// The largest |x| of n floats, and whether any is non-finite.
-bool maxAbsAndCheck(const float* x, int64_t n, float* maxAbs) {
+KVSCOPE_SIMD_CLONES bool maxAbsAndCheck(const float* x, int64_t n, float* maxAbs) {
   uint32_t carry = 0, top = 0;
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
@@ -201,6 +202,9 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
     }
     done.fetch_add(1, std::memory_order_relaxed);
   }
+  // Each thread's streamed stores are ordered before the parallel region's closing barrier, so
+  // the caller sees the whole output.
+  if (stream) _mm_sfence();
   }
   nonFinite = bad != 0;
   if (cancelled && !nonFinite) return Status::cancelled();

@@ -4,6 +4,7 @@
 // GCC vector types for the reductions the compiler will not vectorize by itself.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 
 /// Compiles a function twice, for AVX2 and for baseline x86-64, picking one at load time (GCC
@@ -32,6 +33,10 @@ namespace kvscope::simd {
 /// Eight floats (two SSE registers on the baseline, one AVX register in the AVX2 clones).
 typedef float F8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
 
+/// Eight 32-bit integers, the lane-wise companion of F8 (comparisons of F8 give I8 masks; a cast
+/// between the two reinterprets the bits).
+typedef int32_t I8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
+
 /// Four doubles (two SSE registers on the baseline, one AVX register in the AVX2 clones). Its
 /// alignment is a double's, so it may point into any array of doubles (GCC vectors alias their
 /// element type).
@@ -58,6 +63,31 @@ KVSCOPE_INLINE float maxLane(F8 v) {
   float m = v[0];
   for (int i = 1; i < 8; ++i) m = v[i] > m ? v[i] : m;
   return m;
+}
+
+/// Stores eight floats to any address.
+KVSCOPE_INLINE void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+/// Lane-wise |v| (the sign bit cleared).
+KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
+
+/// Eight horizontal reductions at once: lane k of the result is op over the eight lanes of v[k].
+/// `op` must be associative and commutative on the values it sees (min and max of finite floats).
+template <class Op>
+KVSCOPE_INLINE F8 reduceEach(const F8* v, Op op) {
+  // Each level halves the lanes per input and doubles the inputs per vector.
+  const I8 even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
+  const I8 lowPairs = {0, 1, 8, 9, 4, 5, 12, 13}, highPairs = {2, 3, 10, 11, 6, 7, 14, 15};
+  const I8 lowHalves = {0, 1, 2, 3, 8, 9, 10, 11}, highHalves = {4, 5, 6, 7, 12, 13, 14, 15};
+  F8 a[4], b[2];
+  for (int i = 0; i < 4; ++i) {
+    a[i] = op(__builtin_shuffle(v[2 * i], v[2 * i + 1], even), __builtin_shuffle(v[2 * i], v[2 * i + 1], odd));
+  }
+  // a[i]: lanes (0,1) hold pairs of v[2i], v[2i+1] for lanes 0-1 of each, and so on.
+  for (int i = 0; i < 2; ++i) {
+    b[i] = op(__builtin_shuffle(a[2 * i], a[2 * i + 1], lowPairs), __builtin_shuffle(a[2 * i], a[2 * i + 1], highPairs));
+  }
+  return op(__builtin_shuffle(b[0], b[1], lowHalves), __builtin_shuffle(b[0], b[1], highHalves));
 }
 
 }  // namespace kvscope::simd

@@ -14,6 +14,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/fp_types.h"
+#include "core/quant/fp_vec.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/reference.h"
 #include "core/quant/spec.h"
@@ -143,6 +144,74 @@ TEST(EveryFormat, BlockRowsStraddlingHeadsMatchReference) {
     if (info.kind != FormatKind::Block) continue;
     expectFastMatchesReference(x, specFor(info), std::string(info.name) + " straddling");
   }
+}
+
+TEST(EveryFormat, BatchedBlockKernelsMatchReferenceOnEdgeBlocks) {
+  // The block kernels work on eight blocks at a time, with per-block branches (a tie between
+  // the largest and the most negative value, zero blocks) done lane by lane; a token row of 9
+  // blocks of 32 (18 of 16) per token also leaves a remainder for the one-block path. Each
+  // block gets one of the cases below, so every case lands in every lane position.
+  const int64_t tokens = 13, dim = 9 * 32;
+  Tensor3 x(1, tokens, dim);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> unit(-0.9f, 0.9f);
+  for (int64_t b = 0; b < tokens * dim / 16; ++b) {
+    float* p = x.data.data() + b * 16;
+    switch (b % 11) {
+      case 0: for (int i = 0; i < 16; ++i) p[i] = normal(rng); break;
+      case 1: for (int i = 0; i < 16; ++i) p[i] = unit(rng); p[3] = -1.5f; p[11] = 1.5f; break;  // tie, minus first
+      case 2: for (int i = 0; i < 16; ++i) p[i] = unit(rng); p[2] = 1.5f; p[9] = -1.5f; break;   // tie, plus first
+      case 3: break;                                                                              // +0
+      case 4: for (int i = 0; i < 16; ++i) p[i] = i % 3 == 0 ? -0.0f : 0.0f; break;
+      case 5: for (int i = 0; i < 16; ++i) p[i] = 1e-41f * static_cast<float>(i - 7); break;  // subnormal
+      case 6: for (int i = 0; i < 16; ++i) p[i] = 3.0e4f * unit(rng); break;
+      case 7: p[7] = -2.5f; break;  // one value
+      case 8: for (int i = 0; i < 16; ++i) p[i] = 1e-5f * normal(rng); break;  // nvfp4: d underflows
+      case 9: for (int i = 0; i < 16; ++i) p[i] = 0.3f; break;               // constant
+      case 10: for (int i = 0; i < 16; ++i) p[i] = 2e-2f * normal(rng); break;  // nvfp4: subnormal e4m3 d
+    }
+  }
+  for (const FormatInfo& info : formatTable()) {
+    if (info.kind != FormatKind::Block) continue;
+    expectFastMatchesReference(x, specFor(info), std::string(info.name) + " edge blocks");
+  }
+}
+
+// The test holds eight-lane values in locals of this file only (no calls across the ABI).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+TEST(SmallFloats, EightLaneRoundingMatchesScalarBitForBit) {
+  // fp_vec.h's lane-wise versions against fp_types.h's, across the exponent range and on
+  // every decision point of e2m1 and its neighbours.
+  std::vector<float> values;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 8191) {
+    const float v = fp::fromBits(static_cast<uint32_t>(u));
+    if (!std::isnan(v)) values.push_back(v);
+  }
+  for (float point : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 12.0f}) {
+    for (float v = point, w = point; v > point * 0.999f; v = std::nextafter(v, 0.0f), w = std::nextafter(w, 100.0f)) {
+      values.insert(values.end(), {v, -v, w, -w});
+    }
+  }
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(-std::numeric_limits<float>::infinity());
+  while (values.size() % 8 != 0) values.push_back(0.0f);
+  for (size_t i = 0; i < values.size(); i += 8) {
+    const simd::F8 v = simd::load(values.data() + i);
+    const simd::F8 fp16 = fp::roundFp16(v), e4m3 = fp::roundE4m3(v), e2m1 = fp::roundE2m1(v),
+                   e2m1NotNan = fp::roundE2m1NotNan(v);
+    for (int k = 0; k < 8; ++k) {
+      const float x = values[i + static_cast<size_t>(k)];
+      ASSERT_EQ(fp::bitsOf(fp16[k]), fp::bitsOf(fp::roundFp16(x))) << x;
+      ASSERT_EQ(fp::bitsOf(e4m3[k]), fp::bitsOf(fp::roundE4m3(x))) << x;
+      ASSERT_EQ(fp::bitsOf(e2m1[k]), fp::bitsOf(fp::roundE2m1(x))) << x;
+      ASSERT_EQ(fp::bitsOf(e2m1NotNan[k]), fp::bitsOf(fp::roundE2m1(x))) << x;
+    }
+  }
+  EXPECT_GT(values.size(), 500000u);
 }
 
 TEST(EveryFormat, BlockFormatRejectsRowThatDoesNotDivide) {

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// fp_types.h's rounding functions on eight floats at once, for kernels that work on eight blocks
+// at a time (their per-block scales then cost vector operations, not scalar ones per block). Each
+// lane does exactly the scalar function's operations, so the results are the same bits.
+#pragma once
+
+#include "core/quant/fp_types.h"
+#include "core/quant/simd.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace kvscope::fp {
+
+/// roundSmallFloat lane by lane (formats with EMin > -126: fp16, fp8, fp4).
+template <int MBits, int EMin, bool Saturate>
+KVSCOPE_INLINE simd::F8 roundSmallFloat8(simd::F8 v, float maxFinite) {
+  using simd::F8;
+  using simd::I8;
+  static_assert(MBits >= 1 && MBits <= 22 && EMin > -126 && EMin + 2 * 24 < 127);
+  const I8 bits = reinterpret_cast<I8>(v);
+  const I8 abits = bits & 0x7fffffff;
+  const auto maxBits = static_cast<int32_t>(bitsOf(maxFinite));
+  const auto clampBits = static_cast<int32_t>(bitsOf(2.0f * maxFinite));
+  const I8 clamped = abits < clampBits ? abits : clampBits;
+  const F8 a = reinterpret_cast<F8>(clamped);
+  constexpr int32_t kEMinBits = (EMin + 127) << 23;
+  I8 e = clamped & 0x7f800000;
+  e = e > kEMinBits ? e : kEMinBits;
+  const F8 magic = reinterpret_cast<F8>(e + ((23 - MBits) << 23));
+  I8 r = reinterpret_cast<I8>((a + magic) - magic);
+  const I8 over = (maxBits - r) >> 31;
+  const int32_t overValue = Saturate ? maxBits : 0x7f800000;
+  r = (r & ~over) | (overValue & over);
+  const I8 nan = (0x7f800000 - abits) >> 31;
+  r = (r & ~nan) | (abits & nan);
+  return reinterpret_cast<F8>(r | (bits & static_cast<int32_t>(0x80000000u)));
+}
+
+KVSCOPE_INLINE simd::F8 roundFp16(simd::F8 v) { return roundSmallFloat8<10, -14, false>(v, kFp16Max); }
+KVSCOPE_INLINE simd::F8 roundE4m3(simd::F8 v) { return roundSmallFloat8<3, -6, true>(v, kE4m3Max); }
+KVSCOPE_INLINE simd::F8 roundE2m1(simd::F8 v) { return roundSmallFloat8<1, 0, true>(v, kE2m1Max); }
+
+/// roundE2m1 for values that are not NaN, in half the operations (the block kernels' hot loop):
+/// the same clamp and magic-number rounding, then saturation as a float minimum.
+KVSCOPE_INLINE simd::F8 roundE2m1NotNan(simd::F8 v) {
+  using simd::F8;
+  using simd::I8;
+  const I8 bits = reinterpret_cast<I8>(v);
+  const I8 sign = bits & static_cast<int32_t>(0x80000000u);
+  I8 clamped = bits ^ sign;
+  const auto clampBits = static_cast<int32_t>(bitsOf(2.0f * kE2m1Max));
+  clamped = clamped < clampBits ? clamped : clampBits;
+  constexpr int32_t kEMinBits = 127 << 23;  // e2m1's smallest normal exponent is 0
+  I8 e = clamped & 0x7f800000;
+  e = e > kEMinBits ? e : kEMinBits;
+  const F8 magic = reinterpret_cast<F8>(e + (22 << 23));
+  F8 r = (reinterpret_cast<F8>(clamped) + magic) - magic;
+  r = r < kE2m1Max ? r : kE2m1Max;
+  return reinterpret_cast<F8>(reinterpret_cast<I8>(r) | sign);
+}
+
+}  // namespace kvscope::fp
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
