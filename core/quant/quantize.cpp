@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -128,11 +130,86 @@ bool copyKeptRows(const Tensor3& src, Tensor3& dst, int64_t first, int64_t count
   return bad;
 }
 
+/// How the quantized rows [first, first + count) of every head split into tasks of whole pieces
+/// (formatPieceRows), about 64 KiB each, and whether outputs go out by streaming stores.
+struct PieceGrid {
+  PieceGrid(const Tensor3& dst, int64_t first, int64_t rows, int64_t pieceRows)
+      : heads(dst.heads),
+        count(rows),
+        dim(dst.dim),
+        rowsPerTask(pieceRows * std::max<int64_t>(1, (int64_t{16384} / std::max<int64_t>(dst.dim, 1)) / pieceRows)),
+        tasksPerHead((count + rowsPerTask - 1) / rowsPerTask),
+        tasks(heads * tasksPerHead),
+        // Outputs larger than a cache are streamed (when every task starts on a 16-byte boundary).
+        stream(heads * rows * dim * static_cast<int64_t>(sizeof(float)) > kStreamBytes && dim % 4 == 0 &&
+               reinterpret_cast<uintptr_t>(dst.data.data()) % 16 == 0 && (first * dim) % 4 == 0) {}
+  int64_t heads, count, dim, rowsPerTask, tasksPerHead, tasks;
+  bool stream;
+};
+
+/// How a pass over the pieces ended.
+enum class PassEnd { Done, Cancelled, NonFinite };
+
+/// Runs fn(head, firstRow, rows, stage) for every task of `grid` on all threads, `stage` a
+/// per-thread buffer of rowsPerTask·dim floats; fn returns false for a non-finite input. One
+/// parallel loop (a barrier per slab costs more than a slab's work when another process holds a
+/// core); the calling thread (OpenMP thread 0) reports progress from `from` to `to` every few
+/// tasks and every thread stops at its next task after a cancel or a non-finite value. Streamed
+/// stores are fenced before the loop ends.
+template <class Fn>
+PassEnd forEachPiece(const PieceGrid& grid, const Progress& progress, double from, double to, const char* what, Fn fn) {
+  std::atomic<bool> stop{false}, cancelled{false};
+  std::atomic<int64_t> done{0};
+  int bad = 0;
+#pragma omp parallel if (grid.tasks * grid.rowsPerTask * grid.dim > kParallelThreshold)
+  {
+    static thread_local std::vector<float> stage;
+    stage.resize(static_cast<size_t>(grid.rowsPerTask * grid.dim));
+    int64_t mine = 0;  // tasks this thread has started
+#pragma omp for schedule(dynamic, 4) reduction(| : bad)
+    for (int64_t task = 0; task < grid.tasks; ++task) {
+      if (stop.load(std::memory_order_relaxed)) continue;
+      const double fraction = static_cast<double>(done.load()) / static_cast<double>(grid.tasks);
+      if (omp_get_thread_num() == 0 && mine++ % 16 == 0 && !report(progress, from + (to - from) * fraction, what)) {
+        cancelled = true;
+        stop = true;
+        continue;
+      }
+      const int64_t h = task / grid.tasksPerHead;
+      const int64_t r0 = (task % grid.tasksPerHead) * grid.rowsPerTask;
+      if (!fn(h, r0, std::min(grid.rowsPerTask, grid.count - r0), stage.data())) {
+        bad = 1;
+        stop = true;
+        continue;
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Each thread's streamed stores are ordered before the parallel region's closing barrier,
+    // so the caller sees the whole output.
+    if (grid.stream) _mm_sfence();
+  }
+  if (bad != 0) return PassEnd::NonFinite;
+  return cancelled ? PassEnd::Cancelled : PassEnd::Done;
+}
+
+/// Writes n floats from a stage buffer to their place in the output.
+void writeOut(const PieceGrid& grid, const float* stage, float* out, int64_t n) {
+  if (grid.stream) {
+    streamOut(stage, out, n);
+  } else {
+    std::memcpy(out, stage, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+Status statusOf(PassEnd end, bool& nonFinite) {
+  nonFinite = end == PassEnd::NonFinite;
+  return end == PassEnd::Cancelled ? Status::cancelled() : Status::ok();
+}
+
 /// Steps 2 and 5 in one parallel pass, for a format that splits into pieces of `pieceRows` token
 /// rows (formatPieceRows) when there is no rotation and no outliers: each piece is copied from
-/// `src` into `dst` (whose shape is src's), checked, and quantized while it is still in cache, in
-/// place, never compacted. Progress and cancellation between slabs of pieces. Sets `nonFinite`
-/// (and stops) when the input holds a non-finite value.
+/// `src` into `dst` (whose shape is src's), checked, and quantized while it is still in cache,
+/// never compacted. Sets `nonFinite` (and stops) when the input holds a non-finite value.
 Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, int64_t first,
                        int64_t count, int64_t pieceRows, const Progress& progress, bool& nonFinite) {
   const int64_t kvh = src.heads, d = src.dim;
@@ -152,69 +229,23 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
     if (nonFinite) return Status::ok();
     tensorScale = formatTensorScale(spec, top);
   }
-  // Outputs larger than a cache are streamed (when every task starts on a 16-byte boundary).
-  const bool stream = kvh * count * d * static_cast<int64_t>(sizeof(float)) > kStreamBytes && d % 4 == 0 &&
-                      reinterpret_cast<uintptr_t>(dst.data.data()) % 16 == 0 && (first * d) % 4 == 0;
-  // Tasks of whole pieces, about 64 KiB each.
-  const int64_t rowsPerTask = pieceRows * std::max<int64_t>(1, (int64_t{16384} / std::max<int64_t>(d, 1)) / pieceRows);
-  const int64_t tasksPerHead = (count + rowsPerTask - 1) / rowsPerTask;
-  const int64_t tasks = kvh * tasksPerHead;
-  // One parallel loop (a barrier per slab costs more than a slab's work when another process
-  // holds a core); the calling thread (OpenMP thread 0) reports progress every few pieces and
-  // every thread stops at the next piece after a cancel or a non-finite value.
-  std::atomic<bool> stop{false}, cancelled{false};
-  std::atomic<int64_t> done{0};
-  int bad = 0;
-#pragma omp parallel if (tasks * rowsPerTask * d > kParallelThreshold)
-  {
-  int64_t mine = 0;  // pieces this thread has started
-#pragma omp for schedule(dynamic, 4) reduction(| : bad)
-  for (int64_t task = 0; task < tasks; ++task) {
-    if (stop.load(std::memory_order_relaxed)) continue;
-    if (omp_get_thread_num() == 0 && mine++ % 16 == 0 &&
-        !report(progress, 0.95 * static_cast<double>(done.load()) / static_cast<double>(tasks), "quantizing")) {
-      cancelled = true;
-      stop = true;
-      continue;
-    }
-    const int64_t h = task / tasksPerHead;
-    const int64_t r0 = (task % tasksPerHead) * rowsPerTask;
-    const int64_t len = std::min(rowsPerTask, count - r0);
+  const PieceGrid grid(dst, first, count, pieceRows);
+  const PassEnd end = forEachPiece(grid, progress, 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
     float* out = dst.row(h, first + r0);
-    if (stream) {
-      // Quantized in a per-thread buffer that stays in L1/L2, then streamed out.
-      static thread_local std::vector<float> stage;
-      stage.resize(static_cast<size_t>(rowsPerTask * d));
-      if (copyAndCheck(src.row(h, first + r0), stage.data(), len * d)) {
-        bad = 1;
-        stop = true;
-        continue;
-      }
-      quantizeFormatPiece(stage.data(), len, d, spec, tensorScale);
-      streamOut(stage.data(), out, len * d);
-    } else {
-      if (copyAndCheck(src.row(h, first + r0), out, len * d)) {
-        bad = 1;
-        stop = true;
-        continue;
-      }
-      quantizeFormatPiece(out, len, d, spec, tensorScale);
-    }
-    done.fetch_add(1, std::memory_order_relaxed);
-  }
-  // Each thread's streamed stores are ordered before the parallel region's closing barrier, so
-  // the caller sees the whole output.
-  if (stream) _mm_sfence();
-  }
-  nonFinite = bad != 0;
-  if (cancelled && !nonFinite) return Status::cancelled();
-  return Status::ok();
+    // Streamed outputs are quantized in the per-thread stage, which stays in L1/L2.
+    float* work = grid.stream ? stage : out;
+    if (copyAndCheck(src.row(h, first + r0), work, len * d)) return false;
+    quantizeFormatPiece(work, len, d, spec, tensorScale);
+    if (grid.stream) streamOut(stage, out, len * d);
+    return true;
+  });
+  return statusOf(end, nonFinite);
 }
 
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count);
 
 struct Outlier {
-  size_t index;  ///< flat index into the quantized tensor
+  size_t index;  ///< flat index into the quantized tensor (quantizeInPieces: into its head's quantized part)
   float value;
 };
 
@@ -332,6 +363,79 @@ KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, double 
   }
 }
 
+/// Four floats, converted to and from D4.
+typedef float F4 __attribute__((vector_size(16), aligned(4)));  // NOLINT(modernize-use-using): GCC syntax
+
+/// The butterflies of stage `len` (1 or 2) inside one vector of four doubles: lanes (j, j+len)
+/// become (a+b, a-b), the same two operations the scalar stage does.
+template <int Len>
+KVSCOPE_INLINE D4 butterflyInside(D4 v) {
+  using I4 = int64_t __attribute__((vector_size(32)));
+  if constexpr (Len == 1) {
+    const D4 swapped = __builtin_shuffle(v, I4{1, 0, 3, 2});
+    return __builtin_shuffle(v + swapped, swapped - v, I4{0, 5, 2, 7});
+  } else {
+    const D4 swapped = __builtin_shuffle(v, I4{2, 3, 0, 1});
+    return __builtin_shuffle(v + swapped, swapped - v, I4{0, 1, 6, 7});
+  }
+}
+
+/// The butterflies of every stage whose partners are `stride` vectors apart within v[0..n).
+KVSCOPE_INLINE void butterflyAcross(D4* v, int n, int stride) {
+  for (int i = 0; i < n; i += 2 * stride) {
+    for (int j = i; j < i + stride; ++j) {
+      const D4 a = v[j], b = v[j + stride];
+      v[j] = a + b;
+      v[j + stride] = a - b;
+    }
+  }
+}
+
+/// hadamardRows for D = 32·S (S = 1, 2, 4, 8), one row at a time held in vectors: stages 1-16
+/// on groups of eight consecutive vectors, then the stages from 32 up on groups of S vectors
+/// eight apart. The stages run in the scalar order on the same doubles, so the bits are
+/// hadamardRows' own; only fewer loads and stores.
+template <int S>
+KVSCOPE_INLINE void hadamardRowsBlocked(float* x, int64_t rows, double norm) {
+  constexpr int kVectors = 8 * S;  // D / 4
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * kVectors * 4;
+    D4 w[kVectors];
+    for (int g = 0; g < kVectors; g += 8) {
+      D4 v[8];
+      for (int k = 0; k < 8; ++k) {
+        F4 f;
+        std::memcpy(&f, row + 4 * (g + k), sizeof f);
+        v[k] = butterflyInside<2>(butterflyInside<1>(__builtin_convertvector(f, D4)));
+      }
+      butterflyAcross(v, 8, 1);
+      butterflyAcross(v, 8, 2);
+      butterflyAcross(v, 8, 4);
+      for (int k = 0; k < 8; ++k) w[g + k] = v[k];
+    }
+    for (int i = 0; i < 8; ++i) {
+      D4 v[S];
+      for (int k = 0; k < S; ++k) v[k] = w[i + 8 * k];
+      for (int stride = 1; stride < S; stride *= 2) butterflyAcross(v, S, stride);
+      for (int k = 0; k < S; ++k) {
+        const F4 f = __builtin_convertvector(v[k] * norm, F4);
+        std::memcpy(row + 4 * (i + 8 * k), &f, sizeof f);
+      }
+    }
+  }
+}
+
+/// x·H for `rows` rows of `d` values (d a power of two); `work` holds 4·d doubles.
+KVSCOPE_SIMD_CLONES void hadamardAnyRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+  switch (d) {
+    case 32: hadamardRowsBlocked<1>(x, rows, norm); return;
+    case 64: hadamardRowsBlocked<2>(x, rows, norm); return;
+    case 128: hadamardRowsBlocked<4>(x, rows, norm); return;
+    case 256: hadamardRowsBlocked<8>(x, rows, norm); return;
+    default: hadamardRows(x, rows, d, norm, work); return;
+  }
+}
+
 }  // namespace
 
 void hadamardInPlace(Tensor3& x) {
@@ -347,11 +451,188 @@ void hadamardInPlace(Tensor3& x) {
 #pragma omp for schedule(dynamic, 4)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t r0 = t * kRowsPerTask;
-      hadamardRows(x.data.data() + r0 * d, std::min(kRowsPerTask, rows - r0), d, norm,
-                   reinterpret_cast<D4*>(work.data()));
+      hadamardAnyRows(x.data.data() + r0 * d, std::min(kRowsPerTask, rows - r0), d, norm,
+                      reinterpret_cast<D4*>(work.data()));
     }
   }
 }
+
+namespace {
+
+/// The bits of |x| (they order like |x| for finite x).
+KVSCOPE_INLINE uint32_t magnitudeKey(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits & 0x7fffffffu;
+}
+
+/// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor.
+KVSCOPE_SIMD_CLONES void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base,
+                                        std::vector<Outlier>& out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const simd::I8 keys = reinterpret_cast<simd::I8>(simd::load(x + i)) & 0x7fffffff;
+    // Unsigned order of keys < 2^31 is their signed order.
+    const simd::I8 hit = keys >= static_cast<int32_t>(floor);
+    uint64_t words[4];
+    std::memcpy(words, &hit, sizeof words);
+    if ((words[0] | words[1] | words[2] | words[3]) == 0) continue;
+    for (int64_t j = i; j < i + 8; ++j) {
+      if (magnitudeKey(x[j]) >= floor) out.push_back({static_cast<size_t>(base + j), x[j]});
+    }
+  }
+  for (; i < n; ++i) {
+    if (magnitudeKey(x[i]) >= floor) out.push_back({static_cast<size_t>(base + i), x[i]});
+  }
+}
+
+/// A magnitude below which no outlier of a head can lie, with margin, from a sample of its rows
+/// (all of them for small heads): the key of the sample's m-th largest value, m a generous
+/// multiple of the sample's share of `k`. 0 (everything qualifies) when the sample is too small.
+/// Rows are rotated first when `rotate`. Returns false for a non-finite sampled value.
+bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool rotate, double norm,
+                  uint32_t* floor) {
+  const int64_t stride = std::max<int64_t>(1, count / 1024);
+  const int64_t sampled = (count + stride - 1) / stride;
+  std::vector<float> sample(static_cast<size_t>(sampled * d));
+  for (int64_t r = 0; r < sampled; ++r) {
+    if (copyAndCheck(rows + r * stride * d, sample.data() + r * d, d)) return false;
+  }
+  if (rotate) {
+    std::vector<double> work(static_cast<size_t>(4 * d));
+    hadamardAnyRows(sample.data(), sampled, d, norm, reinterpret_cast<D4*>(work.data()));
+  }
+  const auto n = static_cast<int64_t>(sample.size());
+  const double share = static_cast<double>(k) * static_cast<double>(n) / static_cast<double>(count * d);
+  const auto m = static_cast<int64_t>(std::ceil(1.25 * share + 5.0 * std::sqrt(share) + 16.0));
+  *floor = 0;
+  if (m >= n) return true;
+  std::vector<uint32_t> keys(sample.size());
+  for (size_t i = 0; i < sample.size(); ++i) keys[i] = magnitudeKey(sample[i]);
+  std::nth_element(keys.begin(), keys.begin() + (m - 1), keys.end(), std::greater<>());
+  *floor = keys[static_cast<size_t>(m - 1)];
+  return true;
+}
+
+/// Steps 2-6 for a format that splits into pieces of rows (as quantizeOnePass) with rotation
+/// and/or outliers, without compaction and in at most two parallel passes:
+///  1. (outliers only) each head's candidates: every value at least as large as a floor that a
+///     sample of the head puts safely below its ceil(f·N)-th largest |x|. Rotated pieces are
+///     written to `dst` on the way, so the rotation runs once.
+///  2. each head's outliers: the largest of its candidates (ties: lower flat index), exactly
+///     those §1 step 4 picks, since every other value lies below the floor;
+///  3. each piece: rotated (or read back rotated), outliers zeroed, quantized, restored, rotated
+///     back, written.
+/// Sets `handled` to false, having written nothing that matters, when a head's sample
+/// misjudged its floor (fewer candidates than outliers); the caller then runs the general path.
+Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, int64_t first, int64_t count,
+                        int64_t pieceRows, const Progress& progress, bool& nonFinite, bool& handled) {
+  handled = true;
+  const int64_t kvh = src.heads, d = src.dim;
+  const bool rotate = spec.hadamard;
+  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t k = outlierCount(spec.outliers, count * d);
+  nonFinite = copyKeptRows(src, dst, first, count);
+  if (nonFinite) return Status::ok();
+  const PieceGrid grid(dst, first, count, pieceRows);
+  auto rotateRows = [&](float* rows, int64_t len) {
+    static thread_local std::vector<double> work;
+    work.resize(static_cast<size_t>(4 * d));
+    hadamardAnyRows(rows, len, d, norm, reinterpret_cast<D4*>(work.data()));
+  };
+
+  // Passes 1 and 2: the outliers of every head, by ascending flat index within the head.
+  std::vector<std::vector<Outlier>> outliers(static_cast<size_t>(kvh));
+  if (k > 0) {
+    std::vector<uint32_t> floors(static_cast<size_t>(kvh));
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
+    for (int64_t h = 0; h < kvh; ++h) {
+      bad |= outlierFloor(src.row(h, first), count, d, k, rotate, norm, &floors[static_cast<size_t>(h)]) ? 0 : 1;
+    }
+    if (bad != 0) {
+      nonFinite = true;
+      return Status::ok();
+    }
+    // Candidates per thread and head, merged afterwards (no locks in the pass).
+    const int threads = std::max(1, omp_get_max_threads());
+    std::vector<std::vector<Outlier>> found(static_cast<size_t>(threads * kvh));
+    for (auto& part : found) part.reserve(static_cast<size_t>(2 * k / threads + 64));
+    const PassEnd end = forEachPiece(grid, progress, 0.0, 0.45, "outliers", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
+      if (copyAndCheck(src.row(h, first + r0), stage, len * d)) return false;
+      if (rotate) rotateRows(stage, len);
+      collectAtLeast(stage, len * d, floors[static_cast<size_t>(h)], r0 * d,
+                     found[static_cast<size_t>(omp_get_thread_num() * kvh + h)]);
+      if (rotate) writeOut(grid, stage, dst.row(h, first + r0), len * d);
+      return true;
+    });
+    if (end != PassEnd::Done) return statusOf(end, nonFinite);
+    int shortOf = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : shortOf) if (kvh * count * d > kParallelThreshold)
+    for (int64_t h = 0; h < kvh; ++h) {
+      // Each thread's candidates are sorted by index when it met its tasks in ascending order
+      // (as OpenMP's dynamic schedule hands them out); merged into one list in index order.
+      const auto byIndex = [](const Outlier& a, const Outlier& b) { return a.index < b.index; };
+      std::vector<Outlier> all, merged;
+      for (int t = 0; t < threads; ++t) {
+        auto& part = found[static_cast<size_t>(t * kvh + h)];
+        if (!std::is_sorted(part.begin(), part.end(), byIndex)) std::sort(part.begin(), part.end(), byIndex);
+        merged.clear();
+        std::merge(all.begin(), all.end(), part.begin(), part.end(), std::back_inserter(merged), byIndex);
+        all.swap(merged);
+      }
+      if (static_cast<int64_t>(all.size()) < k) {
+        shortOf = 1;
+        continue;
+      }
+      // The k-th largest |x| T; then, in index order, everything above T and the first ties at
+      // T (§1 step 4: lower flat index first).
+      std::vector<uint32_t> keys(all.size());
+      for (size_t i = 0; i < all.size(); ++i) keys[i] = magnitudeKey(all[i].value);
+      std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<>());
+      const uint32_t threshold = keys[static_cast<size_t>(k - 1)];
+      int64_t ties = k - std::count_if(keys.begin(), keys.begin() + (k - 1), [&](uint32_t key) { return key > threshold; });
+      std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
+      mine.reserve(static_cast<size_t>(k));
+      for (const Outlier& o : all) {
+        const uint32_t key = magnitudeKey(o.value);
+        if (key > threshold || (key == threshold && ties-- > 0)) mine.push_back(o);
+      }
+    }
+    if (shortOf != 0) {
+      handled = false;
+      return Status::ok();
+    }
+  }
+
+  // Pass 3.
+  const bool readRotated = rotate && k > 0;
+  const PassEnd end = forEachPiece(grid, progress, k > 0 ? 0.45 : 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
+    float* out = dst.row(h, first + r0);
+    const int64_t n = len * d;
+    if (readRotated) {
+      std::memcpy(stage, out, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      if (copyAndCheck(src.row(h, first + r0), stage, n)) return false;
+      if (rotate) rotateRows(stage, len);
+    }
+    const std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
+    const auto begin = std::lower_bound(mine.begin(), mine.end(), static_cast<size_t>(r0 * d),
+                                        [](const Outlier& o, size_t at) { return o.index < at; });
+    auto stop = begin;
+    for (; stop != mine.end() && stop->index < static_cast<size_t>(r0 * d + n); ++stop) {
+      stage[stop->index - static_cast<size_t>(r0 * d)] = 0.0f;
+    }
+    quantizeFormatPiece(stage, len, d, spec, 0.0f);
+    for (auto o = begin; o != stop; ++o) stage[o->index - static_cast<size_t>(r0 * d)] = o->value;
+    if (rotate) rotateRows(stage, len);  // H·H = I: H is symmetric and orthogonal
+    writeOut(grid, stage, out, n);
+    return true;
+  });
+  return statusOf(end, nonFinite);
+}
+
+}  // namespace
 
 StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim) {
   StorageCount s;
@@ -524,9 +805,16 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
   bool nonFinite = false;
   Status st;
   const int64_t pieceRows = quantize ? formatPieceRows(spec, count, d) : 0;
-  if (quantize && pieceRows > 0 && !spec.hadamard && outlierCount(spec.outliers, count * d) == 0) {
+  const bool inPieces = quantize && pieceRows > 0;
+  const bool rotatedOrOutliers = spec.hadamard || outlierCount(spec.outliers, count * d) > 0;
+  bool handled = false;
+  if (inPieces && !rotatedOrOutliers) {
     st = quantizeOnePass(*source, spec, recon, first, count, pieceRows, progress, nonFinite);
-  } else {
+    handled = true;
+  } else if (inPieces && !formatNeedsTensorMaxAbs(spec)) {
+    st = quantizeInPieces(*source, spec, recon, first, count, pieceRows, progress, nonFinite, handled);
+  }
+  if (!handled) {
     nonFinite = copyTensorAndCheck(*source, recon);
     if (!nonFinite && quantize) st = quantizeGeneral(spec, specText, recon, first, count, progress);
   }

@@ -286,6 +286,81 @@ TEST(Pipeline, StepsComposeInTheOrderOfSection1) {
   EXPECT_GT(maxAbsDiff(out->reconstruction, x), 0.01) << "int3 should change the tensor";
 }
 
+// §1 composed independently of the pipeline's code paths: slice the quantized tokens, rotate,
+// pick each head's outliers by a full stable sort, zero them, run the format's scalar reference,
+// restore, rotate back, reinsert kept tokens.
+Tensor3 composeSection1(const Tensor3& x, const QuantSpec& qs) {
+  const int64_t kvh = x.heads, t = x.tokens, d = x.dim;
+  const int64_t first = std::min<int64_t>(qs.sinks, t);
+  const int64_t count = t - std::min<int64_t>(int64_t{qs.sinks} + qs.residual, t);
+  Tensor3 q(kvh, count, d);
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t j = 0; j < count; ++j)
+      for (int64_t c = 0; c < d; ++c) q.at(h, j, c) = x.at(h, first + j, c);
+  if (qs.hadamard) hadamardInPlace(q);
+  std::vector<std::pair<size_t, float>> saved;
+  const int64_t n = count * d, k = outlierCount(qs.outliers, n);
+  for (int64_t h = 0; h < kvh; ++h) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+    const float* base = q.data.data() + q.index(h, 0, 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return std::fabs(base[a]) > std::fabs(base[b]); });
+    for (int64_t i = 0; i < k; ++i) {
+      const size_t at = q.index(h, 0, 0) + size_t(order[size_t(i)]);
+      saved.emplace_back(at, q.data[at]);
+      q.data[at] = 0.0f;
+    }
+  }
+  EXPECT_TRUE(quantizeFormatReference(q, qs).isOk());
+  for (const auto& [at, value] : saved) q.data[at] = value;
+  if (qs.hadamard) hadamardInPlace(q);
+  Tensor3 want = x;
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t j = 0; j < count; ++j)
+      for (int64_t c = 0; c < d; ++c) want.at(h, first + j, c) = q.at(h, j, c);
+  return want;
+}
+
+int64_t countDifferent(const Tensor3& a, const Tensor3& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a.data[i] == b.data[i] ? 0 : 1;
+  return n;
+}
+
+TEST(Pipeline, RotationAndOutliersInPiecesEqualTheComposition) {
+  // Large enough that each head's outlier floor comes from a sample of its rows (1 row in 3),
+  // with values on a coarse grid so that many magnitudes tie at the outlier threshold; the
+  // ties must go to the lower flat index.
+  Tensor3 x = randomTensor(3, 3100, 32, 41, 1.5f);
+  for (float& v : x.data) v = std::round(v * 4.0f) / 4.0f;
+  for (const char* text : {"int4,outliers=0.01", "int4,rot=hadamard,outliers=0.02,sinks=5,residual=17",
+                           "int3,axis=channel,group=64,outliers=0.005,rot=hadamard", "q4_0,outliers=0.01,sinks=1",
+                           "int4,rot=hadamard,residual=3", "fp8_e4m3,axis=token,outliers=0.03",
+                           "int2,axis=channel,outliers=0.01"}) {
+    const QuantSpec qs = spec(text);
+    auto out = quantizeTensor(QuantInput{&x, nullptr, {}}, qs);
+    ASSERT_TRUE(out.hasValue()) << text << ": " << out.status().message();
+    EXPECT_EQ(countDifferent(out->reconstruction, composeSection1(x, qs)), 0) << text;
+  }
+}
+
+TEST(Pipeline, OutliersStayExactWhenTheSampledRowsMisleadTheFloor) {
+  // Every sampled row (1 in 3) holds large values and the others small ones, so a floor taken
+  // from the sample lies above most true outliers: the pipeline must notice it found too few
+  // candidates and still pick the exact ones.
+  Tensor3 x = randomTensor(2, 3100, 32, 43, 0.1f);
+  for (int64_t h = 0; h < x.heads; ++h)
+    for (int64_t t = 0; t < x.tokens; t += 3)
+      for (int64_t c = 0; c < x.dim; ++c) x.at(h, t, c) *= 50.0f;
+  for (const char* text : {"int4,outliers=0.2", "int4,outliers=0.2,rot=hadamard"}) {
+    const QuantSpec qs = spec(text);
+    auto out = quantizeTensor(QuantInput{&x, nullptr, {}}, qs);
+    ASSERT_TRUE(out.hasValue()) << text << ": " << out.status().message();
+    EXPECT_EQ(countDifferent(out->reconstruction, composeSection1(x, qs)), 0) << text;
+  }
+}
+
 // The pipeline quantizes pieces of rows in one pass when it can (no rotation, no outliers, groups
 // that stay in a head's rows); whichever path it takes, the result must equal slicing the
 // quantized tokens out, running the format's scalar reference and putting the kept tokens back.
