@@ -29,9 +29,24 @@ Expected<QuantizeFigures> benchQuantize(const Tensor3& x, std::string_view spec,
   // from the previous run (the first run, untimed, allocates and touches it).
   QuantOutput reused;
   KVS_RETURN_IF_ERROR(quantizeTensorInto(input, qs, reused));
-  auto pipeline = timeRepeated([&] { return quantizeTensorInto(input, qs, reused); }, budget);
+  // Each run is paired with a copy of the same bytes just before it (untimed for the pipeline,
+  // timed on its own), so the bandwidth the ratio divides by is the one the machine had while
+  // this spec ran: on a shared machine it drifts by ±30 % within seconds.
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> copyDst(x.size());
+  parallelCopy(copyDst.data(), x.data.data(), n);  // touches the destination
+  std::vector<double> copyTimes;
+  auto pipeline = timeRepeated([&] { return quantizeTensorInto(input, qs, reused); }, budget, [&] {
+    const double t0 = nowSeconds();
+    parallelCopy(copyDst.data(), x.data.data(), n);
+    copyTimes.push_back(nowSeconds() - t0);
+  });
   if (!pipeline) return pipeline.status().withContext("quantizeTensorInto '" + figures.spec + "'");
   figures.pipeline = *pipeline;
+  std::sort(copyTimes.begin(), copyTimes.end());
+  figures.copy.runs = static_cast<int>(copyTimes.size());
+  figures.copy.best = copyTimes.front();
+  figures.copy.median = copyTimes[copyTimes.size() / 2];
 
   // The same returning a freshly allocated result each run (quantizeTensor): what a caller that
   // does not reuse buffers pays in page faults.

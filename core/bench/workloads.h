@@ -24,6 +24,7 @@ struct QuantizeFigures {
   std::string spec;      ///< the spec string as given
   int64_t elements = 0;  ///< KVH·T·D
   Sample pipeline;       ///< quantizeTensorInto: steps 1-6 into a reused output buffer
+  Sample copy;           ///< STREAM copy of the same bytes, one run before each pipeline run
   Sample fresh;          ///< quantizeTensor: the same with a freshly allocated result each run
   Sample format;         ///< quantizeFormatInPlace alone on a prepared copy (step 5 only)
 };
