@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/quant/fp_types.h"
+#include "core/quant/fp_vec.h"
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/simd.h"
@@ -101,26 +103,77 @@ struct ElementQuantizer {
   const float* thresholds;
 };
 
-// axis=token without clipping, one element quantizer: the group's range, its parameters and the
-// apply loop all inline in one loop nest (no per-group dispatch).
+// The parameters of n groups from their unclipped ranges [lo, hi] (paramsFromRange of each,
+// with the max-abs formats' range [-a, a]): int asym and sym four groups at a time in double
+// lanes (the same operations), the others one by one.
+template <GroupedKind K>
+KVSCOPE_INLINE void paramsOfRanges(const QuantSpec& spec, const float* lo, const float* hi, float* s, float* m,
+                                   int64_t n) {
+  int64_t i = 0;
+  if constexpr (K == GroupedKind::Asym || K == GroupedKind::Sym) {
+    using F4 = float __attribute__((vector_size(16), aligned(4)));
+    const double top = K == GroupedKind::Asym ? static_cast<double>((1 << spec.bits) - 1)
+                                              : static_cast<double>((1 << (spec.bits - 1)) - 1);
+    for (; i + 4 <= n; i += 4) {
+      F4 l4, h4;
+      std::memcpy(&l4, lo + i, sizeof l4);
+      std::memcpy(&h4, hi + i, sizeof h4);
+      const simd::D4 l = __builtin_convertvector(l4, simd::D4), u = __builtin_convertvector(h4, simd::D4);
+      if constexpr (K == GroupedKind::Asym) {
+        fp::metaRound4((u - l) / top, spec.scale, s + i);
+        fp::metaRound4(l, spec.scale, m + i);
+      } else {
+        const simd::D4 al = simd::abs(l), au = simd::abs(u);
+        // std::max(|l|, |u|): |l| unless |u| is larger.
+        fp::metaRound4((al < au ? au : al) / top, spec.scale, s + i);
+        for (int k = 0; k < 4; ++k) m[i + k] = 0.0f;
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    double l = lo[i], u = hi[i];
+    if constexpr (K != GroupedKind::Asym) {
+      u = std::max(std::fabs(l), std::fabs(u));
+      l = -u;
+    }
+    const GroupParams p = kernels::paramsFromRange(spec, l, u);
+    s[i] = p.scale;
+    m[i] = p.zero;
+  }
+}
+
+// axis=token without clipping, one element quantizer: for a batch of rows, every group's range,
+// then their parameters together (paramsOfRanges), then the apply loops.
 template <GroupedKind K>
 KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
                                     const QuantSpec& spec) {
   const ElementQuantizer<K> quant(spec);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = base + r * dim;
-    for (int64_t c0 = 0; c0 < dim; c0 += run) {
-      const int64_t len = std::min(run, dim - c0);
-      float* g = row + c0;
-      const kernels::MinMax mm = kernels::minMaxInline(g, len);
-      double l = mm.lo, u = mm.hi;
-      if constexpr (K != GroupedKind::Asym) {
-        u = std::max(std::fabs(l), std::fabs(u));
-        l = -u;
+  const int64_t perRow = (dim + run - 1) / run;
+  constexpr int64_t kBatch = 64;  // groups per batch (whole rows; at least one row)
+  const int64_t batchRows = std::max<int64_t>(1, kBatch / perRow);
+  float* lo = scratch(3, 4 * batchRows * perRow);
+  float* hi = lo + batchRows * perRow;
+  float* s = hi + batchRows * perRow;
+  float* m = s + batchRows * perRow;
+  for (int64_t r0 = 0; r0 < rows; r0 += batchRows) {
+    const int64_t r1 = std::min(rows, r0 + batchRows);
+    int64_t g = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c0 = 0; c0 < dim; c0 += run, ++g) {
+        const kernels::MinMax mm = kernels::minMaxInline(base + r * dim + c0, std::min(run, dim - c0));
+        lo[g] = mm.lo;
+        hi[g] = mm.hi;
       }
-      const GroupParams p = kernels::paramsFromRange(spec, l, u);
-      const float s = p.scale, m = p.zero;
-      for (int64_t i = 0; i < len; ++i) g[i] = quant(g[i], s, m);
+    }
+    paramsOfRanges<K>(spec, lo, hi, s, m, g);
+    g = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c0 = 0; c0 < dim; c0 += run, ++g) {
+        float* x = base + r * dim + c0;
+        const int64_t len = std::min(run, dim - c0);
+        const float sg = s[g], mg = m[g];
+        for (int64_t i = 0; i < len; ++i) x[i] = quant(x[i], sg, mg);
+      }
     }
   }
 }
@@ -196,15 +249,12 @@ KVSCOPE_SIMD_CLONES void groupedChannelRun(float* base, int64_t len, int64_t dim
         hi[d] = row[d] > hi[d] ? row[d] : hi[d];
       }
     }
-    for (int64_t d = 0; d < dim; ++d) {
-      double l = lo[d], u = hi[d];
-      if (kind != GroupedKind::Asym) {
-        u = std::max(std::fabs(l), std::fabs(u));
-        l = -u;
-      }
-      const GroupParams p = kernels::paramsFromRange(spec, l, u);
-      s[d] = p.scale;
-      m[d] = p.zero;
+    switch (kind) {
+      case GroupedKind::Asym: paramsOfRanges<GroupedKind::Asym>(spec, lo, hi, s, m, dim); break;
+      case GroupedKind::Sym: paramsOfRanges<GroupedKind::Sym>(spec, lo, hi, s, m, dim); break;
+      case GroupedKind::E4m3: paramsOfRanges<GroupedKind::E4m3>(spec, lo, hi, s, m, dim); break;
+      case GroupedKind::E5m2: paramsOfRanges<GroupedKind::E5m2>(spec, lo, hi, s, m, dim); break;
+      case GroupedKind::Nf4: paramsOfRanges<GroupedKind::Nf4>(spec, lo, hi, s, m, dim); break;
     }
   } else {
     float* column = scratch(1, len);

@@ -4,6 +4,9 @@
 // lane does exactly the scalar function's operations, so the results are the same bits.
 #pragma once
 
+#include <cstdint>
+#include <limits>
+
 #include "core/quant/fp_types.h"
 #include "core/quant/simd.h"
 
@@ -60,6 +63,39 @@ KVSCOPE_INLINE simd::F8 roundE2m1NotNan(simd::F8 v) {
   F8 r = (reinterpret_cast<F8>(clamped) + magic) - magic;
   r = r < kE2m1Max ? r : kE2m1Max;
   return reinterpret_cast<F8>(reinterpret_cast<I8>(r) | sign);
+}
+
+/// roundDoubleTo (fp_types.h) lane by lane, on four doubles.
+template <int MBits, int EMin>
+KVSCOPE_INLINE simd::D4 roundDoubleTo4(simd::D4 v, double maxFinite) {
+  using simd::D4;
+  using I4 = int64_t __attribute__((vector_size(32)));
+  const I4 bits = reinterpret_cast<I4>(v);
+  const I4 sign = bits & static_cast<int64_t>(0x8000000000000000ull);
+  const D4 a = reinterpret_cast<D4>(bits ^ sign);
+  I4 e = ((reinterpret_cast<I4>(a) >> 52) & 0x7ff) - 1023;
+  e = e > EMin ? e : I4{} + EMin;
+  const D4 magic = reinterpret_cast<D4>((e - MBits + 52 + 1023) << 52);
+  const D4 r = (a + magic) - magic;
+  const double inf = std::numeric_limits<double>::infinity();
+  // Huge values and rounded values above the largest finite become infinity; zero and NaN stay.
+  const I4 keep = (a == 0.0) | (a != a);
+  const I4 overflow = ~keep & (~(a <= maxFinite * 2.0) | (r > maxFinite));
+  D4 out = r;
+  out = overflow ? D4{} + inf : out;
+  out = keep ? a : out;
+  return reinterpret_cast<D4>(reinterpret_cast<I4>(out) | sign);
+}
+
+/// metaRound (fp_types.h) of four doubles, as floats.
+KVSCOPE_INLINE void metaRound4(simd::D4 v, MetaType type, float* out) {
+  simd::D4 r = v;
+  switch (type) {
+    case MetaType::Fp16: r = roundDoubleTo4<10, -14>(v, kFp16Max); break;
+    case MetaType::Bf16: r = roundDoubleTo4<7, -126>(v, kBf16Max); break;
+    case MetaType::Fp32: break;
+  }
+  for (int k = 0; k < 4; ++k) out[k] = static_cast<float>(r[k]);
 }
 
 }  // namespace kvscope::fp

@@ -71,6 +71,12 @@ KVSCOPE_INLINE void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 /// Lane-wise |v| (the sign bit cleared).
 KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
 
+/// Lane-wise |v| of four doubles (the sign bit cleared).
+KVSCOPE_INLINE D4 abs(D4 v) {
+  typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
+  return reinterpret_cast<D4>(reinterpret_cast<I4>(v) & 0x7fffffffffffffffll);
+}
+
 /// Eight horizontal reductions at once: lane k of the result is op over the eight lanes of v[k].
 /// `op` must be associative and commutative on the values it sees (min and max of finite floats).
 template <class Op>

@@ -268,6 +268,34 @@ TEST(EveryGroupedFormat, MetadataTypesMatchReference) {
   }
 }
 
+TEST(EveryGroupedFormat, GroupParametersMatchReferenceAtExtremeRanges) {
+  // Group ranges from subnormal to beyond fp16 and bf16, so the parameters (computed four
+  // groups at a time for int asym and sym) meet every branch of the metadata rounding: zero,
+  // subnormal, normal, rounding up to the largest finite, overflow to infinity.
+  const float scales[] = {1e-41f, 1e-30f, 3e-8f, 1e-5f, 1.0f, 1e3f, 6.4e4f, 1e6f, 2e38f};
+  Tensor3 x = randomTensor(1, 24, 7 * 32, 13);
+  for (int64_t g = 0; g < static_cast<int64_t>(x.size()) / 32; ++g) {
+    for (int64_t i = 0; i < 32; ++i) x.data[static_cast<size_t>(g * 32 + i)] *= scales[g % 9];
+  }
+  for (const char* text : {"int4,group=32", "int4,sym,group=32", "int2,group=32", "int8,group=32",
+                           "int3,axis=channel,group=8", "int4,sym,axis=channel,group=8"}) {
+    for (MetaType t : {MetaType::Fp16, MetaType::Bf16, MetaType::Fp32}) {
+      QuantSpec spec = *parseSpec(text);
+      spec.scale = t;
+      Tensor3 fast = x, ref = x;
+      const std::string what = std::string(text) + " scale " + metaTypeName(t);
+      ASSERT_TRUE(quantizeFormatInPlace(fast, spec).isOk()) << what;
+      ASSERT_TRUE(quantizeFormatReference(ref, spec).isOk()) << what;
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float a = fast.data[i], b = ref.data[i];
+        if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++mismatches;
+      }
+      EXPECT_EQ(mismatches, 0) << what;
+    }
+  }
+}
+
 TEST(IntAsym, ErrorShrinksAsBitsGrow) {
   const Tensor3 x = randomTensor(2, 64, 64, 21);
   double previous = 1e9;
