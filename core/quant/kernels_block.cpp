@@ -123,18 +123,18 @@ KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) {
       const F8 dg = d * g;
       // A block whose d or d·g is zero becomes zeros (its quotients below are then discarded).
       const I8 zero = (d == 0.0f) | (dg == 0.0f);
-      float scales[8];
-      int zeros[8];
-      simd::store(scales, dg);
-      std::memcpy(zeros, &zero, sizeof zeros);
+      const I8 keep = ~zero;
+      // Block k's scale and mask, broadcast from lane k (no round trip through memory).
+#pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         float* q = p + 16 * k;
-        const float s = scales[k];
-        const I8 keep = I8{} + ~zeros[k];
+        const I8 lane = I8{} + k;
+        const F8 s = __builtin_shuffle(dg, lane);
+        const I8 keepK = __builtin_shuffle(keep, lane);
         for (int j = 0; j < kBlock; j += 8) {
           // Quotients are finite or ±inf, never NaN, except in discarded zero blocks.
           const F8 r = fp::roundE2m1NotNan(simd::load(q + j) / s) * s;
-          simd::store(q + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keep));
+          simd::store(q + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keepK));
         }
       }
     }
