@@ -109,13 +109,14 @@ void nvfp4One(float* x, float g) {
   for (int i = 0; i < kBlock; ++i) x[i] = fp::roundE2m1(x[i] / dg) * dg;
 }
 
-/// nvfp4, eight blocks at a time.
-KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) {
+/// nvfp4, eight blocks at a time, from `in` to `out` (which may be the same).
+KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float g) {
   constexpr int kBlock = 16;
   int64_t b = 0;
   if (g != 0.0f) {
     for (; b + 8 <= blocks; b += 8) {
-      float* p = x + b * kBlock;
+      const float* p = in + b * kBlock;
+      float* o = out + b * kBlock;
       F8 m[8];
       for (int k = 0; k < 8; ++k) m[k] = simd::max(simd::abs(simd::load(p + 16 * k)), simd::abs(simd::load(p + 16 * k + 8)));
       const F8 a = simd::reduceEach(m, [](F8 u, F8 v) { return simd::max(u, v); });
@@ -127,20 +128,24 @@ KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) {
       // Block k's scale and mask, broadcast from lane k (no round trip through memory).
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        float* q = p + 16 * k;
         const I8 lane = I8{} + k;
         const F8 s = __builtin_shuffle(dg, lane);
         const I8 keepK = __builtin_shuffle(keep, lane);
         for (int j = 0; j < kBlock; j += 8) {
           // Quotients are finite or ±inf, never NaN, except in discarded zero blocks.
-          const F8 r = fp::roundE2m1NotNan(simd::load(q + j) / s) * s;
-          simd::store(q + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keepK));
+          const F8 r = fp::roundE2m1NotNan(simd::load(p + 16 * k + j) / s) * s;
+          simd::store(o + 16 * k + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keepK));
         }
       }
     }
   }
-  for (; b < blocks; ++b) nvfp4One(x + b * kBlock, g);
+  for (; b < blocks; ++b) {
+    if (out != in) std::memcpy(out + b * kBlock, in + b * kBlock, kBlock * sizeof(float));
+    nvfp4One(out + b * kBlock, g);
+  }
 }
+
+KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) { nvfp4Run(x, x, blocks, g); }
 
 void q8_0One(float* x) {
   const float amax = maxAbs(x, kQk);
@@ -389,6 +394,10 @@ int mxfp4Exponent(float maxAbs) {
   const int field = static_cast<int>((fp::bitsOf(maxAbs) >> 23) & 0xffu);
   const int e = field != 0 ? field - 127 : std::ilogb(maxAbs);
   return std::clamp(e - 2, -127, 127);
+}
+
+KVSCOPE_SIMD_CLONES void nvfp4From(const float* in, float* out, int64_t blocks, float g) {
+  nvfp4Run(in, out, blocks, g);
 }
 
 BlockKernel blockKernel(FormatId format) {

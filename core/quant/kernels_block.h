@@ -37,4 +37,8 @@ using BlockKernel = void (*)(float* x, int64_t blocks, float g);
 /// The fast block kernel of a block format; nullptr for other formats.
 BlockKernel blockKernel(FormatId format);
 
+/// nvfp4's kernel reading `in` and writing `out` (distinct or the same): its round trip has
+/// checked the input during the max pass, so it skips the copy into the working buffer.
+void nvfp4From(const float* in, float* out, int64_t blocks, float g);
+
 }  // namespace kvscope::kernels

@@ -17,6 +17,7 @@
 
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
+#include "core/quant/kernels_block.h"
 #include "core/quant/simd.h"
 
 namespace kvscope {
@@ -250,8 +251,13 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
         const int64_t bytes = std::min(rows, nextLen - s0) * d * static_cast<int64_t>(sizeof(float));
         for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(ahead + b, 0, 0);
       }
-      if (copyAndCheck(in + s0 * d, work + s0 * d, rows * d)) return false;
-      quantizeFormatPiece(work + s0 * d, rows, d, spec, tensorScale);
+      if (spec.format == FormatId::Nvfp4) {
+        // Checked by the max pass: the kernel reads the input itself.
+        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, tensorScale);
+      } else {
+        if (copyAndCheck(in + s0 * d, work + s0 * d, rows * d)) return false;
+        quantizeFormatPiece(work + s0 * d, rows, d, spec, tensorScale);
+      }
       if (grid.stream) streamOut(work + s0 * d, out + s0 * d, rows * d);
     }
     return true;
