@@ -118,14 +118,17 @@ void parallelCopy(float* dst, const float* src, int64_t n) {
 
 namespace {
 
-// Touches every page from the thread that will later copy that slice.
+// Touches every page from the thread that will later copy that slice, with values that differ
+// from element to element: pages of one repeated value can be merged by the host (same-page
+// merging), and a copy that reads one physical page over and over measured up to 78 GB/s here
+// against 40-45 GB/s for real data.
 void parallelFill(float* dst, int64_t n, float value) {
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads();
     const int64_t t = omp_get_thread_num();
     const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
-    std::fill(dst + begin, dst + end, value);
+    for (int64_t i = begin; i < end; ++i) dst[i] = value + static_cast<float>(i & 0xffffff);
   }
 }
 
