@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "core/quant/format_table.h"
+#include "core/quant/simd.h"
 
 namespace kvscope {
 
@@ -70,6 +71,19 @@ std::pair<uint32_t, int64_t> selectKey(const float* v, int64_t n, int64_t k, con
   int64_t low = 0;
   while (below + counts[static_cast<size_t>(low)] <= k) below += counts[static_cast<size_t>(low++)];
   return {static_cast<uint32_t>((high << 16) | low), below};
+}
+
+// The histogram bin floor((v − lo) / span · bins) of n values, by a multiply (vectorized), and
+// where that lands within rounding of an edge (flag 1) the caller decides by the division.
+KVSCOPE_SIMD_CLONES void binsByMultiply(const float* v, int64_t n, double lo, double perUnit, int32_t* bin,
+                                        uint8_t* nearEdge) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = (static_cast<double>(v[i]) - lo) * perUnit;
+    const auto b = static_cast<int32_t>(t);
+    const double f = t - static_cast<double>(b);
+    bin[i] = b;
+    nearEdge[i] = static_cast<uint8_t>((f < 1e-6) | (f > 1 - 1e-6));
+  }
 }
 
 // Gathers the slice a histogram counts into `buffer` when it is strided; returns its start.
@@ -315,26 +329,28 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
   const auto binsStride = static_cast<size_t>(2 * bins);
   const size_t stride = kLanes * binsStride + static_cast<size_t>(kRadix);
   workspace.counts.assign(static_cast<size_t>(threads) * stride, 0);
+  // Bins come a chunk at a time from binsByMultiply; the counting itself is scalar.
+  constexpr int64_t kChunk = 1024;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel num_threads(threads)
   {
     int64_t* mine = workspace.counts.data() + static_cast<size_t>(omp_get_thread_num()) * stride;
     int64_t* radix = mine + kLanes * binsStride;
-    if (hat) {
+    int32_t bin[kChunk], hatBin[kChunk];
+    uint8_t near[kChunk], hatNear[kChunk];
+    const auto exact = [&](const float* from, int64_t i, const int32_t* b, const uint8_t* nearEdge) {
+      return nearEdge[i] ? binOf(from[i]) : std::clamp(b[i], 0, bins - 1);
+    };
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t* lane = mine + static_cast<size_t>(i % kLanes) * binsStride;
-        const float v = values[i];
-        ++lane[binOf(v)];
-        ++lane[bins + binOf(hat[i])];
-        ++radix[magnitudeKey(v) >> 16];
-      }
-    } else {
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t* lane = mine + static_cast<size_t>(i % kLanes) * binsStride;
-        const float v = values[i];
-        ++lane[binOf(v)];
-        ++radix[magnitudeKey(v) >> 16];
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+      binsByMultiply(values + i0, m, lo, perUnit, bin, near);
+      if (hat) binsByMultiply(hat + i0, m, lo, perUnit, hatBin, hatNear);
+      for (int64_t j = 0; j < m; ++j) {
+        int64_t* lane = mine + static_cast<size_t>(j % kLanes) * binsStride;
+        ++lane[exact(values + i0, j, bin, near)];
+        if (hat) ++lane[bins + exact(hat + i0, j, hatBin, hatNear)];
+        ++radix[magnitudeKey(values[i0 + j]) >> 16];
       }
     }
   }
