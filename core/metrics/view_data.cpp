@@ -548,9 +548,12 @@ Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> 
     const int64_t first = whole ? 0 : head;
     const int64_t count = whole ? key.heads : 1;
     int64_t firstToken = 0;
-    formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
-    auto detail = describeGroup(ws.formatInput, spec, viewHead, request.groupToken - firstToken,
-                                request.groupChannel);
+    // The whole layer with nothing kept, rotated or set aside is step 5's input as it stands: no
+    // copy of it (a layer at T=32768 is 128 MiB).
+    const bool asItStands = whole && spec.sinks == 0 && spec.residual == 0 && !spec.hadamard && !(spec.outliers > 0);
+    if (!asItStands) formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
+    auto detail = describeGroup(asItStands ? *source : ws.formatInput, spec, viewHead,
+                                request.groupToken - firstToken, request.groupChannel);
     if (detail) {
       out.group = std::move(detail).value();
     } else {
