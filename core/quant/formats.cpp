@@ -143,10 +143,12 @@ KVSCOPE_INLINE void paramsOfRanges(const QuantSpec& spec, const float* lo, const
 }
 
 // axis=token without clipping, one element quantizer: for a batch of rows, every group's range,
-// then their parameters together (paramsOfRanges), then the apply loops.
-template <GroupedKind K>
-KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
-                                    const QuantSpec& spec) {
+// then their parameters together (paramsOfRanges), then the apply loops. Reads `in` and writes
+// `out` (the same buffer or distinct ones); with Check, ORs the finite-check bits of every value
+// read into *carry (minMaxCheckInline).
+template <GroupedKind K, bool Check>
+KVSCOPE_INLINE void tokenRowsNoClip(const float* in, float* out, int64_t rows, int64_t dim, int64_t run,
+                                    const QuantSpec& spec, uint32_t* carry) {
   const ElementQuantizer<K> quant(spec);
   const int64_t perRow = (dim + run - 1) / run;
   constexpr int64_t kBatch = 64;  // groups per batch (whole rows; at least one row)
@@ -160,7 +162,9 @@ KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int6
     int64_t g = 0;
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c0 = 0; c0 < dim; c0 += run, ++g) {
-        const kernels::MinMax mm = kernels::minMaxInline(base + r * dim + c0, std::min(run, dim - c0));
+        const float* x = in + r * dim + c0;
+        const int64_t len = std::min(run, dim - c0);
+        const kernels::MinMax mm = Check ? kernels::minMaxCheckInline(x, len, carry) : kernels::minMaxInline(x, len);
         lo[g] = mm.lo;
         hi[g] = mm.hi;
       }
@@ -169,24 +173,39 @@ KVSCOPE_INLINE void tokenRowsNoClip(float* base, int64_t rows, int64_t dim, int6
     g = 0;
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c0 = 0; c0 < dim; c0 += run, ++g) {
-        float* x = base + r * dim + c0;
+        const float* x = in + r * dim + c0;
+        float* y = out + r * dim + c0;
         const int64_t len = std::min(run, dim - c0);
         const float sg = s[g], mg = m[g];
-        for (int64_t i = 0; i < len; ++i) x[i] = quant(x[i], sg, mg);
+        for (int64_t i = 0; i < len; ++i) y[i] = quant(x[i], sg, mg);
       }
     }
   }
 }
 
+template <bool Check>
+KVSCOPE_INLINE void tokenRowsNoClipAnyKind(const float* in, float* out, int64_t rows, int64_t dim, int64_t run,
+                                           const QuantSpec& spec, uint32_t* carry) {
+  switch (kernels::groupedKind(spec)) {
+    case GroupedKind::Asym: tokenRowsNoClip<GroupedKind::Asym, Check>(in, out, rows, dim, run, spec, carry); break;
+    case GroupedKind::Sym: tokenRowsNoClip<GroupedKind::Sym, Check>(in, out, rows, dim, run, spec, carry); break;
+    case GroupedKind::E4m3: tokenRowsNoClip<GroupedKind::E4m3, Check>(in, out, rows, dim, run, spec, carry); break;
+    case GroupedKind::E5m2: tokenRowsNoClip<GroupedKind::E5m2, Check>(in, out, rows, dim, run, spec, carry); break;
+    case GroupedKind::Nf4: tokenRowsNoClip<GroupedKind::Nf4, Check>(in, out, rows, dim, run, spec, carry); break;
+  }
+}
+
 KVSCOPE_SIMD_CLONES void groupedTokenRowsNoClip(float* base, int64_t rows, int64_t dim, int64_t run,
                                                 const QuantSpec& spec) {
-  switch (kernels::groupedKind(spec)) {
-    case GroupedKind::Asym: tokenRowsNoClip<GroupedKind::Asym>(base, rows, dim, run, spec); break;
-    case GroupedKind::Sym: tokenRowsNoClip<GroupedKind::Sym>(base, rows, dim, run, spec); break;
-    case GroupedKind::E4m3: tokenRowsNoClip<GroupedKind::E4m3>(base, rows, dim, run, spec); break;
-    case GroupedKind::E5m2: tokenRowsNoClip<GroupedKind::E5m2>(base, rows, dim, run, spec); break;
-    case GroupedKind::Nf4: tokenRowsNoClip<GroupedKind::Nf4>(base, rows, dim, run, spec); break;
-  }
+  tokenRowsNoClipAnyKind<false>(base, base, rows, dim, run, spec, nullptr);
+}
+
+// The same reading `in` and writing `out`, checking every value read; false for a non-finite one.
+KVSCOPE_SIMD_CLONES bool groupedTokenRowsNoClipFrom(const float* in, float* out, int64_t rows, int64_t dim,
+                                                    int64_t run, const QuantSpec& spec) {
+  uint32_t carry = 0;
+  tokenRowsNoClipAnyKind<true>(in, out, rows, dim, run, spec, &carry);
+  return (carry & 0x80000000u) == 0;
 }
 
 // axis=token: each row of D values splits into runs of G channels.
@@ -469,6 +488,15 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
   for (int64_t t0 = 0; t0 < rows; t0 += run) {
     groupedChannelRun(base + t0 * dim, std::min(run, rows - t0), dim, spec);
   }
+}
+
+bool formatPieceReadsSource(const QuantSpec& spec) {
+  const FormatInfo& info = formatInfo(spec.format);
+  return info.grouped && spec.axis == Axis::Token && spec.clip.kind == Clip::Kind::None;
+}
+
+bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec) {
+  return groupedTokenRowsNoClipFrom(in, out, rows, dim, runLength(spec.group, dim), spec);
 }
 
 int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {

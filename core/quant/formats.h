@@ -35,6 +35,12 @@ float formatTensorScale(const QuantSpec& spec, float maxAbs);
 /// gives those rows. `tensorScale` is formatTensorScale's value.
 void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
                          float tensorScale);
+/// Whether quantizeFormatPieceFrom serves `spec`: per-token groups without clipping.
+bool formatPieceReadsSource(const QuantSpec& spec);
+/// quantizeFormatPiece of `rows` rows read from `in` and written to `out` (distinct buffers or
+/// the same), for a spec formatPieceReadsSource accepts; every value read is checked on the way.
+/// Returns false, with `out` partly written, when one of them is NaN or infinite.
+bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec);
 
 /// The same, computed by the plain scalar reference (for tests and as documentation).
 Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec);

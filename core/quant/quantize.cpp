@@ -236,6 +236,7 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   // fetched (a non-temporal prefetch), so the memory traffic overlaps the arithmetic instead of
   // alternating with it (about 10 % faster on two cores).
   const int64_t sliceRows = pieceRows * std::max<int64_t>(1, 1024 / std::max<int64_t>(d * pieceRows, 1));
+  const bool readsSource = formatPieceReadsSource(spec);
   const PassEnd end = forEachPiece(grid, progress, 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
     float* out = dst.row(h, first + r0);
     // Streamed outputs are quantized in the per-thread stage, which stays in L1/L2.
@@ -254,6 +255,9 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
       if (spec.format == FormatId::Nvfp4) {
         // Checked by the max pass: the kernel reads the input itself.
         kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, tensorScale);
+      } else if (readsSource) {
+        // Per-token groups read the input themselves and check it on the way.
+        if (!quantizeFormatPieceFrom(in + s0 * d, work + s0 * d, rows, d, spec)) return false;
       } else {
         if (copyAndCheck(in + s0 * d, work + s0 * d, rows * d)) return false;
         quantizeFormatPiece(work + s0 * d, rows, d, spec, tensorScale);

@@ -429,7 +429,7 @@ TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
 }
 
 TEST(Pipeline, NonFiniteInAKeptOrQuantizedTokenIsRefusedByEveryPath) {
-  for (const char* text : {"int4", "int4,axis=channel,group=4", "nvfp4", "int4,axis=tensor",
+  for (const char* text : {"int4", "int4,group=8", "q4_0", "int4,axis=channel,group=4", "nvfp4", "int4,axis=tensor",
                            "int4,sinks=2", "int4,residual=3", "fp16", "int4,outliers=0.1"}) {
     for (int64_t token : {0, 5, 9}) {
       Tensor3 x = randomTensor(2, 10, 16, 3);
