@@ -123,14 +123,19 @@ MinMax minMax(const float* x, int64_t n);
 
 /// minMax's loop, inline, for callers that are compiled for several instruction sets: two
 /// vectors of eight lanes; the result equals a sequential scan (min and max do not depend on
-/// order, up to the sign of zero, which no caller can see).
-KVSCOPE_INLINE MinMax minMaxInline(const float* x, int64_t n) {
+/// order, up to the sign of zero, which no caller can see). With Check it also ORs into *carry
+/// the finite-check bits of every value: bit 31 ends up set when some value is NaN or infinite
+/// (an exponent of all ones carries into it).
+template <bool Check>
+KVSCOPE_INLINE MinMax minMaxScan(const float* x, int64_t n, [[maybe_unused]] uint32_t* carry) {
   float lo = x[0], hi = x[0];
   int64_t i = 0;
   if (n >= 16) {
     simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
+    simd::I8 c = simd::nonFiniteBits(l0) | simd::nonFiniteBits(l1);
     for (i = 16; i + 16 <= n; i += 16) {
       const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
+      if constexpr (Check) c |= simd::nonFiniteBits(a) | simd::nonFiniteBits(b);
       l0 = simd::min(l0, a);
       h0 = simd::max(h0, a);
       l1 = simd::min(l1, b);
@@ -138,49 +143,25 @@ KVSCOPE_INLINE MinMax minMaxInline(const float* x, int64_t n) {
     }
     lo = simd::minLane(simd::min(l0, l1));
     hi = simd::maxLane(simd::max(h0, h1));
+    if constexpr (Check) {
+      for (int k = 0; k < 8; ++k) *carry |= static_cast<uint32_t>(c[k]);
+    }
   }
-  for (; i < n; ++i) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
+  for (int64_t j = i; j < n; ++j) {
+    if constexpr (Check) {
+      uint32_t bits;
+      std::memcpy(&bits, &x[j], sizeof bits);
+      *carry |= (bits & 0x7f800000u) + 0x00800000u;
+    }
+    lo = x[j] < lo ? x[j] : lo;
+    hi = x[j] > hi ? x[j] : hi;
   }
   return {lo, hi};
 }
 
-/// minMaxInline that also ORs into *carry the finite-check bits of every value: bit 31 of the
-/// result ends up set when some value is NaN or infinite (an exponent of all ones carries).
+KVSCOPE_INLINE MinMax minMaxInline(const float* x, int64_t n) { return minMaxScan<false>(x, n, nullptr); }
 KVSCOPE_INLINE MinMax minMaxCheckInline(const float* x, int64_t n, uint32_t* carry) {
-  float lo = x[0], hi = x[0];
-  int64_t i = 0;
-  if (n >= 16) {
-    simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
-    simd::I8 c = ((reinterpret_cast<simd::I8>(l0) & 0x7f800000) + 0x00800000) |
-                 ((reinterpret_cast<simd::I8>(l1) & 0x7f800000) + 0x00800000);
-    for (i = 16; i + 16 <= n; i += 16) {
-      const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
-      c |= ((reinterpret_cast<simd::I8>(a) & 0x7f800000) + 0x00800000) |
-           ((reinterpret_cast<simd::I8>(b) & 0x7f800000) + 0x00800000);
-      l0 = simd::min(l0, a);
-      h0 = simd::max(h0, a);
-      l1 = simd::min(l1, b);
-      h1 = simd::max(h1, b);
-    }
-    lo = simd::minLane(simd::min(l0, l1));
-    hi = simd::maxLane(simd::max(h0, h1));
-    for (int k = 0; k < 8; ++k) *carry |= static_cast<uint32_t>(c[k]);
-  } else {
-    uint32_t bits;
-    std::memcpy(&bits, &x[0], sizeof bits);
-    *carry |= (bits & 0x7f800000u) + 0x00800000u;
-    i = 1;
-  }
-  for (; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], sizeof bits);
-    *carry |= (bits & 0x7f800000u) + 0x00800000u;
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-  }
-  return {lo, hi};
+  return minMaxScan<true>(x, n, carry);
 }
 
 /// Index k of §4's percentile rule, clamped so the clipped range never inverts.

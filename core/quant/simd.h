@@ -68,6 +68,10 @@ KVSCOPE_INLINE float maxLane(F8 v) {
 /// Stores eight floats to any address.
 KVSCOPE_INLINE void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
+/// Per lane, bit 31 set when v is NaN or infinite: an exponent of all ones carries into it.
+/// ORing these over many vectors checks them all at once.
+KVSCOPE_INLINE I8 nonFiniteBits(F8 v) { return (reinterpret_cast<I8>(v) & 0x7f800000) + 0x00800000; }
+
 /// Lane-wise |v| (the sign bit cleared).
 KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
 
