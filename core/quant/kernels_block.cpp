@@ -147,11 +147,21 @@ KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float 
 
 KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) { nvfp4Run(x, x, blocks, g); }
 
+// When a ggml block's d is so small that id = 1/d overflows (|d| < 2^-128), x·id is infinite or
+// NaN and ggml's cast of it to int8_t gives code 0 on x86 (the conversion yields 0x80000000, whose
+// low byte is 0); fp16(d) is 0 then, so every value becomes ±0. The kernels reproduce that
+// explicitly instead of converting a non-finite float (undefined behaviour in C++).
+bool degenerateInverse(float id) { return !(std::fabs(id) <= std::numeric_limits<float>::max()); }
+
 void q8_0One(float* x) {
   const float amax = maxAbs(x, kQk);
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const float dh = fp::roundFp16(d);
+  if (degenerateInverse(id)) {
+    for (int i = 0; i < kQk; ++i) x[i] = 0.0f * dh;
+    return;
+  }
   for (int i = 0; i < kQk; ++i) x[i] = roundHalfAway(x[i] * id) * dh;
 }
 
@@ -160,6 +170,12 @@ KVSCOPE_INLINE F8 inverseOrZero(F8 d) {
   const I8 nonzero = d != 0.0f;
   const F8 safe = select(nonzero, d, F8{} + 1.0f);
   return select(nonzero, 1.0f / safe, F8{});
+}
+
+/// Per lane, whether id is infinite (degenerateInverse), as ints for a scalar loop.
+KVSCOPE_INLINE void degenerateLanes(F8 id, int* out) {
+  const I8 bad = simd::abs(id) > std::numeric_limits<float>::max();
+  std::memcpy(out, &bad, 8 * sizeof(int));
 }
 
 KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
@@ -172,9 +188,16 @@ KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
     const F8 amax = simd::max(simd::max(F8{}, hi), -lo);
     const F8 d = amax / 127.0f;
     float ids[8], dhs[8];
-    simd::store(ids, inverseOrZero(d));
+    int degenerate[8];
+    const F8 id = inverseOrZero(d);
+    simd::store(ids, id);
     simd::store(dhs, fp::roundFp16(d));
+    degenerateLanes(id, degenerate);
     for (int k = 0; k < 8; ++k) {
+      if (degenerate[k] != 0) {
+        q8_0One(p + k * kQk);
+        continue;
+      }
       for (int j = 0; j < kQk; j += 8) {
         const F8 v = simd::load(p + k * kQk + j) * ids[k];
         // roundHalfAway lane by lane.
@@ -194,6 +217,10 @@ KVSCOPE_INLINE void symmetricOne(float* x) {
   const float d = max / static_cast<float>(-Half);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const float dh = fp::roundFp16(d);
+  if (degenerateInverse(id)) {
+    for (int i = 0; i < kQk; ++i) x[i] = static_cast<float>(-Half) * dh;
+    return;
+  }
   constexpr float kOffset = static_cast<float>(Half) + 0.5f;
   for (int i = 0; i < kQk; ++i) {
     const float x0 = x[i] * id;
@@ -224,9 +251,16 @@ KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
     max = simd::load(maxes);
     const F8 d = max / static_cast<float>(-Half);
     float ids[8], dhs[8];
-    simd::store(ids, inverseOrZero(d));
+    int degenerate[8];
+    const F8 id = inverseOrZero(d);
+    simd::store(ids, id);
     simd::store(dhs, fp::roundFp16(d));
+    degenerateLanes(id, degenerate);
     for (int k = 0; k < 8; ++k) {
+      if (degenerate[k] != 0) {
+        symmetricOne<Half, Top>(p + k * kQk);
+        continue;
+      }
       for (int j = 0; j < kQk; j += 8) {
         const F8 x0 = simd::load(p + k * kQk + j) * ids[k];
         I8 code = __builtin_convertvector(x0 + kOffset, I8);
@@ -247,6 +281,10 @@ KVSCOPE_INLINE void affineOne(float* x) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const float dh = fp::roundFp16(d);
   const float mh = fp::roundFp16(mm.lo);
+  if (degenerateInverse(id)) {
+    for (int i = 0; i < kQk; ++i) x[i] = 0.0f * dh + mh;
+    return;
+  }
   for (int i = 0; i < kQk; ++i) {
     const float x0 = (x[i] - mm.lo) * id;
     int code = static_cast<int>(x0 + 0.5f);
@@ -264,11 +302,18 @@ KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
     minMax8<4>(p, &lo, &hi);
     const F8 d = (hi - lo) / static_cast<float>(Top);
     float los[8], ids[8], dhs[8], mhs[8];
+    int degenerate[8];
+    const F8 id = inverseOrZero(d);
     simd::store(los, lo);
-    simd::store(ids, inverseOrZero(d));
+    simd::store(ids, id);
     simd::store(dhs, fp::roundFp16(d));
     simd::store(mhs, fp::roundFp16(lo));
+    degenerateLanes(id, degenerate);
     for (int k = 0; k < 8; ++k) {
+      if (degenerate[k] != 0) {
+        affineOne<Top, Cap>(p + k * kQk);
+        continue;
+      }
       for (int j = 0; j < kQk; j += 8) {
         const F8 x0 = (simd::load(p + k * kQk + j) - los[k]) * ids[k];
         I8 code = __builtin_convertvector(x0 + 0.5f, I8);

@@ -41,7 +41,10 @@ inline float roundingCeiling(float top) { return std::nextafter(top + 0.5f, 0.0f
 /// roundingCeiling(n). For v >= -0.5, rnd(v) is trunc(v + kJustBelowHalf).
 inline float quantAsym(float x, float s, float m, float ceiling) {
   float v = (x - m) / safeDivisor(s);
-  v = std::min(std::max(v, -kJustBelowHalf), ceiling);
+  // A NaN quotient (only from infinite metadata) clamps to the lower end, as a vector max does,
+  // so no NaN reaches the conversion and every build gives the same result.
+  v = v > -kJustBelowHalf ? v : -kJustBelowHalf;
+  v = v < ceiling ? v : ceiling;
   const auto q = static_cast<float>(static_cast<int32_t>(v + kJustBelowHalf));
   return q * s + m;
 }
@@ -50,7 +53,8 @@ inline float quantAsym(float x, float s, float m, float ceiling) {
 /// roundingCeiling(qmax).
 inline float quantSym(float x, float s, float ceiling) {
   float v = x / safeDivisor(s);
-  v = std::min(std::max(v, -ceiling), ceiling);
+  v = v > -ceiling ? v : -ceiling;  // NaN: the lower end (see quantAsym)
+  v = v < ceiling ? v : ceiling;
   return roundHalfAway(v) * s;
 }
 
