@@ -136,7 +136,7 @@ KVSCOPE_INLINE MinMax minMaxScan(const float* x, int64_t n, [[maybe_unused]] uin
   int64_t i = 0;
   if (n >= 16) {
     simd::F8 l0 = simd::load(x), h0 = l0, l1 = simd::load(x + 8), h1 = l1;
-    simd::I8 c = simd::nonFiniteBits(l0) | simd::nonFiniteBits(l1);
+    simd::U8 c = simd::nonFiniteBits(l0) | simd::nonFiniteBits(l1);
     for (i = 16; i + 16 <= n; i += 16) {
       const simd::F8 a = simd::load(x + i), b = simd::load(x + i + 8);
       if constexpr (Check) c |= simd::nonFiniteBits(a) | simd::nonFiniteBits(b);
@@ -148,7 +148,7 @@ KVSCOPE_INLINE MinMax minMaxScan(const float* x, int64_t n, [[maybe_unused]] uin
     lo = simd::minLane(simd::min(l0, l1));
     hi = simd::maxLane(simd::max(h0, h1));
     if constexpr (Check) {
-      for (int k = 0; k < 8; ++k) *carry |= static_cast<uint32_t>(c[k]);
+      for (int k = 0; k < 8; ++k) *carry |= c[k];
     }
   }
   for (int64_t j = i; j < n; ++j) {

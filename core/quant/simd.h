@@ -68,9 +68,12 @@ KVSCOPE_INLINE float maxLane(F8 v) {
 /// Stores eight floats to any address.
 KVSCOPE_INLINE void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
+/// Eight unsigned 32-bit integers (their arithmetic wraps, as the finite check needs).
+typedef uint32_t U8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
+
 /// Per lane, bit 31 set when v is NaN or infinite: an exponent of all ones carries into it.
 /// ORing these over many vectors checks them all at once.
-KVSCOPE_INLINE I8 nonFiniteBits(F8 v) { return (reinterpret_cast<I8>(v) & 0x7f800000) + 0x00800000; }
+KVSCOPE_INLINE U8 nonFiniteBits(F8 v) { return (reinterpret_cast<U8>(v) & 0x7f800000u) + 0x00800000u; }
 
 /// Lane-wise |v| (the sign bit cleared).
 KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
