@@ -413,6 +413,8 @@ void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const 
   out.tokens = n;
   out.dim = source.dim;
   out.data.resize(static_cast<size_t>(count * n * source.dim));
+  // A whole layer is 128 MiB at T=32768: one head per thread.
+#pragma omp parallel for schedule(static) num_threads(count > 1 ? threadsFor(count * n * source.dim) : 1)
   for (int64_t h = 0; h < count; ++h) {
     if (n > 0) {
       std::memcpy(out.row(h, 0), source.row(first + h, s), static_cast<size_t>(n * source.dim) * sizeof(float));
