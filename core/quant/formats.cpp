@@ -79,6 +79,17 @@ namespace {
 
 // ---- Grouped formats --------------------------------------------------------------------------
 
+// The parameters of a group whose values span [lo, hi], without clipping (max-abs formats see
+// [-a, a], a the larger magnitude).
+GroupParams paramsOfUnclippedRange(const QuantSpec& spec, float lo, float hi) {
+  double l = lo, u = hi;
+  if (kernels::groupedKind(spec) != GroupedKind::Asym) {
+    u = std::max(std::fabs(l), std::fabs(u));
+    l = -u;
+  }
+  return kernels::paramsFromRange(spec, l, u);
+}
+
 GroupParams paramsOf(const QuantSpec& spec, const float* x, int64_t n, float* work) {
   const kernels::ClipRange r = kernels::clippedRange(spec, x, n, work);
   return kernels::paramsFromRange(spec, r.lo, r.hi);
@@ -328,12 +339,7 @@ void groupedContiguous(float* g, int64_t n, const QuantSpec& spec) {
       all.lo = p.lo < all.lo ? p.lo : all.lo;
       all.hi = p.hi > all.hi ? p.hi : all.hi;
     }
-    double l = all.lo, u = all.hi;
-    if (kernels::groupedKind(spec) != GroupedKind::Asym) {
-      u = std::max(std::fabs(l), std::fabs(u));
-      l = -u;
-    }
-    params = kernels::paramsFromRange(spec, l, u);
+    params = paramsOfUnclippedRange(spec, all.lo, all.hi);
   } else {
     std::vector<float> work(static_cast<size_t>(n));
     params = paramsOf(spec, g, n, work.data());
@@ -454,30 +460,45 @@ int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
   switch (spec.axis) {
     case Axis::Token: return 1;
     case Axis::Channel: return std::max<int64_t>(runLength(spec.group, tokens), 1);
-    case Axis::Head:
-    case Axis::Tensor: break;
+    case Axis::Tensor: return spec.clip.kind == Clip::Kind::None ? 1 : 0;
+    case Axis::Head: break;
   }
   return 0;
 }
 
-bool formatNeedsTensorMaxAbs(const QuantSpec& spec) { return spec.format == FormatId::Nvfp4; }
+bool formatNeedsTensorRange(const QuantSpec& spec) {
+  if (spec.format == FormatId::Nvfp4) return true;
+  return formatInfo(spec.format).grouped && spec.axis == Axis::Tensor && spec.clip.kind == Clip::Kind::None;
+}
 
-float formatTensorScale(const QuantSpec& spec, float maxAbs) {
-  return formatNeedsTensorMaxAbs(spec) ? kernels::nvfp4GlobalScale(maxAbs) : 0.0f;
+TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
+  TensorContext c;
+  if (spec.format == FormatId::Nvfp4) {
+    c.nvfp4Scale = kernels::nvfp4GlobalScale(std::max(std::fabs(lo), std::fabs(hi)));
+  } else if (formatNeedsTensorRange(spec)) {
+    const GroupParams p = paramsOfUnclippedRange(spec, lo, hi);
+    c.scale = p.scale;
+    c.zero = p.zero;
+  }
+  return c;
 }
 
 void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
-                         float tensorScale) {
+                         const TensorContext& context) {
   const FormatInfo& info = formatInfo(spec.format);
   const int64_t n = rows * dim;
   switch (info.kind) {
     case FormatKind::Elementwise: roundElements(spec.format, base, n); return;
     case FormatKind::Block: {
       const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
-      kernel(base, n / info.blockSize, tensorScale);
+      kernel(base, n / info.blockSize, context.nvfp4Scale);
       return;
     }
     default: break;
+  }
+  if (spec.axis == Axis::Tensor) {
+    kernels::applyGroup(spec, GroupParams{context.scale, context.zero}, base, n);
+    return;
   }
   if (spec.axis == Axis::Token) {
     groupedTokenRows(base, rows, dim, spec);

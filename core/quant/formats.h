@@ -21,20 +21,30 @@ Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec);
 
 /// How step 5 of `spec` splits for a one-pass pipeline on a tensor of `tokens` quantized tokens:
 /// the number of consecutive token rows of one head that form an independent piece (1 for
-/// per-token groups, element-wise formats and block formats whose blocks stay inside a head's
-/// row; the channel run G for axis=channel), or 0 when step 5 needs the whole tensor (axis=head
-/// or tensor, blocks that straddle heads).
+/// per-token groups, element-wise formats, block formats whose blocks stay inside a head's row,
+/// and axis=tensor groups without clipping once formatTensorContext is known; the channel run G
+/// for axis=channel), or 0 when step 5 needs the whole tensor at once (axis=head, clipped
+/// axis=tensor groups, blocks that straddle heads).
 int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim);
-/// Whether step 5 needs the max |x| over all quantized tokens first (nvfp4's tensor scale).
-bool formatNeedsTensorMaxAbs(const QuantSpec& spec);
-/// The tensor scale step 5 uses, from that max |x| (nvfp4); 0 for formats without one.
-float formatTensorScale(const QuantSpec& spec, float maxAbs);
+
+/// What every piece needs to know about the whole tensor, from the min and max over all quantized
+/// values: nvfp4's tensor scale g, or the parameters of the one group of an axis=tensor spec.
+struct TensorContext {
+  float nvfp4Scale = 0.0f;
+  float scale = 0.0f;  ///< axis=tensor: the group's s
+  float zero = 0.0f;   ///< axis=tensor: the group's m (int asym)
+};
+/// Whether step 5 needs the min and max over all quantized values first (nvfp4, and axis=tensor
+/// groups without clipping).
+bool formatNeedsTensorRange(const QuantSpec& spec);
+/// The context step 5 uses, from that min and max.
+TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi);
 /// Step 5 on one piece: `rows` consecutive token rows (of `dim` values) of one head, starting on a
 /// piece boundary counted from the first quantized token; `rows` is a multiple of
 /// formatPieceRows except for the head's last piece. Gives exactly what quantizeFormatInPlace
-/// gives those rows. `tensorScale` is formatTensorScale's value.
+/// gives those rows. `context` is formatTensorContext's value (ignored where not needed).
 void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
-                         float tensorScale);
+                         const TensorContext& context);
 /// Whether quantizeFormatPieceFrom serves `spec`: per-token groups without clipping.
 bool formatPieceReadsSource(const QuantSpec& spec);
 /// quantizeFormatPiece of `rows` rows read from `in` and written to `out` (distinct buffers or

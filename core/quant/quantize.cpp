@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/kernels_block.h"
+#include "core/quant/kernels_grouped.h"
 #include "core/quant/simd.h"
 
 namespace kvscope {
@@ -105,17 +107,12 @@ void streamOut(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
 }
 
-/// The largest |x| of n floats, and whether any is non-finite.
-KVSCOPE_SIMD_CLONES bool maxAbsAndCheck(const float* x, int64_t n, float* maxAbs) {
-  uint32_t carry = 0, top = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], sizeof bits);
-    const uint32_t magnitude = bits & 0x7fffffffu;  // orders like |x| for finite x
-    carry |= (bits & 0x7f800000u) + 0x00800000u;
-    top = magnitude > top ? magnitude : top;
-  }
-  std::memcpy(maxAbs, &top, sizeof top);
+/// The min and max of n >= 1 floats, and whether any is non-finite.
+KVSCOPE_SIMD_CLONES bool rangeAndCheck(const float* x, int64_t n, float* lo, float* hi) {
+  uint32_t carry = 0;
+  const kernels::MinMax mm = kernels::minMaxCheckInline(x, n, &carry);
+  *lo = mm.lo;
+  *hi = mm.hi;
   return (carry & 0x80000000u) != 0;
 }
 
@@ -216,19 +213,21 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   const int64_t kvh = src.heads, d = src.dim;
   nonFinite = copyKeptRows(src, dst, first, count);
   if (nonFinite) return Status::ok();
-  float tensorScale = 0.0f;
-  if (formatNeedsTensorMaxAbs(spec)) {
-    float top = 0.0f;
+  TensorContext context;
+  if (formatNeedsTensorRange(spec)) {
+    // A read-only pass over the quantized rows (which also checks them all).
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
     int bad = 0;
-#pragma omp parallel for schedule(static) reduction(max : top) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
+#pragma omp parallel for schedule(static) reduction(min : lo) reduction(max : hi) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
     for (int64_t h = 0; h < kvh; ++h) {
-      float m = 0.0f;
-      bad |= maxAbsAndCheck(src.row(h, first), count * d, &m) ? 1 : 0;
-      top = std::max(top, m);
+      float l = 0.0f, u = 0.0f;
+      bad |= rangeAndCheck(src.row(h, first), count * d, &l, &u) ? 1 : 0;
+      lo = std::min(lo, l);
+      hi = std::max(hi, u);
     }
     nonFinite = bad != 0;
     if (nonFinite) return Status::ok();
-    tensorScale = formatTensorScale(spec, top);
+    context = formatTensorContext(spec, lo, hi);
   }
   const PieceGrid grid(dst, first, count, pieceRows);
   // A task works through its rows in slices of about 4 KiB: copied, checked, quantized and
@@ -253,14 +252,14 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
         for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(ahead + b, 0, 0);
       }
       if (spec.format == FormatId::Nvfp4) {
-        // Checked by the max pass: the kernel reads the input itself.
-        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, tensorScale);
+        // Checked by the range pass: the kernel reads the input itself.
+        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale);
       } else if (readsSource) {
         // Per-token groups read the input themselves and check it on the way.
         if (!quantizeFormatPieceFrom(in + s0 * d, work + s0 * d, rows, d, spec)) return false;
       } else {
         if (copyAndCheck(in + s0 * d, work + s0 * d, rows * d)) return false;
-        quantizeFormatPiece(work + s0 * d, rows, d, spec, tensorScale);
+        quantizeFormatPiece(work + s0 * d, rows, d, spec, context);
       }
       if (grid.stream) streamOut(work + s0 * d, out + s0 * d, rows * d);
     }
@@ -650,7 +649,7 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     for (; stop != mine.end() && stop->index < static_cast<size_t>(r0 * d + n); ++stop) {
       stage[stop->index - static_cast<size_t>(r0 * d)] = 0.0f;
     }
-    quantizeFormatPiece(stage, len, d, spec, 0.0f);
+    quantizeFormatPiece(stage, len, d, spec, TensorContext{});
     for (auto o = begin; o != stop; ++o) stage[o->index - static_cast<size_t>(r0 * d)] = o->value;
     if (rotate) rotateRows(stage, len);  // H·H = I: H is symmetric and orthogonal
     writeOut(grid, stage, out, n);
@@ -838,7 +837,7 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
   if (inPieces && !rotatedOrOutliers) {
     st = quantizeOnePass(*source, spec, recon, first, count, pieceRows, progress, nonFinite);
     handled = true;
-  } else if (inPieces && !formatNeedsTensorMaxAbs(spec)) {
+  } else if (inPieces && !formatNeedsTensorRange(spec)) {
     st = quantizeInPieces(*source, spec, recon, first, count, pieceRows, progress, nonFinite, handled);
   }
   if (!handled) {
