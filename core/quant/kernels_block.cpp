@@ -172,10 +172,21 @@ KVSCOPE_INLINE F8 inverseOrZero(F8 d) {
   return select(nonzero, 1.0f / safe, F8{});
 }
 
-/// Per lane, whether id is infinite (degenerateInverse), as ints for a scalar loop.
-KVSCOPE_INLINE void degenerateLanes(F8 id, int* out) {
+/// What every ggml kernel derives from d, for eight blocks: id = 1/d (0 for d = 0, as ggml), the
+/// fp16-rounded d, and which blocks' id overflowed (degenerateInverse; those take the one-block
+/// path).
+struct GgmlScales8 {
+  float id[8], dh[8];
+  int degenerate[8];
+};
+KVSCOPE_INLINE GgmlScales8 ggmlScales8(F8 d) {
+  GgmlScales8 out;
+  const F8 id = inverseOrZero(d);
+  simd::store(out.id, id);
+  simd::store(out.dh, fp::roundFp16(d));
   const I8 bad = simd::abs(id) > std::numeric_limits<float>::max();
-  std::memcpy(out, &bad, 8 * sizeof(int));
+  std::memcpy(out.degenerate, &bad, sizeof out.degenerate);
+  return out;
 }
 
 KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
@@ -186,24 +197,18 @@ KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
     minMax8<4>(p, &lo, &hi);
     // maxAbs's value: the largest |x|, +0 for a block of zeros.
     const F8 amax = simd::max(simd::max(F8{}, hi), -lo);
-    const F8 d = amax / 127.0f;
-    float ids[8], dhs[8];
-    int degenerate[8];
-    const F8 id = inverseOrZero(d);
-    simd::store(ids, id);
-    simd::store(dhs, fp::roundFp16(d));
-    degenerateLanes(id, degenerate);
+    const GgmlScales8 sc = ggmlScales8(amax / 127.0f);
     for (int k = 0; k < 8; ++k) {
-      if (degenerate[k] != 0) {
+      if (sc.degenerate[k] != 0) {
         q8_0One(p + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 8) {
-        const F8 v = simd::load(p + k * kQk + j) * ids[k];
+        const F8 v = simd::load(p + k * kQk + j) * sc.id[k];
         // roundHalfAway lane by lane.
         const F8 half = select(reinterpret_cast<I8>(v) < 0, F8{} - kJustBelowHalf, F8{} + kJustBelowHalf);
         const F8 r = __builtin_convertvector(__builtin_convertvector(v + half, I8), F8);
-        simd::store(p + k * kQk + j, r * dhs[k]);
+        simd::store(p + k * kQk + j, r * sc.dh[k]);
       }
     }
   }
@@ -249,23 +254,17 @@ KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
       if (ties[k] != 0) maxes[k] = signedMax(p + k * kQk, kQk, MinMax{lo[k], hi[k]});
     }
     max = simd::load(maxes);
-    const F8 d = max / static_cast<float>(-Half);
-    float ids[8], dhs[8];
-    int degenerate[8];
-    const F8 id = inverseOrZero(d);
-    simd::store(ids, id);
-    simd::store(dhs, fp::roundFp16(d));
-    degenerateLanes(id, degenerate);
+    const GgmlScales8 sc = ggmlScales8(max / static_cast<float>(-Half));
     for (int k = 0; k < 8; ++k) {
-      if (degenerate[k] != 0) {
+      if (sc.degenerate[k] != 0) {
         symmetricOne<Half, Top>(p + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 8) {
-        const F8 x0 = simd::load(p + k * kQk + j) * ids[k];
+        const F8 x0 = simd::load(p + k * kQk + j) * sc.id[k];
         I8 code = __builtin_convertvector(x0 + kOffset, I8);
         code = code < Top ? code : Top;
-        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F8) * dhs[k]);
+        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F8) * sc.dh[k]);
       }
     }
   }
@@ -300,29 +299,24 @@ KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
     float* p = x + b * kQk;
     F8 lo, hi;
     minMax8<4>(p, &lo, &hi);
-    const F8 d = (hi - lo) / static_cast<float>(Top);
-    float los[8], ids[8], dhs[8], mhs[8];
-    int degenerate[8];
-    const F8 id = inverseOrZero(d);
+    const GgmlScales8 sc = ggmlScales8((hi - lo) / static_cast<float>(Top));
+    float los[8], mhs[8];
     simd::store(los, lo);
-    simd::store(ids, id);
-    simd::store(dhs, fp::roundFp16(d));
     simd::store(mhs, fp::roundFp16(lo));
-    degenerateLanes(id, degenerate);
     for (int k = 0; k < 8; ++k) {
-      if (degenerate[k] != 0) {
+      if (sc.degenerate[k] != 0) {
         affineOne<Top, Cap>(p + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 8) {
-        const F8 x0 = (simd::load(p + k * kQk + j) - los[k]) * ids[k];
+        const F8 x0 = (simd::load(p + k * kQk + j) - los[k]) * sc.id[k];
         I8 code = __builtin_convertvector(x0 + 0.5f, I8);
         if constexpr (Cap) {
           code = code < Top ? code : Top;
         } else {
           code &= Top;
         }
-        simd::store(p + k * kQk + j, __builtin_convertvector(code, F8) * dhs[k] + mhs[k]);
+        simd::store(p + k * kQk + j, __builtin_convertvector(code, F8) * sc.dh[k] + mhs[k]);
       }
     }
   }
