@@ -268,6 +268,13 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   return statusOf(end, nonFinite);
 }
 
+/// The bits of |x| (they order like |x| for finite x).
+KVSCOPE_INLINE uint32_t magnitudeKey(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits & 0x7fffffffu;
+}
+
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count);
 
 struct Outlier {
@@ -303,11 +310,7 @@ namespace {
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count) {
   count = std::min(count, n);
   if (count <= 0) return {};
-  auto key = [values](int64_t i) {
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], sizeof bits);
-    return bits & 0x7fffffffu;
-  };
+  auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
   std::vector<int64_t> hist(65536);
   for (int64_t i = 0; i < n; ++i) ++hist[key(i) >> 16];
   int64_t above = 0;  // elements with a larger key than the threshold bucket
@@ -336,11 +339,7 @@ std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64
 
 std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count) {
   std::vector<int64_t> picked = selectOutliersByIndex(values, n, count);
-  auto key = [values](int64_t i) {
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], sizeof bits);
-    return bits & 0x7fffffffu;
-  };
+  auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
   std::sort(picked.begin(), picked.end(), [&](int64_t a, int64_t b) {
     const uint32_t ka = key(a), kb = key(b);
     return ka != kb ? ka > kb : a < b;
@@ -485,13 +484,6 @@ void hadamardInPlace(Tensor3& x) {
 
 namespace {
 
-/// The bits of |x| (they order like |x| for finite x).
-KVSCOPE_INLINE uint32_t magnitudeKey(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits & 0x7fffffffu;
-}
-
 /// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor.
 KVSCOPE_SIMD_CLONES void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base,
                                         std::vector<Outlier>& out) {
@@ -611,18 +603,14 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
         shortOf = 1;
         continue;
       }
-      // The k-th largest |x| T; then, in index order, everything above T and the first ties at
-      // T (§1 step 4: lower flat index first).
-      std::vector<uint32_t> keys(all.size());
-      for (size_t i = 0; i < all.size(); ++i) keys[i] = magnitudeKey(all[i].value);
-      std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<>());
-      const uint32_t threshold = keys[static_cast<size_t>(k - 1)];
-      int64_t ties = k - std::count_if(keys.begin(), keys.begin() + (k - 1), [&](uint32_t key) { return key > threshold; });
+      // The same selection as the whole head's, on the candidates in index order (so its "lower
+      // index first" on ties is §1 step 4's lower flat index first).
+      std::vector<float> values(all.size());
+      for (size_t i = 0; i < all.size(); ++i) values[i] = all[i].value;
       std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
       mine.reserve(static_cast<size_t>(k));
-      for (const Outlier& o : all) {
-        const uint32_t key = magnitudeKey(o.value);
-        if (key > threshold || (key == threshold && ties-- > 0)) mine.push_back(o);
+      for (int64_t i : selectOutliersByIndex(values.data(), static_cast<int64_t>(values.size()), k)) {
+        mine.push_back(all[static_cast<size_t>(i)]);
       }
     }
     if (shortOf != 0) {
