@@ -142,12 +142,7 @@ KVSCOPE_INLINE void paramsOfRanges(const QuantSpec& spec, const float* lo, const
     }
   }
   for (; i < n; ++i) {
-    double l = lo[i], u = hi[i];
-    if constexpr (K != GroupedKind::Asym) {
-      u = std::max(std::fabs(l), std::fabs(u));
-      l = -u;
-    }
-    const GroupParams p = kernels::paramsFromRange(spec, l, u);
+    const GroupParams p = paramsOfUnclippedRange(spec, lo[i], hi[i]);
     s[i] = p.scale;
     m[i] = p.zero;
   }
