@@ -44,7 +44,6 @@ KVSCOPE_INLINE simd::F8 roundSmallFloat8(simd::F8 v, float maxFinite) {
 
 KVSCOPE_INLINE simd::F8 roundFp16(simd::F8 v) { return roundSmallFloat8<10, -14, false>(v, kFp16Max); }
 KVSCOPE_INLINE simd::F8 roundE4m3(simd::F8 v) { return roundSmallFloat8<3, -6, true>(v, kE4m3Max); }
-KVSCOPE_INLINE simd::F8 roundE2m1(simd::F8 v) { return roundSmallFloat8<1, 0, true>(v, kE2m1Max); }
 
 /// roundE2m1 for values that are not NaN, in half the operations (the block kernels' hot loop):
 /// the same clamp and magic-number rounding, then saturation as a float minimum.
@@ -69,7 +68,7 @@ KVSCOPE_INLINE simd::F8 roundE2m1NotNan(simd::F8 v) {
 template <int MBits, int EMin>
 KVSCOPE_INLINE simd::D4 roundDoubleTo4(simd::D4 v, double maxFinite) {
   using simd::D4;
-  using I4 = int64_t __attribute__((vector_size(32)));
+  using simd::I4;
   const I4 bits = reinterpret_cast<I4>(v);
   const I4 sign = bits & static_cast<int64_t>(0x8000000000000000ull);
   const D4 a = reinterpret_cast<D4>(bits ^ sign);

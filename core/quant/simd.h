@@ -78,11 +78,11 @@ KVSCOPE_INLINE U8 nonFiniteBits(F8 v) { return (reinterpret_cast<U8>(v) & 0x7f80
 /// Lane-wise |v| (the sign bit cleared).
 KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
 
+/// Four 64-bit integers, the lane-wise companion of D4 (masks of D4 comparisons, shuffle indices).
+typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
+
 /// Lane-wise |v| of four doubles (the sign bit cleared).
-KVSCOPE_INLINE D4 abs(D4 v) {
-  typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
-  return reinterpret_cast<D4>(reinterpret_cast<I4>(v) & 0x7fffffffffffffffll);
-}
+KVSCOPE_INLINE D4 abs(D4 v) { return reinterpret_cast<D4>(reinterpret_cast<I4>(v) & 0x7fffffffffffffffll); }
 
 /// Eight horizontal reductions at once: lane k of the result is op over the eight lanes of v[k].
 /// `op` must be associative and commutative on the values it sees (min and max of finite floats).

@@ -201,13 +201,11 @@ TEST(SmallFloats, EightLaneRoundingMatchesScalarBitForBit) {
   while (values.size() % 8 != 0) values.push_back(0.0f);
   for (size_t i = 0; i < values.size(); i += 8) {
     const simd::F8 v = simd::load(values.data() + i);
-    const simd::F8 fp16 = fp::roundFp16(v), e4m3 = fp::roundE4m3(v), e2m1 = fp::roundE2m1(v),
-                   e2m1NotNan = fp::roundE2m1NotNan(v);
+    const simd::F8 fp16 = fp::roundFp16(v), e4m3 = fp::roundE4m3(v), e2m1NotNan = fp::roundE2m1NotNan(v);
     for (int k = 0; k < 8; ++k) {
       const float x = values[i + static_cast<size_t>(k)];
       ASSERT_EQ(fp::bitsOf(fp16[k]), fp::bitsOf(fp::roundFp16(x))) << x;
       ASSERT_EQ(fp::bitsOf(e4m3[k]), fp::bitsOf(fp::roundE4m3(x))) << x;
-      ASSERT_EQ(fp::bitsOf(e2m1[k]), fp::bitsOf(fp::roundE2m1(x))) << x;
       ASSERT_EQ(fp::bitsOf(e2m1NotNan[k]), fp::bitsOf(fp::roundE2m1(x))) << x;
     }
   }
