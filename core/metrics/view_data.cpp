@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "core/quant/format_table.h"
+#include "core/quant/fp_types.h"
 #include "core/quant/simd.h"
 
 namespace kvscope {
@@ -21,12 +22,7 @@ namespace {
 constexpr int64_t kParallelValues = int64_t{1} << 16;
 constexpr int64_t kRadix = 65536;
 
-// |x| as bits: for non-negative floats the bit patterns order like the values.
-inline uint32_t magnitudeKey(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits & 0x7fffffffu;
-}
+using fp::magnitudeKey;
 
 inline float fromKey(uint32_t key) {
   float v;

@@ -18,6 +18,9 @@ namespace kvscope::fp {
 inline uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
 /// The float of some bits.
 inline float fromBits(uint32_t u) { return std::bit_cast<float>(u); }
+/// The bits of |v|: for finite v (and for +inf) they order like |v|, so selections and radix
+/// histograms of magnitudes can work on integers.
+inline uint32_t magnitudeKey(float v) { return bitsOf(v) & 0x7fffffffu; }
 
 /// Rounds v to nearest-even onto a binary format with `MBits` mantissa bits and smallest normal
 /// exponent `EMin`; beyond `maxFinite` it saturates (fp8, fp4) or becomes infinity (IEEE fp16,

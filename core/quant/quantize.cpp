@@ -17,6 +17,7 @@
 #include <xmmintrin.h>
 
 #include "core/quant/format_table.h"
+#include "core/quant/fp_types.h"
 #include "core/quant/formats.h"
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
@@ -268,12 +269,7 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   return statusOf(end, nonFinite);
 }
 
-/// The bits of |x| (they order like |x| for finite x).
-KVSCOPE_INLINE uint32_t magnitudeKey(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits & 0x7fffffffu;
-}
+using fp::magnitudeKey;
 
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count);
 
