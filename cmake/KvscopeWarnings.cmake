@@ -6,6 +6,10 @@ target_compile_options(kvscope_warnings INTERFACE
     -Wimplicit-fallthrough -Wno-sign-conversion>)
 
 add_library(kvscope_options INTERFACE)
+# No multiply-add contraction anywhere: the AVX-512 clones of the hot loops (core/quant/simd.h)
+# have FMA instructions, and a contracted a*b+c rounds once where the spec's formulas and the
+# scalar reference round twice.
+target_compile_options(kvscope_options INTERFACE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-ffp-contract=off>)
 if(KVSCOPE_SANITIZE)
   target_compile_options(kvscope_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
                                                    -fno-sanitize-recover=undefined)

@@ -7,13 +7,19 @@
 #include <cstdint>
 #include <cstring>
 
-/// Compiles a function twice, for AVX2 and for baseline x86-64, picking one at load time (GCC
-/// function multi-versioning). AVX2 without FMA: no multiply-add is contracted, so both versions
-/// round every operation alike and give identical results. Callees it should vectorize with it
-/// must be inline (KVSCOPE_INLINE) and visible.
+/// Compiles a function three times, for AVX-512 (x86-64-v4: its auto-vectorized loops use
+/// 16-lane registers), AVX2 and baseline x86-64, picking one at load time (GCC function
+/// multi-versioning). The build turns multiply-add contraction off (-ffp-contract=off, in
+/// cmake/KvscopeWarnings.cmake), so every version rounds every operation alike and gives
+/// identical results. Callees it should vectorize with it must be inline (KVSCOPE_INLINE) and
+/// visible. Defining KVSCOPE_NO_AVX512 leaves out the AVX-512 version (to compare the two).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KVSCOPE_NO_SIMD_CLONES) && \
     !defined(__SANITIZE_ADDRESS__)
+#if defined(KVSCOPE_NO_AVX512)
 #define KVSCOPE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KVSCOPE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
 #else
 #define KVSCOPE_SIMD_CLONES
 #endif
