@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -22,6 +23,10 @@
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/simd.h"
+
+#if defined(KVSCOPE_X86_64_V4)
+#include <immintrin.h>
+#endif
 
 namespace kvscope {
 
@@ -446,8 +451,8 @@ KVSCOPE_INLINE void hadamardRowsBlocked(float* x, int64_t rows, double norm) {
   }
 }
 
-/// x·H for `rows` rows of `d` values (d a power of two); `work` holds 4·d doubles.
-KVSCOPE_SIMD_CLONES void hadamardAnyRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+/// x·H for `rows` rows of `d` values (d a power of two) in the clones; `work` holds 4·d doubles.
+KVSCOPE_SIMD_CLONES void hadamardClonedRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
   switch (d) {
     case 32: hadamardRowsBlocked<1>(x, rows, norm); return;
     case 64: hadamardRowsBlocked<2>(x, rows, norm); return;
@@ -455,6 +460,78 @@ KVSCOPE_SIMD_CLONES void hadamardAnyRows(float* x, int64_t rows, int64_t d, doub
     case 256: hadamardRowsBlocked<8>(x, rows, norm); return;
     default: hadamardRows(x, rows, d, norm, work); return;
   }
+}
+
+#if defined(KVSCOPE_X86_64_V4)
+// GCC 12's AVX-512 conversion intrinsics start from an "undefined" register it then warns about.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/// The butterflies of stage `Len` (1, 2 or 4) inside one vector of eight doubles: lane j becomes
+/// v[j]·sign + v[j^Len], with sign +1 where j's Len bit is clear (a + b) and -1 where it is set
+/// (a - b). The product is exact, so the fused multiply-add rounds a + b and a - b once, as the
+/// scalar stage does (signed zeros included).
+template <int Len>
+KVSCOPE_TARGET_V4 inline __m512d butterflyInsideV4(__m512d v) {
+  if constexpr (Len == 1) {
+    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1), _mm512_permute_pd(v, 0x55));
+  } else if constexpr (Len == 2) {
+    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, 1, -1, -1, 1, 1, -1, -1), _mm512_permutex_pd(v, 0x4E));
+  } else {
+    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, 1, 1, 1, -1, -1, -1, -1), _mm512_shuffle_f64x2(v, v, 0x4E));
+  }
+}
+
+/// The butterflies of the stages whose partners are Stride, 2·Stride, … vectors apart.
+template <int V, int Stride>
+KVSCOPE_TARGET_V4 inline void butterflyAcrossV4(__m512d* v) {
+  if constexpr (Stride < V) {
+    for (int i = 0; i < V; i += 2 * Stride) {
+      for (int j = i; j < i + Stride; ++j) {
+        const __m512d a = v[j], b = v[j + Stride];
+        v[j] = _mm512_add_pd(a, b);
+        v[j + Stride] = _mm512_sub_pd(a, b);
+      }
+    }
+    butterflyAcrossV4<V, 2 * Stride>(v);
+  }
+}
+
+/// hadamardRowsBlocked with AVX-512 for D = 8·V (V = 4…32): a row is V vectors of eight doubles,
+/// stages 1-4 inside each vector, then the stages from 8 up across them; the scalar order on the
+/// same doubles, so the bits are hadamardRows' own.
+template <int V>
+KVSCOPE_TARGET_V4 void hadamardRowsV4(float* x, int64_t rows, double norm) {
+  const __m512d scale = _mm512_set1_pd(norm);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * 8 * V;
+    __m512d v[V];
+#pragma GCC unroll 32
+    for (int k = 0; k < V; ++k) {
+      const __m512d in = _mm512_cvtps_pd(_mm256_loadu_ps(row + 8 * k));
+      v[k] = butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(in)));
+    }
+    butterflyAcrossV4<V, 1>(v);
+#pragma GCC unroll 32
+    for (int k = 0; k < V; ++k) _mm256_storeu_ps(row + 8 * k, _mm512_cvtpd_ps(_mm512_mul_pd(v[k], scale)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+/// x·H for `rows` rows of `d` values (d a power of two); `work` holds 4·d doubles.
+void hadamardAnyRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+#if defined(KVSCOPE_X86_64_V4)
+  if (simd::hasX86_64V4()) {
+    switch (d) {
+      case 32: hadamardRowsV4<4>(x, rows, norm); return;
+      case 64: hadamardRowsV4<8>(x, rows, norm); return;
+      case 128: hadamardRowsV4<16>(x, rows, norm); return;
+      case 256: hadamardRowsV4<32>(x, rows, norm); return;
+      default: break;
+    }
+  }
+#endif
+  hadamardClonedRows(x, rows, d, norm, work);
 }
 
 }  // namespace
@@ -481,7 +558,7 @@ void hadamardInPlace(Tensor3& x) {
 namespace {
 
 /// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor.
-KVSCOPE_SIMD_CLONES void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base,
+KVSCOPE_SIMD_CLONES void collectAtLeastCloned(const float* x, int64_t n, uint32_t floor, int64_t base,
                                         std::vector<Outlier>& out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -500,13 +577,56 @@ KVSCOPE_SIMD_CLONES void collectAtLeast(const float* x, int64_t n, uint32_t floo
   }
 }
 
+#if defined(KVSCOPE_X86_64_V4)
+/// collectAtLeastCloned with AVX-512, without a branch per value: each compare of sixteen keys
+/// gives a mask, and the offsets of its set lanes are packed (compressed) onto a list in index
+/// order; the values are fetched by that list afterwards.
+KVSCOPE_TARGET_V4 void collectAtLeastV4(const float* x, int64_t n, uint32_t floor, int64_t base,
+                                        std::vector<Outlier>& out) {
+  static thread_local std::vector<int32_t> offsets;
+  if (offsets.size() < static_cast<size_t>(n + 16)) offsets.resize(static_cast<size_t>(n + 16));
+  int32_t* hit = offsets.data();
+  int64_t hits = 0;
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i atLeast = _mm512_set1_epi32(static_cast<int32_t>(floor));
+  __m512i at = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i keys = _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude);
+    const __mmask16 mask = _mm512_cmpge_epu32_mask(keys, atLeast);
+    _mm512_storeu_si512(hit + hits, _mm512_maskz_compress_epi32(mask, at));
+    hits += std::popcount(static_cast<uint32_t>(mask));
+    at = _mm512_add_epi32(at, _mm512_set1_epi32(16));
+  }
+  for (; i < n; ++i) {
+    if (magnitudeKey(x[i]) >= floor) hit[hits++] = static_cast<int32_t>(i);
+  }
+  for (int64_t j = 0; j < hits; ++j) out.push_back({static_cast<size_t>(base + hit[j]), x[hit[j]]});
+}
+#endif
+
+/// collectAtLeastCloned, or its AVX-512 version where the CPU has it.
+void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base, std::vector<Outlier>& out) {
+#if defined(KVSCOPE_X86_64_V4)
+  if (simd::hasX86_64V4()) {
+    collectAtLeastV4(x, n, floor, base, out);
+    return;
+  }
+#endif
+  collectAtLeastCloned(x, n, floor, base, out);
+}
+
+/// About how many rows of a head outlierFloor samples (more cost a selection; fewer leave more
+/// candidates).
+constexpr int64_t kFloorSampleRows = 256;
+
 /// A magnitude below which no outlier of a head can lie, with margin, from a sample of its rows
 /// (all of them for small heads): the key of the sample's m-th largest value, m a generous
 /// multiple of the sample's share of `k`. 0 (everything qualifies) when the sample is too small.
 /// Rows are rotated first when `rotate`. Returns false for a non-finite sampled value.
 bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool rotate, double norm,
                   uint32_t* floor) {
-  const int64_t stride = std::max<int64_t>(1, count / 1024);
+  const int64_t stride = std::max<int64_t>(1, count / kFloorSampleRows);
   const int64_t sampled = (count + stride - 1) / stride;
   std::vector<float> sample(static_cast<size_t>(sampled * d));
   for (int64_t r = 0; r < sampled; ++r) {

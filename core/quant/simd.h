@@ -19,6 +19,10 @@
 #define KVSCOPE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define KVSCOPE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+/// A few kernels have a hand-written AVX-512 version besides their clones (KVSCOPE_TARGET_V4,
+/// intrinsics), taken when simd::hasX86_64V4(); it must give the clones' bits exactly.
+#define KVSCOPE_X86_64_V4 1
+#define KVSCOPE_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
 #endif
 #else
 #define KVSCOPE_SIMD_CLONES
@@ -35,6 +39,14 @@
 #endif
 
 namespace kvscope::simd {
+
+#if defined(KVSCOPE_X86_64_V4)
+/// Whether this CPU runs x86-64-v4 code (AVX-512 F, BW, CD, DQ, VL).
+inline bool hasX86_64V4() {
+  static const bool yes = __builtin_cpu_supports("x86-64-v4") != 0;
+  return yes;
+}
+#endif
 
 /// Eight floats (two SSE registers on the baseline, one AVX register in the AVX2 clones).
 typedef float F8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax

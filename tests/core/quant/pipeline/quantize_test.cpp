@@ -73,6 +73,50 @@ TEST(Hadamard, RoundTripIsIdentityAndPreservesNorm) {
   EXPECT_LT(maxAbsDiff(x, y), 1e-6);
 }
 
+TEST(Hadamard, EveryHeadDimEqualsThePlainDoubleTransformBitForBit) {
+  // The transform has vector versions for D = 32…256 (AVX2 and AVX-512) and a general one; each
+  // must give exactly the bits of the textbook loop in double: stages of stride 1, 2, 4, … with
+  // (a + b, a - b), then × 1/√D, then rounded to float. Large values of a few sizes with either
+  // sign cancel in some sums and not in others, so the small ones (2^-40…1) lose different bits
+  // in a different stage order; signed zeros check the zero signs.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-40, 0), pick(0, 15);
+  const float big[] = {0x1.8p27f, 0x1.4p26f, 0x1.1p25f, 0x1p24f};
+  for (int64_t d = 1; d <= 512; d *= 2) {
+    Tensor3 x(2, 37, d);
+    for (float& v : x.data) {
+      const int kind = pick(rng);
+      v = kind == 0   ? 0.0f
+          : kind == 1 ? -0.0f
+          : kind < 8  ? big[kind % 4] * (kind < 6 ? 1.0f : -1.0f)
+                      : std::ldexp(normal(rng), exponent(rng));
+    }
+    Tensor3 want = x;
+    const double norm = 1.0 / std::sqrt(double(d));
+    std::vector<double> w(static_cast<size_t>(d));
+    for (int64_t r = 0; r < 2 * 37; ++r) {
+      float* row = want.data.data() + r * d;
+      for (int64_t i = 0; i < d; ++i) w[size_t(i)] = row[i];
+      for (int64_t len = 1; len < d; len *= 2) {
+        for (int64_t i = 0; i < d; i += 2 * len) {
+          for (int64_t j = i; j < i + len; ++j) {
+            const double a = w[size_t(j)], b = w[size_t(j + len)];
+            w[size_t(j)] = a + b;
+            w[size_t(j + len)] = a - b;
+          }
+        }
+      }
+      for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(w[size_t(i)] * norm);
+    }
+    hadamardInPlace(x);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(x.data[i]), std::bit_cast<uint32_t>(want.data[i]))
+          << "D=" << d << " at " << i << ": " << x.data[i] << " vs " << want.data[i];
+    }
+  }
+}
+
 TEST(Rope, MatchesHandComputationForHeadDim4BothStyles) {
   // Token 0 does not move; token 1 turns pair 0 by 1 rad and pair 1 by 10000^(-2/4) = 0.01 rad.
   const double a0 = 1.0, a1 = 0.01;
@@ -296,7 +340,7 @@ TEST(Pipeline, StepsComposeInTheOrderOfSection1) {
 }
 
 TEST(Pipeline, RotationAndOutliersInPiecesEqualTheComposition) {
-  // Large enough that each head's outlier floor comes from a sample of its rows (1 row in 3),
+  // Large enough that each head's outlier floor comes from a sample of its rows (1 row in 12),
   // with values on a coarse grid so that many magnitudes tie at the outlier threshold; the
   // ties must go to the lower flat index.
   Tensor3 x = randomTensor(3, 3100, 32, 41, 1.5f);
@@ -313,9 +357,9 @@ TEST(Pipeline, RotationAndOutliersInPiecesEqualTheComposition) {
 }
 
 TEST(Pipeline, OutliersStayExactWhenTheSampledRowsMisleadTheFloor) {
-  // Every sampled row (1 in 3) holds large values and the others small ones, so a floor taken
-  // from the sample lies above most true outliers: the pipeline must notice it found too few
-  // candidates and still pick the exact ones.
+  // Every third row holds large values and the others small ones; the sampled rows (1 in 12)
+  // are all large ones, so a floor taken from the sample lies above most true outliers: the
+  // pipeline must notice it found too few candidates and still pick the exact ones.
   Tensor3 x = randomTensor(2, 3100, 32, 43, 0.1f);
   for (int64_t h = 0; h < x.heads; ++h)
     for (int64_t t = 0; t < x.tokens; t += 3)
