@@ -46,23 +46,25 @@ KVSCOPE_INLINE simd::F8 roundFp16(simd::F8 v) { return roundSmallFloat8<10, -14,
 KVSCOPE_INLINE simd::F8 roundE4m3(simd::F8 v) { return roundSmallFloat8<3, -6, true>(v, kE4m3Max); }
 
 /// roundE2m1 for values that are not NaN, in half the operations (the block kernels' hot loop):
-/// the same clamp and magic-number rounding, then saturation as a float minimum.
-KVSCOPE_INLINE simd::F8 roundE2m1NotNan(simd::F8 v) {
-  using simd::F8;
-  using simd::I8;
-  const I8 bits = reinterpret_cast<I8>(v);
-  const I8 sign = bits & static_cast<int32_t>(0x80000000u);
-  I8 clamped = bits ^ sign;
+/// the same clamp and magic-number rounding, then saturation as a float minimum. For eight or
+/// sixteen lanes (F8 / I8 or F16 / I16).
+template <class F, class I>
+KVSCOPE_INLINE F roundE2m1NotNan(F v) {
+  const I bits = reinterpret_cast<I>(v);
+  const I sign = bits & static_cast<int32_t>(0x80000000u);
+  I clamped = bits ^ sign;
   const auto clampBits = static_cast<int32_t>(bitsOf(2.0f * kE2m1Max));
   clamped = clamped < clampBits ? clamped : clampBits;
   constexpr int32_t kEMinBits = 127 << 23;  // e2m1's smallest normal exponent is 0
-  I8 e = clamped & 0x7f800000;
+  I e = clamped & 0x7f800000;
   e = e > kEMinBits ? e : kEMinBits;
-  const F8 magic = reinterpret_cast<F8>(e + (22 << 23));
-  F8 r = (reinterpret_cast<F8>(clamped) + magic) - magic;
+  const F magic = reinterpret_cast<F>(e + (22 << 23));
+  F r = (reinterpret_cast<F>(clamped) + magic) - magic;
   r = r < kE2m1Max ? r : kE2m1Max;
-  return reinterpret_cast<F8>(reinterpret_cast<I8>(r) | sign);
+  return reinterpret_cast<F>(reinterpret_cast<I>(r) | sign);
 }
+KVSCOPE_INLINE simd::F8 roundE2m1NotNan(simd::F8 v) { return roundE2m1NotNan<simd::F8, simd::I8>(v); }
+KVSCOPE_INLINE simd::F16 roundE2m1NotNan(simd::F16 v) { return roundE2m1NotNan<simd::F16, simd::I16>(v); }
 
 /// roundDoubleTo (fp_types.h) lane by lane, on four doubles.
 template <int MBits, int EMin>

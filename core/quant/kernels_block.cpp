@@ -70,7 +70,9 @@ KVSCOPE_SIMD_CLONES void mxfp4(float* x, int64_t blocks, float /*g*/) {
 // at once (simd::reduceEach) and compute the eight scales in the lanes of one vector, with the
 // same operations as the one-block versions, then run each block's elements with its scale.
 
+using simd::F16;
 using simd::F8;
+using simd::I16;
 using simd::I8;
 
 /// Per-block minimum and maximum of eight consecutive blocks of `Vecs`·8 values at x.
@@ -126,16 +128,14 @@ KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float 
       const I8 zero = (d == 0.0f) | (dg == 0.0f);
       const I8 keep = ~zero;
       // Block k's scale and mask, broadcast from lane k (no round trip through memory).
+      // Each block is one sixteen-lane vector.
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        const I8 lane = I8{} + k;
-        const F8 s = __builtin_shuffle(dg, lane);
-        const I8 keepK = __builtin_shuffle(keep, lane);
-        for (int j = 0; j < kBlock; j += 8) {
-          // Quotients are finite or ±inf, never NaN, except in discarded zero blocks.
-          const F8 r = fp::roundE2m1NotNan(simd::load(p + 16 * k + j) / s) * s;
-          simd::store(o + 16 * k + j, reinterpret_cast<F8>(reinterpret_cast<I8>(r) & keepK));
-        }
+        const F16 s = F16{} + dg[k];
+        const I16 keepK = I16{} + keep[k];
+        // Quotients are finite or ±inf, never NaN, except in discarded zero blocks.
+        const F16 r = fp::roundE2m1NotNan(simd::load16(p + 16 * k) / s) * s;
+        simd::store(o + 16 * k, reinterpret_cast<F16>(reinterpret_cast<I16>(r) & keepK));
       }
     }
   }
@@ -203,11 +203,11 @@ KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
         q8_0One(p + k * kQk);
         continue;
       }
-      for (int j = 0; j < kQk; j += 8) {
-        const F8 v = simd::load(p + k * kQk + j) * sc.id[k];
+      for (int j = 0; j < kQk; j += 16) {
+        const F16 v = simd::load16(p + k * kQk + j) * sc.id[k];
         // roundHalfAway lane by lane.
-        const F8 half = select(reinterpret_cast<I8>(v) < 0, F8{} - kJustBelowHalf, F8{} + kJustBelowHalf);
-        const F8 r = __builtin_convertvector(__builtin_convertvector(v + half, I8), F8);
+        const F16 half = reinterpret_cast<I16>(v) < 0 ? F16{} - kJustBelowHalf : F16{} + kJustBelowHalf;
+        const F16 r = __builtin_convertvector(__builtin_convertvector(v + half, I16), F16);
         simd::store(p + k * kQk + j, r * sc.dh[k]);
       }
     }
@@ -260,11 +260,11 @@ KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
         symmetricOne<Half, Top>(p + k * kQk);
         continue;
       }
-      for (int j = 0; j < kQk; j += 8) {
-        const F8 x0 = simd::load(p + k * kQk + j) * sc.id[k];
-        I8 code = __builtin_convertvector(x0 + kOffset, I8);
+      for (int j = 0; j < kQk; j += 16) {
+        const F16 x0 = simd::load16(p + k * kQk + j) * sc.id[k];
+        I16 code = __builtin_convertvector(x0 + kOffset, I16);
         code = code < Top ? code : Top;
-        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F8) * sc.dh[k]);
+        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F16) * sc.dh[k]);
       }
     }
   }
@@ -308,15 +308,15 @@ KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
         affineOne<Top, Cap>(p + k * kQk);
         continue;
       }
-      for (int j = 0; j < kQk; j += 8) {
-        const F8 x0 = (simd::load(p + k * kQk + j) - los[k]) * sc.id[k];
-        I8 code = __builtin_convertvector(x0 + 0.5f, I8);
+      for (int j = 0; j < kQk; j += 16) {
+        const F16 x0 = (simd::load16(p + k * kQk + j) - los[k]) * sc.id[k];
+        I16 code = __builtin_convertvector(x0 + 0.5f, I16);
         if constexpr (Cap) {
           code = code < Top ? code : Top;
         } else {
           code &= Top;
         }
-        simd::store(p + k * kQk + j, __builtin_convertvector(code, F8) * sc.dh[k] + mhs[k]);
+        simd::store(p + k * kQk + j, __builtin_convertvector(code, F16) * sc.dh[k] + mhs[k]);
       }
     }
   }

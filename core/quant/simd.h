@@ -96,6 +96,20 @@ KVSCOPE_INLINE U8 nonFiniteBits(F8 v) { return (reinterpret_cast<U8>(v) & 0x7f80
 /// Lane-wise |v| (the sign bit cleared).
 KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v) & 0x7fffffff); }
 
+/// Sixteen floats and their 32-bit integer companion: one AVX-512 register in the x86-64-v4
+/// clones, two AVX registers in the AVX2 ones (GCC splits the operations), so a kernel written
+/// with them runs at the width each clone has.
+typedef float F16 __attribute__((vector_size(64)));    // NOLINT(modernize-use-using): GCC syntax
+typedef int32_t I16 __attribute__((vector_size(64)));  // NOLINT(modernize-use-using): GCC syntax
+
+/// Loads and stores sixteen floats at any address.
+KVSCOPE_INLINE F16 load16(const float* p) {
+  F16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+KVSCOPE_INLINE void store(float* p, F16 v) { std::memcpy(p, &v, sizeof v); }
+
 /// Four 64-bit integers, the lane-wise companion of D4 (masks of D4 comparisons, shuffle indices).
 typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
 
