@@ -277,6 +277,7 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
 using fp::magnitudeKey;
 
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count);
+void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, std::vector<int64_t>& picked);
 
 struct Outlier {
   size_t index;  ///< flat index into the quantized tensor (quantizeInPieces: into its head's quantized part)
@@ -308,11 +309,15 @@ namespace {
 // Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
 // order like the values. Two 16-bit histogram passes find the k-th largest magnitude T
 // without sorting or allocating per element (a 32k-token layer holds millions per head).
-std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count) {
+void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, std::vector<int64_t>& picked) {
+  picked.clear();
   count = std::min(count, n);
-  if (count <= 0) return {};
+  if (count <= 0) return;
   auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
-  std::vector<int64_t> hist(65536);
+  // One histogram per thread, reused: a fresh one per call (this runs once per head, also on
+  // the few candidates of quantizeInPieces) cost more in page faults than the passes.
+  static thread_local std::vector<uint32_t> hist(65536);
+  std::fill(hist.begin(), hist.end(), 0);
   for (int64_t i = 0; i < n; ++i) ++hist[key(i) >> 16];
   int64_t above = 0;  // elements with a larger key than the threshold bucket
   uint32_t high = 65535;
@@ -327,12 +332,16 @@ std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64
   const uint32_t threshold = (high << 16) | low;
   // Everything above the threshold, then ties at it by ascending index (§1: lower index first).
   int64_t ties = count - above;
-  std::vector<int64_t> picked;
   picked.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = key(i);
     if (k > threshold || (k == threshold && ties-- > 0)) picked.push_back(i);
   }
+}
+
+std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count) {
+  std::vector<int64_t> picked;
+  selectOutliersByIndexInto(values, n, count, picked);
   return picked;
 }
 
@@ -675,8 +684,15 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     hadamardAnyRows(rows, len, d, norm, reinterpret_cast<D4*>(work.data()));
   };
 
-  // Passes 1 and 2: the outliers of every head, by ascending flat index within the head.
-  std::vector<std::vector<Outlier>> outliers(static_cast<size_t>(kvh));
+  // Passes 1 and 2: the outliers of every head, by ascending flat index within the head. The
+  // candidate and outlier lists (about 2 % of the tensor) are kept between calls, per calling
+  // thread: allocating them afresh cost thousands of page faults per layer.
+  // (References, so that the worker threads use the calling thread's lists, not their own.)
+  static thread_local std::vector<std::vector<Outlier>> keptOutliers, keptCandidates;
+  std::vector<std::vector<Outlier>>& outliers = keptOutliers;
+  std::vector<std::vector<Outlier>>& found = keptCandidates;
+  outliers.resize(static_cast<size_t>(kvh));
+  for (auto& list : outliers) list.clear();
   if (k > 0) {
     std::vector<uint32_t> floors(static_cast<size_t>(kvh));
     int bad = 0;
@@ -690,8 +706,11 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     }
     // Candidates per thread and head, merged afterwards (no locks in the pass).
     const int threads = std::max(1, omp_get_max_threads());
-    std::vector<std::vector<Outlier>> found(static_cast<size_t>(threads * kvh));
-    for (auto& part : found) part.reserve(static_cast<size_t>(2 * k / threads + 64));
+    found.resize(static_cast<size_t>(threads * kvh));
+    for (auto& part : found) {
+      part.clear();
+      part.reserve(static_cast<size_t>(2 * k / threads + 64));
+    }
     const PassEnd end = forEachPiece(grid, progress, 0.0, 0.45, "outliers", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
       if (copyAndCheck(src.row(h, first + r0), stage, len * d)) return false;
       if (rotate) rotateRows(stage, len);
@@ -707,7 +726,10 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
       // Each thread's candidates are sorted by index when it met its tasks in ascending order
       // (as OpenMP's dynamic schedule hands them out); merged into one list in index order.
       const auto byIndex = [](const Outlier& a, const Outlier& b) { return a.index < b.index; };
-      std::vector<Outlier> all, merged;
+      static thread_local std::vector<Outlier> all, merged;
+      static thread_local std::vector<float> values;
+      static thread_local std::vector<int64_t> picked;
+      all.clear();
       for (int t = 0; t < threads; ++t) {
         auto& part = found[static_cast<size_t>(t * kvh + h)];
         if (!std::is_sorted(part.begin(), part.end(), byIndex)) std::sort(part.begin(), part.end(), byIndex);
@@ -721,13 +743,12 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
       }
       // The same selection as the whole head's, on the candidates in index order (so its "lower
       // index first" on ties is §1 step 4's lower flat index first).
-      std::vector<float> values(all.size());
+      values.resize(all.size());
       for (size_t i = 0; i < all.size(); ++i) values[i] = all[i].value;
       std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
       mine.reserve(static_cast<size_t>(k));
-      for (int64_t i : selectOutliersByIndex(values.data(), static_cast<int64_t>(values.size()), k)) {
-        mine.push_back(all[static_cast<size_t>(i)]);
-      }
+      selectOutliersByIndexInto(values.data(), static_cast<int64_t>(values.size()), k, picked);
+      for (int64_t i : picked) mine.push_back(all[static_cast<size_t>(i)]);
     }
     if (shortOf != 0) {
       handled = false;
