@@ -9,6 +9,7 @@
 #include "core/quant/formats.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -300,6 +301,76 @@ KVSCOPE_SIMD_CLONES void groupedChannelRun(float* base, int64_t len, int64_t dim
   }
 }
 
+// One run of `len` tokens grouped per channel without clipping, reading `in` and writing `out`:
+// the per-channel ranges sixteen channels at a time held in registers across the rows (checking
+// every value read: the finite-check bits go into *carry), the parameters of all channels
+// together, then the apply loop. The same groups and parameters as groupedChannelRun.
+template <GroupedKind K>
+KVSCOPE_INLINE void channelRunNoClipFrom(const float* in, float* out, int64_t len, int64_t dim, const QuantSpec& spec,
+                                         uint32_t* carry) {
+  using simd::F16;
+  float* lo = scratch(0, 4 * dim);
+  float* hi = lo + dim;
+  float* s = hi + dim;
+  float* m = s + dim;
+  simd::U16 bits{};
+  int64_t d0 = 0;
+  for (; d0 + 16 <= dim; d0 += 16) {
+    F16 l = simd::load16(in + d0), h = l;
+    bits |= simd::nonFiniteBits(l);
+    for (int64_t t = 1; t < len; ++t) {
+      const F16 v = simd::load16(in + t * dim + d0);
+      l = simd::min(l, v);
+      h = simd::max(h, v);
+      bits |= simd::nonFiniteBits(v);
+    }
+    simd::store(lo + d0, l);
+    simd::store(hi + d0, h);
+  }
+  uint32_t rest = 0;
+  for (; d0 < dim; ++d0) {
+    float l = in[d0], h = l;
+    for (int64_t t = 0; t < len; ++t) {
+      const float v = in[t * dim + d0];
+      l = v < l ? v : l;
+      h = v > h ? v : h;
+      rest |= (std::bit_cast<uint32_t>(v) & 0x7f800000u) + 0x00800000u;
+    }
+    lo[d0] = l;
+    hi[d0] = h;
+  }
+  for (int i = 0; i < 16; ++i) rest |= bits[i];
+  *carry |= rest;
+  paramsOfRanges<K>(spec, lo, hi, s, m, dim);
+  const ElementQuantizer<K> quant(spec);
+  for (int64_t t = 0; t < len; ++t) {
+    const float* x = in + t * dim;
+    float* y = out + t * dim;
+    for (int64_t d = 0; d < dim; ++d) y[d] = quant(x[d], s[d], m[d]);
+  }
+}
+
+// channelRunNoClipFrom for every run of a piece of `rows` rows (runs count from its first row, as
+// in quantizeFormatPiece); false for a non-finite value.
+KVSCOPE_SIMD_CLONES bool groupedChannelRunsNoClipFrom(const float* in, float* out, int64_t rows, int64_t dim,
+                                                      const QuantSpec& spec) {
+  const int64_t run = runLength(spec.group, rows);
+  uint32_t carry = 0;
+  for (int64_t t0 = 0; t0 < rows; t0 += run) {
+    const int64_t len = std::min(run, rows - t0);
+    const float* x = in + t0 * dim;
+    float* y = out + t0 * dim;
+    switch (kernels::groupedKind(spec)) {
+      case GroupedKind::Asym: channelRunNoClipFrom<GroupedKind::Asym>(x, y, len, dim, spec, &carry); break;
+      case GroupedKind::Sym: channelRunNoClipFrom<GroupedKind::Sym>(x, y, len, dim, spec, &carry); break;
+      case GroupedKind::E4m3: channelRunNoClipFrom<GroupedKind::E4m3>(x, y, len, dim, spec, &carry); break;
+      case GroupedKind::E5m2: channelRunNoClipFrom<GroupedKind::E5m2>(x, y, len, dim, spec, &carry); break;
+      case GroupedKind::Nf4: channelRunNoClipFrom<GroupedKind::Nf4>(x, y, len, dim, spec, &carry); break;
+    }
+  }
+  return (carry & 0x80000000u) == 0;
+}
+
 // axis=channel: each channel of a head splits into runs of G tokens.
 void groupedByChannel(Tensor3& x, const QuantSpec& spec) {
   const int64_t dim = x.dim;
@@ -508,10 +579,11 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
 
 bool formatPieceReadsSource(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  return info.grouped && spec.axis == Axis::Token && spec.clip.kind == Clip::Kind::None;
+  return info.grouped && (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
 }
 
 bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec) {
+  if (spec.axis == Axis::Channel) return groupedChannelRunsNoClipFrom(in, out, rows, dim, spec);
   return groupedTokenRowsNoClipFrom(in, out, rows, dim, runLength(spec.group, dim), spec);
 }
 

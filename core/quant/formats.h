@@ -45,7 +45,8 @@ TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi);
 /// gives those rows. `context` is formatTensorContext's value (ignored where not needed).
 void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
                          const TensorContext& context);
-/// Whether quantizeFormatPieceFrom serves `spec`: per-token groups without clipping.
+/// Whether quantizeFormatPieceFrom serves `spec`: per-token groups and channel runs without
+/// clipping.
 bool formatPieceReadsSource(const QuantSpec& spec);
 /// quantizeFormatPiece of `rows` rows read from `in` and written to `out` (distinct buffers or
 /// the same), for a spec formatPieceReadsSource accepts; every value read is checked on the way.

@@ -101,6 +101,8 @@ KVSCOPE_INLINE F8 abs(F8 v) { return reinterpret_cast<F8>(reinterpret_cast<I8>(v
 /// with them runs at the width each clone has.
 typedef float F16 __attribute__((vector_size(64)));    // NOLINT(modernize-use-using): GCC syntax
 typedef int32_t I16 __attribute__((vector_size(64)));  // NOLINT(modernize-use-using): GCC syntax
+/// Sixteen unsigned 32-bit integers (wrapping arithmetic, for the finite check).
+typedef uint32_t U16 __attribute__((vector_size(64)));  // NOLINT(modernize-use-using): GCC syntax
 
 /// Loads and stores sixteen floats at any address.
 KVSCOPE_INLINE F16 load16(const float* p) {
@@ -109,6 +111,11 @@ KVSCOPE_INLINE F16 load16(const float* p) {
   return v;
 }
 KVSCOPE_INLINE void store(float* p, F16 v) { std::memcpy(p, &v, sizeof v); }
+
+/// nonFiniteBits, min and max above, for sixteen floats.
+KVSCOPE_INLINE U16 nonFiniteBits(F16 v) { return (reinterpret_cast<U16>(v) & 0x7f800000u) + 0x00800000u; }
+KVSCOPE_INLINE F16 min(F16 a, F16 b) { return b < a ? b : a; }
+KVSCOPE_INLINE F16 max(F16 a, F16 b) { return b > a ? b : a; }
 
 /// Four 64-bit integers, the lane-wise companion of D4 (masks of D4 comparisons, shuffle indices).
 typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax

@@ -456,6 +456,22 @@ TEST(Pipeline, NonFiniteInAKeptOrQuantizedTokenIsRefusedByEveryPath) {
   }
 }
 
+TEST(Pipeline, NonFiniteInAChannelRunIsFoundInEveryLaneAndTheTail) {
+  // Channel runs check sixteen channels at a time and the remaining ones one by one (D = 24:
+  // channels 0-15 and 16-23); a bad value in either part, in any row of a run, is refused.
+  for (const char* text : {"int4,axis=channel,group=4", "int3,sym,axis=channel"}) {
+    for (int64_t channel : {0, 15, 16, 23}) {
+      Tensor3 x = randomTensor(2, 12, 24, 5);
+      x.at(0, 6, channel) = std::nanf("");
+      QuantOutput out;
+      const Status st = quantizeTensorInto(QuantInput{&x, nullptr, {}}, spec(text), out);
+      ASSERT_FALSE(st.isOk()) << text << " channel " << channel;
+      EXPECT_NE(st.message().find("head 0, token 6, channel " + std::to_string(channel)), std::string::npos)
+          << text << ": " << st.message();
+    }
+  }
+}
+
 TEST(Pipeline, IntoReusesTheOutputAndMatchesQuantizeTensor) {
   QuantOutput reused;
   const char* specs[] = {"int4,sinks=1,residual=2", "q4_0,outliers=0.01", "int2,axis=channel,group=4",
