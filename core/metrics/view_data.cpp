@@ -233,10 +233,11 @@ double medianAbsFromHigh(const float* v, int64_t n, const std::vector<int64_t>& 
   if (below < mid) return upper;
   uint32_t lower = 0;
   const int threads = threadsFor(n);
+  const uint32_t middle = key;  // a plain variable: clang 14's OpenMP cannot capture a structured binding
 #pragma omp parallel for schedule(static) reduction(max : lower) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = magnitudeKey(v[i]);
-    if (k < key && k > lower) lower = k;
+    if (k < middle && k > lower) lower = k;
   }
   return 0.5 * (upper + static_cast<double>(fromKey(lower)));
 }

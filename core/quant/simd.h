@@ -127,19 +127,20 @@ KVSCOPE_INLINE D4 abs(D4 v) { return reinterpret_cast<D4>(reinterpret_cast<I4>(v
 /// `op` must be associative and commutative on the values it sees (min and max of finite floats).
 template <class Op>
 KVSCOPE_INLINE F8 reduceEach(const F8* v, Op op) {
-  // Each level halves the lanes per input and doubles the inputs per vector.
-  const I8 even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
-  const I8 lowPairs = {0, 1, 8, 9, 4, 5, 12, 13}, highPairs = {2, 3, 10, 11, 6, 7, 14, 15};
-  const I8 lowHalves = {0, 1, 2, 3, 8, 9, 10, 11}, highHalves = {4, 5, 6, 7, 12, 13, 14, 15};
+  // Each level halves the lanes per input and doubles the inputs per vector. (Constant shuffles
+  // with __builtin_shufflevector, which GCC 12 and clang both have.)
   F8 a[4], b[2];
   for (int i = 0; i < 4; ++i) {
-    a[i] = op(__builtin_shuffle(v[2 * i], v[2 * i + 1], even), __builtin_shuffle(v[2 * i], v[2 * i + 1], odd));
+    a[i] = op(__builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14),
+              __builtin_shufflevector(v[2 * i], v[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15));
   }
   // a[i]: lanes (0,1) hold pairs of v[2i], v[2i+1] for lanes 0-1 of each, and so on.
   for (int i = 0; i < 2; ++i) {
-    b[i] = op(__builtin_shuffle(a[2 * i], a[2 * i + 1], lowPairs), __builtin_shuffle(a[2 * i], a[2 * i + 1], highPairs));
+    b[i] = op(__builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13),
+              __builtin_shufflevector(a[2 * i], a[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15));
   }
-  return op(__builtin_shuffle(b[0], b[1], lowHalves), __builtin_shuffle(b[0], b[1], highHalves));
+  return op(__builtin_shufflevector(b[0], b[1], 0, 1, 2, 3, 8, 9, 10, 11),
+            __builtin_shufflevector(b[0], b[1], 4, 5, 6, 7, 12, 13, 14, 15));
 }
 
 }  // namespace kvscope::simd
