@@ -210,6 +210,34 @@ Status statusOf(PassEnd end, bool& nonFinite) {
   return end == PassEnd::Cancelled ? Status::cancelled() : Status::ok();
 }
 
+/// Runs fn(s0, rows) over a task's `len` rows (of d values) in slices of `sliceRows`; before
+/// each slice it prefetches (non-temporal) the matching slice of the next task's input rows in
+/// `input` (the same head's next rows, or the next head's first), so that memory traffic
+/// overlaps the arithmetic instead of alternating with it. fn returns false to stop.
+template <class Fn>
+KVSCOPE_INLINE bool slicesAhead(const Tensor3& input, const PieceGrid& grid, int64_t first, int64_t h, int64_t r0,
+                                int64_t len, int64_t sliceRows, Fn fn) {
+  const int64_t d = grid.dim;
+  const bool sameHead = r0 + len < grid.count;
+  const float* next = sameHead ? input.row(h, first + r0 + len) : (h + 1 < grid.heads ? input.row(h + 1, first) : nullptr);
+  const int64_t nextLen = std::min(grid.rowsPerTask, sameHead ? grid.count - r0 - len : grid.count);
+  for (int64_t s0 = 0; s0 < len; s0 += sliceRows) {
+    const int64_t rows = std::min(sliceRows, len - s0);
+    if (next != nullptr && s0 < nextLen) {
+      const auto* ahead = reinterpret_cast<const char*>(next + s0 * d);
+      const int64_t bytes = std::min(rows, nextLen - s0) * d * static_cast<int64_t>(sizeof(float));
+      for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(ahead + b, 0, 0);
+    }
+    if (!fn(s0, rows)) return false;
+  }
+  return true;
+}
+
+/// Slices of about 4 KiB that hold whole pieces of `pieceRows` rows.
+int64_t sliceRowsFor(int64_t pieceRows, int64_t d) {
+  return pieceRows * std::max<int64_t>(1, 1024 / std::max<int64_t>(d * pieceRows, 1));
+}
+
 /// Steps 2 and 5 in one parallel pass, for a format that splits into pieces of `pieceRows` token
 /// rows (formatPieceRows) when there is no rotation and no outliers: each piece is copied from
 /// `src` into `dst` (whose shape is src's), checked, and quantized while it is still in cache,
@@ -240,23 +268,14 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   // streamed out one after the other, while the matching slice of the next task's rows is being
   // fetched (a non-temporal prefetch), so the memory traffic overlaps the arithmetic instead of
   // alternating with it (about 10 % faster on two cores).
-  const int64_t sliceRows = pieceRows * std::max<int64_t>(1, 1024 / std::max<int64_t>(d * pieceRows, 1));
+  const int64_t sliceRows = sliceRowsFor(pieceRows, d);
   const bool readsSource = formatPieceReadsSource(spec);
   const PassEnd end = forEachPiece(grid, progress, 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
     float* out = dst.row(h, first + r0);
     // Streamed outputs are quantized in the per-thread stage, which stays in L1/L2.
     float* work = grid.stream ? stage : out;
     const float* in = src.row(h, first + r0);
-    const bool sameHead = r0 + len < count;
-    const float* next = sameHead ? in + len * d : (h + 1 < kvh ? src.row(h + 1, first) : nullptr);
-    const int64_t nextLen = std::min(grid.rowsPerTask, sameHead ? count - r0 - len : count);
-    for (int64_t s0 = 0; s0 < len; s0 += sliceRows) {
-      const int64_t rows = std::min(sliceRows, len - s0);
-      if (next != nullptr && s0 < nextLen) {
-        const auto* ahead = reinterpret_cast<const char*>(next + s0 * d);
-        const int64_t bytes = std::min(rows, nextLen - s0) * d * static_cast<int64_t>(sizeof(float));
-        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(ahead + b, 0, 0);
-      }
+    return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
       if (spec.format == FormatId::Nvfp4) {
         // Checked by the range pass: the kernel reads the input itself.
         kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale);
@@ -268,8 +287,8 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
         quantizeFormatPiece(work + s0 * d, rows, d, spec, context);
       }
       if (grid.stream) streamOut(work + s0 * d, out + s0 * d, rows * d);
-    }
-    return true;
+      return true;
+    });
   });
   return statusOf(end, nonFinite);
 }
@@ -678,6 +697,7 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
   nonFinite = copyKeptRows(src, dst, first, count);
   if (nonFinite) return Status::ok();
   const PieceGrid grid(dst, first, count, pieceRows);
+  const int64_t sliceRows = sliceRowsFor(pieceRows, d);
   auto rotateRows = [&](float* rows, int64_t len) {
     static thread_local std::vector<double> work;
     work.resize(static_cast<size_t>(4 * d));
@@ -712,12 +732,15 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
       part.reserve(static_cast<size_t>(2 * k / threads + 64));
     }
     const PassEnd end = forEachPiece(grid, progress, 0.0, 0.45, "outliers", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
-      if (copyAndCheck(src.row(h, first + r0), stage, len * d)) return false;
-      if (rotate) rotateRows(stage, len);
-      collectAtLeast(stage, len * d, floors[static_cast<size_t>(h)], r0 * d,
-                     found[static_cast<size_t>(omp_get_thread_num() * kvh + h)]);
-      if (rotate) writeOut(grid, stage, dst.row(h, first + r0), len * d);
-      return true;
+      std::vector<Outlier>& mine = found[static_cast<size_t>(omp_get_thread_num() * kvh + h)];
+      return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
+        float* part = stage + s0 * d;
+        if (copyAndCheck(src.row(h, first + r0 + s0), part, rows * d)) return false;
+        if (rotate) rotateRows(part, rows);
+        collectAtLeast(part, rows * d, floors[static_cast<size_t>(h)], (r0 + s0) * d, mine);
+        if (rotate) writeOut(grid, part, dst.row(h, first + r0 + s0), rows * d);
+        return true;
+      });
     });
     if (end != PassEnd::Done) return statusOf(end, nonFinite);
     int shortOf = 0;
@@ -758,27 +781,30 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
 
   // Pass 3.
   const bool readRotated = rotate && k > 0;
+  const Tensor3& input = readRotated ? dst : src;
   const PassEnd end = forEachPiece(grid, progress, k > 0 ? 0.45 : 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
-    float* out = dst.row(h, first + r0);
-    const int64_t n = len * d;
-    if (readRotated) {
-      std::memcpy(stage, out, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      if (copyAndCheck(src.row(h, first + r0), stage, n)) return false;
-      if (rotate) rotateRows(stage, len);
-    }
     const std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
-    const auto begin = std::lower_bound(mine.begin(), mine.end(), static_cast<size_t>(r0 * d),
-                                        [](const Outlier& o, size_t at) { return o.index < at; });
-    auto stop = begin;
-    for (; stop != mine.end() && stop->index < static_cast<size_t>(r0 * d + n); ++stop) {
-      stage[stop->index - static_cast<size_t>(r0 * d)] = 0.0f;
-    }
-    quantizeFormatPiece(stage, len, d, spec, TensorContext{});
-    for (auto o = begin; o != stop; ++o) stage[o->index - static_cast<size_t>(r0 * d)] = o->value;
-    if (rotate) rotateRows(stage, len);  // H·H = I: H is symmetric and orthogonal
-    writeOut(grid, stage, out, n);
-    return true;
+    auto next = std::lower_bound(mine.begin(), mine.end(), static_cast<size_t>(r0 * d),
+                                 [](const Outlier& o, size_t at) { return o.index < at; });
+    return slicesAhead(input, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
+      float* part = stage + s0 * d;
+      float* out = dst.row(h, first + r0 + s0);
+      const int64_t n = rows * d;
+      const auto at = static_cast<size_t>((r0 + s0) * d);
+      if (readRotated) {
+        std::memcpy(part, out, static_cast<size_t>(n) * sizeof(float));
+      } else {
+        if (copyAndCheck(src.row(h, first + r0 + s0), part, n)) return false;
+        if (rotate) rotateRows(part, rows);
+      }
+      const auto begin = next;
+      for (; next != mine.end() && next->index < at + static_cast<size_t>(n); ++next) part[next->index - at] = 0.0f;
+      quantizeFormatPiece(part, rows, d, spec, TensorContext{});
+      for (auto o = begin; o != next; ++o) part[o->index - at] = o->value;
+      if (rotate) rotateRows(part, rows);  // H·H = I: H is symmetric and orthogonal
+      writeOut(grid, part, out, n);
+      return true;
+    });
   });
   return statusOf(end, nonFinite);
 }
