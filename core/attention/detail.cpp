@@ -43,7 +43,7 @@ double klDivergence(const AttentionRowCase& p, const AttentionRowCase& q) {
 }
 
 // Σ_j prob[j]·v[j] over n rows of d values, in double (the loop over channels vectorizes).
-KVSCOPE_SIMD_CLONES void weightedSum(const double* prob, int64_t n, const float* v, int64_t d, double* o) {
+KVSCOPE_SIMD_CLONES_256 void weightedSum(const double* prob, int64_t n, const float* v, int64_t d, double* o) {
   for (int64_t c = 0; c < d; ++c) o[c] = 0.0;
   for (int64_t j = 0; j < n; ++j) {
     const float* row = v + j * d;
@@ -62,7 +62,7 @@ using simd::D4;
 
 // The scaled dot products of q with rows [0, n) of k and of kHat, in double: four partial sums
 // per product (lanes c mod 4), added at the end.
-KVSCOPE_SIMD_CLONES void rowScores(const float* q, const float* k, const float* kHat, int64_t n, int64_t d,
+KVSCOPE_SIMD_CLONES_256 void rowScores(const float* q, const float* k, const float* kHat, int64_t n, int64_t d,
                                    double scale, double* a, double* b) {
   const int64_t d4 = d / 4 * 4;
   for (int64_t j = 0; j < n; ++j) {

@@ -237,7 +237,8 @@ double medianAbsFromHigh(const float* v, int64_t n, const std::vector<int64_t>& 
 #pragma omp parallel for schedule(static) reduction(max : lower) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = magnitudeKey(v[i]);
-    if (k < middle && k > lower) lower = k;
+    const uint32_t under = k < middle ? k : 0;  // branch-free, so the loop vectorizes
+    lower = under > lower ? under : lower;
   }
   return 0.5 * (upper + static_cast<double>(fromKey(lower)));
 }
