@@ -11,7 +11,8 @@
 
 namespace kvscope::bench {
 
-/// The groups, in the order they run: "quantize", "attention", "interactive", "eval", "open".
+/// The groups, in the order they are reported: "quantize", "attention", "interactive", "eval",
+/// "open" ("open" runs first, in a process that has done nothing else yet).
 const std::vector<std::string>& suiteGroups();
 
 /// The spec strings the quantize group times, in order.
