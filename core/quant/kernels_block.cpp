@@ -75,23 +75,46 @@ using simd::F8;
 using simd::I16;
 using simd::I8;
 
-/// Per-block minimum and maximum of eight consecutive blocks of `Vecs`·8 values at x.
-template <int Vecs>
-KVSCOPE_INLINE void minMax8(const float* x, F8* lo, F8* hi) {
+/// Per-block minimum and maximum of eight consecutive blocks of `Vecs`·8 values at x. With
+/// Check, also ORs the finite-check bits of every value into *bits (simd::nonFiniteBits).
+template <int Vecs, bool Check = false>
+KVSCOPE_INLINE void minMax8(const float* x, F8* lo, F8* hi, [[maybe_unused]] simd::U8* bits = nullptr) {
   F8 l[8], h[8];
   for (int k = 0; k < 8; ++k) {
     const float* p = x + k * Vecs * 8;
     F8 vl = simd::load(p), vh = vl;
+    if constexpr (Check) *bits |= simd::nonFiniteBits(vl);
     for (int j = 1; j < Vecs; ++j) {
       const F8 v = simd::load(p + 8 * j);
       vl = simd::min(vl, v);
       vh = simd::max(vh, v);
+      if constexpr (Check) *bits |= simd::nonFiniteBits(v);
     }
     l[k] = vl;
     h[k] = vh;
   }
   *lo = simd::reduceEach(l, [](F8 a, F8 b) { return simd::min(a, b); });
   *hi = simd::reduceEach(h, [](F8 a, F8 b) { return simd::max(a, b); });
+}
+
+/// Whether finite-check bits (simd::nonFiniteBits, ORed) flag a NaN or an infinity.
+KVSCOPE_INLINE bool anyNonFinite(simd::U8 bits) {
+  uint32_t all = 0;
+  for (int i = 0; i < 8; ++i) all |= bits[i];
+  return (all & 0x80000000u) != 0;
+}
+
+/// Copies one block of kQk values from `in` to `out` (when they differ) for a one-block kernel
+/// to work on in place; with Check, false when one of them is not finite.
+template <bool Check>
+KVSCOPE_INLINE bool blockToOut(const float* in, float* out) {
+  if constexpr (Check) {
+    simd::U8 bits{};
+    for (int j = 0; j < kQk; j += 8) bits |= simd::nonFiniteBits(simd::load(in + j));
+    if (anyNonFinite(bits)) return false;
+  }
+  if (in != out) std::memcpy(out, in, kQk * sizeof(float));
+  return true;
 }
 
 /// Lane-wise select: where `mask` is all ones, a; elsewhere b.
@@ -189,18 +212,26 @@ KVSCOPE_INLINE GgmlScales8 ggmlScales8(F8 d) {
   return out;
 }
 
-KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
+/// q8_0 of `blocks` blocks from `in` to `out` (the same or distinct); with Check, every value
+/// read is checked first and the kernel returns false (having written part of `out`) at a
+/// batch holding a NaN or an infinity.
+template <bool Check>
+KVSCOPE_INLINE bool q8_0Run(const float* in, float* out, int64_t blocks) {
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
-    float* p = x + b * kQk;
+    const float* p = in + b * kQk;
+    float* o = out + b * kQk;
     F8 lo, hi;
-    minMax8<4>(p, &lo, &hi);
+    simd::U8 bits{};
+    minMax8<4, Check>(p, &lo, &hi, &bits);
+    if (Check && anyNonFinite(bits)) return false;
     // maxAbs's value: the largest |x|, +0 for a block of zeros.
     const F8 amax = simd::max(simd::max(F8{}, hi), -lo);
     const GgmlScales8 sc = ggmlScales8(amax / 127.0f);
     for (int k = 0; k < 8; ++k) {
       if (sc.degenerate[k] != 0) {
-        q8_0One(p + k * kQk);
+        blockToOut<false>(p + k * kQk, o + k * kQk);
+        q8_0One(o + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 16) {
@@ -208,12 +239,18 @@ KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) {
         // roundHalfAway lane by lane.
         const F16 half = reinterpret_cast<I16>(v) < 0 ? F16{} - kJustBelowHalf : F16{} + kJustBelowHalf;
         const F16 r = __builtin_convertvector(__builtin_convertvector(v + half, I16), F16);
-        simd::store(p + k * kQk + j, r * sc.dh[k]);
+        simd::store(o + k * kQk + j, r * sc.dh[k]);
       }
     }
   }
-  for (; b < blocks; ++b) q8_0One(x + b * kQk);
+  for (; b < blocks; ++b) {
+    if (!blockToOut<Check>(in + b * kQk, out + b * kQk)) return false;
+    q8_0One(out + b * kQk);
+  }
+  return true;
 }
+
+KVSCOPE_SIMD_CLONES void q8_0(float* x, int64_t blocks, float /*g*/) { q8_0Run<false>(x, x, blocks); }
 
 // q4_0 / q5_0: d = max / -half, code = min(top, trunc(x*id + half + 0.5)), x̂ = (code - half)·fp16(d).
 template <int Half, int Top>
@@ -234,14 +271,17 @@ KVSCOPE_INLINE void symmetricOne(float* x) {
   }
 }
 
-template <int Half, int Top>
-KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
+template <int Half, int Top, bool Check>
+KVSCOPE_INLINE bool symmetricBlocks(const float* in, float* out, int64_t blocks) {
   constexpr float kOffset = static_cast<float>(Half) + 0.5f;
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
-    float* p = x + b * kQk;
+    const float* p = in + b * kQk;
+    float* o = out + b * kQk;
     F8 lo, hi;
-    minMax8<4>(p, &lo, &hi);
+    simd::U8 bits{};
+    minMax8<4, Check>(p, &lo, &hi, &bits);
+    if (Check && anyNonFinite(bits)) return false;
     // signedMax: hi or lo, whichever is larger in magnitude, +0 for a block of zeros; on a tie
     // the first in the block, looked up per block (rare in real data).
     F8 max = select(hi > -lo, hi, select(-lo > hi, lo, F8{}));
@@ -257,18 +297,23 @@ KVSCOPE_INLINE void symmetricBlocks(float* x, int64_t blocks) {
     const GgmlScales8 sc = ggmlScales8(max / static_cast<float>(-Half));
     for (int k = 0; k < 8; ++k) {
       if (sc.degenerate[k] != 0) {
-        symmetricOne<Half, Top>(p + k * kQk);
+        blockToOut<false>(p + k * kQk, o + k * kQk);
+        symmetricOne<Half, Top>(o + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 16) {
         const F16 x0 = simd::load16(p + k * kQk + j) * sc.id[k];
         I16 code = __builtin_convertvector(x0 + kOffset, I16);
         code = code < Top ? code : Top;
-        simd::store(p + k * kQk + j, __builtin_convertvector(code - Half, F16) * sc.dh[k]);
+        simd::store(o + k * kQk + j, __builtin_convertvector(code - Half, F16) * sc.dh[k]);
       }
     }
   }
-  for (; b < blocks; ++b) symmetricOne<Half, Top>(x + b * kQk);
+  for (; b < blocks; ++b) {
+    if (!blockToOut<Check>(in + b * kQk, out + b * kQk)) return false;
+    symmetricOne<Half, Top>(out + b * kQk);
+  }
+  return true;
 }
 
 // q4_1 / q5_1: d = (max-min)/top, code = trunc((x-min)*id + 0.5) (q4_1 caps at 15, q5_1 keeps
@@ -292,20 +337,24 @@ KVSCOPE_INLINE void affineOne(float* x) {
   }
 }
 
-template <int Top, bool Cap>
-KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
+template <int Top, bool Cap, bool Check>
+KVSCOPE_INLINE bool affineBlocks(const float* in, float* out, int64_t blocks) {
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
-    float* p = x + b * kQk;
+    const float* p = in + b * kQk;
+    float* o = out + b * kQk;
     F8 lo, hi;
-    minMax8<4>(p, &lo, &hi);
+    simd::U8 bits{};
+    minMax8<4, Check>(p, &lo, &hi, &bits);
+    if (Check && anyNonFinite(bits)) return false;
     const GgmlScales8 sc = ggmlScales8((hi - lo) / static_cast<float>(Top));
     float los[8], mhs[8];
     simd::store(los, lo);
     simd::store(mhs, fp::roundFp16(lo));
     for (int k = 0; k < 8; ++k) {
       if (sc.degenerate[k] != 0) {
-        affineOne<Top, Cap>(p + k * kQk);
+        blockToOut<false>(p + k * kQk, o + k * kQk);
+        affineOne<Top, Cap>(o + k * kQk);
         continue;
       }
       for (int j = 0; j < kQk; j += 16) {
@@ -316,17 +365,36 @@ KVSCOPE_INLINE void affineBlocks(float* x, int64_t blocks) {
         } else {
           code &= Top;
         }
-        simd::store(p + k * kQk + j, __builtin_convertvector(code, F16) * sc.dh[k] + mhs[k]);
+        simd::store(o + k * kQk + j, __builtin_convertvector(code, F16) * sc.dh[k] + mhs[k]);
       }
     }
   }
-  for (; b < blocks; ++b) affineOne<Top, Cap>(x + b * kQk);
+  for (; b < blocks; ++b) {
+    if (!blockToOut<Check>(in + b * kQk, out + b * kQk)) return false;
+    affineOne<Top, Cap>(out + b * kQk);
+  }
+  return true;
 }
 
-KVSCOPE_SIMD_CLONES void q4_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<8, 15>(x, blocks); }
-KVSCOPE_SIMD_CLONES void q5_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<16, 31>(x, blocks); }
-KVSCOPE_SIMD_CLONES void q4_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<15, true>(x, blocks); }
-KVSCOPE_SIMD_CLONES void q5_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<31, false>(x, blocks); }
+KVSCOPE_SIMD_CLONES void q4_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<8, 15, false>(x, x, blocks); }
+KVSCOPE_SIMD_CLONES void q5_0(float* x, int64_t blocks, float /*g*/) { symmetricBlocks<16, 31, false>(x, x, blocks); }
+KVSCOPE_SIMD_CLONES void q4_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<15, true, false>(x, x, blocks); }
+KVSCOPE_SIMD_CLONES void q5_1(float* x, int64_t blocks, float /*g*/) { affineBlocks<31, false, false>(x, x, blocks); }
+
+// The same reading `in` and writing `out`, checking every value read.
+KVSCOPE_SIMD_CLONES bool q8_0From(const float* in, float* out, int64_t blocks) { return q8_0Run<true>(in, out, blocks); }
+KVSCOPE_SIMD_CLONES bool q4_0From(const float* in, float* out, int64_t blocks) {
+  return symmetricBlocks<8, 15, true>(in, out, blocks);
+}
+KVSCOPE_SIMD_CLONES bool q5_0From(const float* in, float* out, int64_t blocks) {
+  return symmetricBlocks<16, 31, true>(in, out, blocks);
+}
+KVSCOPE_SIMD_CLONES bool q4_1From(const float* in, float* out, int64_t blocks) {
+  return affineBlocks<15, true, true>(in, out, blocks);
+}
+KVSCOPE_SIMD_CLONES bool q5_1From(const float* in, float* out, int64_t blocks) {
+  return affineBlocks<31, false, true>(in, out, blocks);
+}
 
 KVSCOPE_SIMD_CLONES void iq4nl(float* x, int64_t blocks, float /*g*/) {
   for (int64_t b = 0; b < blocks; ++b) {
@@ -437,6 +505,18 @@ int mxfp4Exponent(float maxAbs) {
 
 KVSCOPE_SIMD_CLONES void nvfp4From(const float* in, float* out, int64_t blocks, float g) {
   nvfp4Run(in, out, blocks, g);
+}
+
+BlockFromKernel blockFromKernel(FormatId format) {
+  switch (format) {
+    case FormatId::Q8_0: return &q8_0From;
+    case FormatId::Q4_0: return &q4_0From;
+    case FormatId::Q4_1: return &q4_1From;
+    case FormatId::Q5_0: return &q5_0From;
+    case FormatId::Q5_1: return &q5_1From;
+    default: break;
+  }
+  return nullptr;
 }
 
 BlockKernel blockKernel(FormatId format) {

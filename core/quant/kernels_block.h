@@ -37,6 +37,13 @@ using BlockKernel = void (*)(float* x, int64_t blocks, float g);
 /// The fast block kernel of a block format; nullptr for other formats.
 BlockKernel blockKernel(FormatId format);
 
+/// The ggml block kernels (q8_0, q4_0, q4_1, q5_0, q5_1) reading `in` and writing `out` (distinct
+/// or the same) and checking every value read on the way: false, with `out` partly written,
+/// for a NaN or an infinity. Same results as BlockKernel on a copy.
+using BlockFromKernel = bool (*)(const float* in, float* out, int64_t blocks);
+/// The source-reading kernel of a ggml block format; nullptr for other formats.
+BlockFromKernel blockFromKernel(FormatId format);
+
 /// nvfp4's kernel reading `in` and writing `out` (distinct or the same): its round trip has
 /// checked the input during the max pass, so it skips the copy into the working buffer.
 void nvfp4From(const float* in, float* out, int64_t blocks, float g);

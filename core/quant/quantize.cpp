@@ -270,6 +270,8 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   // alternating with it (about 10 % faster on two cores).
   const int64_t sliceRows = sliceRowsFor(pieceRows, d);
   const bool readsSource = formatPieceReadsSource(spec);
+  const kernels::BlockFromKernel blockFrom = kernels::blockFromKernel(spec.format);
+  const int64_t blockSize = formatInfo(spec.format).blockSize;
   const PassEnd end = forEachPiece(grid, progress, 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
     float* out = dst.row(h, first + r0);
     // Streamed outputs are quantized in the per-thread stage, which stays in L1/L2.
@@ -280,8 +282,11 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
         // Checked by the range pass: the kernel reads the input itself.
         kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale);
       } else if (readsSource) {
-        // Per-token groups read the input themselves and check it on the way.
+        // Per-token groups and channel runs read the input themselves and check it on the way.
         if (!quantizeFormatPieceFrom(in + s0 * d, work + s0 * d, rows, d, spec)) return false;
+      } else if (blockFrom != nullptr) {
+        // So do the ggml blocks.
+        if (!blockFrom(in + s0 * d, work + s0 * d, rows * d / blockSize)) return false;
       } else {
         if (copyAndCheck(in + s0 * d, work + s0 * d, rows * d)) return false;
         quantizeFormatPiece(work + s0 * d, rows, d, spec, context);

@@ -472,6 +472,22 @@ TEST(Pipeline, NonFiniteInAChannelRunIsFoundInEveryLaneAndTheTail) {
   }
 }
 
+TEST(Pipeline, NonFiniteInAGgmlBlockIsFoundInBatchesAndTails) {
+  // The ggml kernels read the layer themselves, eight blocks at a time with the rest one by one
+  // (45 rows of D = 32: slices of 32 and 13 blocks); a bad value in either is refused.
+  for (const char* text : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}) {
+    for (int64_t token : {3, 37, 44}) {
+      Tensor3 x = randomTensor(2, 45, 32, 6);
+      x.at(1, token, 30) = token == 37 ? -std::numeric_limits<float>::infinity() : std::nanf("");
+      QuantOutput out;
+      const Status st = quantizeTensorInto(QuantInput{&x, nullptr, {}}, spec(text), out);
+      ASSERT_FALSE(st.isOk()) << text << " token " << token;
+      EXPECT_NE(st.message().find("head 1, token " + std::to_string(token) + ", channel 30"), std::string::npos)
+          << text << ": " << st.message();
+    }
+  }
+}
+
 TEST(Pipeline, IntoReusesTheOutputAndMatchesQuantizeTensor) {
   QuantOutput reused;
   const char* specs[] = {"int4,sinks=1,residual=2", "q4_0,outliers=0.01", "int2,axis=channel,group=4",
