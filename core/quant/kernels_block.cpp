@@ -10,6 +10,7 @@
 #include "core/quant/kernels_block.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -60,9 +61,6 @@ void mxfp4One(float* x) {
   for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] * inverse) * scale;
 }
 
-KVSCOPE_SIMD_CLONES void mxfp4(float* x, int64_t blocks, float /*g*/) {
-  for (int64_t b = 0; b < blocks; ++b) mxfp4One(x + b * kQk);
-}
 
 // ---- Eight blocks at a time -------------------------------------------------------------------
 // A block's scale needs a horizontal reduction and a few scalar steps; done for one block of 16
@@ -169,6 +167,37 @@ KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float 
 }
 
 KVSCOPE_SIMD_CLONES void nvfp4(float* x, int64_t blocks, float g) { nvfp4Run(x, x, blocks, g); }
+
+/// 2^e for e in E8M0's range [-127, 127], exactly (2^-127 is subnormal), without a libm call.
+KVSCOPE_INLINE float pow2(int e) {
+  return std::bit_cast<float>(e >= -126 ? static_cast<uint32_t>(e + 127) << 23 : uint32_t{0x00400000});
+}
+
+/// mxfp4, eight blocks' maxima at a time; each block's elements in sixteen-lane vectors. Blocks
+/// whose max |x| is zero, subnormal or not finite (rare) take the one-block path.
+KVSCOPE_SIMD_CLONES void mxfp4(float* x, int64_t blocks, float /*g*/) {
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    float* p = x + b * kQk;
+    F8 lo, hi;
+    minMax8<4>(p, &lo, &hi);
+    const F8 amax = simd::max(simd::max(F8{}, hi), -lo);  // maxAbs's value
+    for (int k = 0; k < 8; ++k) {
+      float* block = p + k * kQk;
+      const float a = amax[k];
+      if (!(a >= std::numeric_limits<float>::min() && a <= std::numeric_limits<float>::max())) {
+        mxfp4One(block);
+        continue;
+      }
+      const int e = mxfp4Exponent(a);
+      const float scale = pow2(e), inverse = pow2(-e);  // x·2^-e is x/2^e exactly (see mxfp4One)
+      for (int j = 0; j < kQk; j += 16) {
+        simd::store(block + j, fp::roundE2m1NotNan(simd::load16(block + j) * inverse) * scale);
+      }
+    }
+  }
+  for (; b < blocks; ++b) mxfp4One(x + b * kQk);
+}
 
 // When a ggml block's d is so small that id = 1/d overflows (|d| < 2^-128), x·id is infinite or
 // NaN and ggml's cast of it to int8_t gives code 0 on x86 (the conversion yields 0x80000000, whose

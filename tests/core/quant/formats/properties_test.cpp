@@ -178,6 +178,25 @@ TEST(EveryFormat, BatchedBlockKernelsMatchReferenceOnEdgeBlocks) {
   }
 }
 
+TEST(EveryFormat, Mxfp4ScalesAtTheEndsOfE8m0MatchReference) {
+  // mxfp4's shared exponent floor(log2 a) - 2 clamps to E8M0's -127 (a scale of 2^-127, a
+  // subnormal float) for the smallest normal maxima, and reaches +125 for the largest floats;
+  // blocks of every such size, eight and more per row so that the batched kernel sees them.
+  Tensor3 x(1, 4, 16 * 32);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const float tops[] = {0x1.8p-126f, 0x1p-126f, 0x1.fp-125f, 0x1p-124f, 0x1p-120f, 1.0f, 0x1.8p120f, 3.0e38f};
+  for (int64_t b = 0; b < 4 * 16; ++b) {
+    float* p = x.data.data() + b * 32;
+    const float top = tops[b % 8];
+    for (int i = 0; i < 32; ++i) p[i] = top * unit(rng);
+    p[b % 32] = (b % 3 == 0 ? -top : top);
+  }
+  QuantSpec spec;
+  spec.format = FormatId::Mxfp4;
+  expectFastMatchesReference(x, spec, "mxfp4 E8M0 ends");
+}
+
 // The test holds eight-lane values in locals of this file only (no calls across the ABI).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
