@@ -315,6 +315,27 @@ KVSCOPE_INLINE void channelRunNoClipFrom(const float* in, float* out, int64_t le
   float* m = s + dim;
   simd::U16 bits{};
   int64_t d0 = 0;
+  // Sixty-four channels at a time first: each row then gives four adjacent cache lines, which
+  // the hardware prefetchers follow better than one line per row.
+  for (; d0 + 64 <= dim; d0 += 64) {
+    F16 l[4], h[4];
+    for (int i = 0; i < 4; ++i) {
+      l[i] = h[i] = simd::load16(in + d0 + 16 * i);
+      bits |= simd::nonFiniteBits(l[i]);
+    }
+    for (int64_t t = 1; t < len; ++t) {
+      for (int i = 0; i < 4; ++i) {
+        const F16 v = simd::load16(in + t * dim + d0 + 16 * i);
+        l[i] = simd::min(l[i], v);
+        h[i] = simd::max(h[i], v);
+        bits |= simd::nonFiniteBits(v);
+      }
+    }
+    for (int i = 0; i < 4; ++i) {
+      simd::store(lo + d0 + 16 * i, l[i]);
+      simd::store(hi + d0 + 16 * i, h[i]);
+    }
+  }
   for (; d0 + 16 <= dim; d0 += 16) {
     F16 l = simd::load16(in + d0), h = l;
     bits |= simd::nonFiniteBits(l);
