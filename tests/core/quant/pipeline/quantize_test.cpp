@@ -379,8 +379,9 @@ TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
   struct Shape {
     int64_t kvh, t, d;
   };
-  // D=32: blocks stay inside a head; D=8 with 4 heads: 32-value blocks straddle heads.
-  const Shape shapes[] = {{2, 70, 32}, {4, 19, 8}};
+  // D=32: blocks stay inside a head; D=8 with 4 heads: 32-value blocks straddle heads; D=88:
+  // channel runs read 64 channels at a time, then 16, then one by one.
+  const Shape shapes[] = {{2, 70, 32}, {4, 19, 8}, {2, 45, 88}};
   const char* options[] = {"", ",sinks=3", ",residual=5", ",sinks=2,residual=7", ",sinks=90"};
   std::vector<std::string> specs;
   for (const FormatInfo& info : formatTable()) {
@@ -457,11 +458,12 @@ TEST(Pipeline, NonFiniteInAKeptOrQuantizedTokenIsRefusedByEveryPath) {
 }
 
 TEST(Pipeline, NonFiniteInAChannelRunIsFoundInEveryLaneAndTheTail) {
-  // Channel runs check sixteen channels at a time and the remaining ones one by one (D = 24:
-  // channels 0-15 and 16-23); a bad value in either part, in any row of a run, is refused.
+  // Channel runs check 64 channels at a time, then sixteen, then the remaining ones one by one
+  // (D = 88: channels 0-63, 64-79 and 80-87); a bad value in any part, in any row of a run, is
+  // refused.
   for (const char* text : {"int4,axis=channel,group=4", "int3,sym,axis=channel"}) {
-    for (int64_t channel : {0, 15, 16, 23}) {
-      Tensor3 x = randomTensor(2, 12, 24, 5);
+    for (int64_t channel : {0, 63, 64, 79, 80, 87}) {
+      Tensor3 x = randomTensor(2, 12, 88, 5);
       x.at(0, 6, channel) = std::nanf("");
       QuantOutput out;
       const Status st = quantizeTensorInto(QuantInput{&x, nullptr, {}}, spec(text), out);
