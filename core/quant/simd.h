@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // What the hot loops of quantization use to be fast on any x86-64: function multi-versioning
-// (each marked function is compiled for AVX2 and for the baseline, and the loader picks one), and
-// GCC vector types for the reductions the compiler will not vectorize by itself.
+// (each marked function is compiled for AVX-512, AVX2 and the baseline, and the loader picks
+// one), and GCC vector types for what the compiler will not vectorize by itself.
 #pragma once
 
 #include <cstdint>
