@@ -133,16 +133,22 @@ void nvfp4One(float* x, float g) {
 }
 
 /// nvfp4, eight blocks at a time, from `in` to `out` (which may be the same).
-KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float g) {
+/// The max |x| of each of eight consecutive nvfp4 blocks at p (lane k: block k).
+KVSCOPE_INLINE F8 nvfp4Maxima8(const float* p) {
+  F8 m[8];
+  for (int k = 0; k < 8; ++k) m[k] = simd::max(simd::abs(simd::load(p + 16 * k)), simd::abs(simd::load(p + 16 * k + 8)));
+  return simd::reduceEach(m, [](F8 u, F8 v) { return simd::max(u, v); });
+}
+
+/// With `maxima` (nvfp4BlockMaxima's, one per block) the block maxima are read, not recomputed.
+KVSCOPE_INLINE void nvfp4Run(const float* in, float* out, int64_t blocks, float g, const float* maxima = nullptr) {
   constexpr int kBlock = 16;
   int64_t b = 0;
   if (g != 0.0f) {
     for (; b + 8 <= blocks; b += 8) {
       const float* p = in + b * kBlock;
       float* o = out + b * kBlock;
-      F8 m[8];
-      for (int k = 0; k < 8; ++k) m[k] = simd::max(simd::abs(simd::load(p + 16 * k)), simd::abs(simd::load(p + 16 * k + 8)));
-      const F8 a = simd::reduceEach(m, [](F8 u, F8 v) { return simd::max(u, v); });
+      const F8 a = maxima != nullptr ? simd::load(maxima + b) : nvfp4Maxima8(p);
       const F8 d = fp::roundE4m3(a / (6.0f * g));
       const F8 dg = d * g;
       // A block whose d or d·g is zero becomes zeros (its quotients below are then discarded).
@@ -532,8 +538,36 @@ int mxfp4Exponent(float maxAbs) {
   return std::clamp(e - 2, -127, 127);
 }
 
-KVSCOPE_SIMD_CLONES void nvfp4From(const float* in, float* out, int64_t blocks, float g) {
-  nvfp4Run(in, out, blocks, g);
+KVSCOPE_SIMD_CLONES void nvfp4From(const float* in, float* out, int64_t blocks, float g, const float* maxima) {
+  nvfp4Run(in, out, blocks, g, maxima);
+}
+
+KVSCOPE_SIMD_CLONES bool nvfp4BlockMaxima(const float* x, int64_t blocks, float* maxima, float* largest) {
+  simd::U8 bits{};
+  F8 all{};
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    const float* p = x + b * 16;
+    for (int j = 0; j < 16 * 8; j += 8) bits |= simd::nonFiniteBits(simd::load(p + j));
+    const F8 a = nvfp4Maxima8(p);
+    simd::store(maxima + b, a);
+    all = simd::max(all, a);
+  }
+  float top = simd::maxLane(all);
+  uint32_t rest = 0;
+  for (; b < blocks; ++b) {
+    float a = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      const float v = x[b * 16 + j];
+      rest |= (std::bit_cast<uint32_t>(v) & 0x7f800000u) + 0x00800000u;
+      a = std::max(a, std::fabs(v));
+    }
+    maxima[b] = a;
+    top = std::max(top, a);
+  }
+  *largest = top;
+  for (int i = 0; i < 8; ++i) rest |= bits[i];
+  return (rest & 0x80000000u) != 0;
 }
 
 BlockFromKernel blockFromKernel(FormatId format) {

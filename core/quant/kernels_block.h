@@ -46,6 +46,10 @@ BlockFromKernel blockFromKernel(FormatId format);
 
 /// nvfp4's kernel reading `in` and writing `out` (distinct or the same): its round trip has
 /// checked the input during the max pass, so it skips the copy into the working buffer.
-void nvfp4From(const float* in, float* out, int64_t blocks, float g);
+/// With `maxima` (nvfp4BlockMaxima's for these blocks), the block maxima are read from it.
+void nvfp4From(const float* in, float* out, int64_t blocks, float g, const float* maxima = nullptr);
+/// nvfp4's range pass: the max |x| of each of `blocks` blocks of 16 at x into maxima[], the
+/// largest into *largest; true when a value is NaN or infinite (the maxima then mean nothing).
+bool nvfp4BlockMaxima(const float* x, int64_t blocks, float* maxima, float* largest);
 
 }  // namespace kvscope::kernels

@@ -262,7 +262,27 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   nonFinite = copyKeptRows(src, dst, first, count);
   if (nonFinite) return Status::ok();
   TensorContext context;
-  if (formatNeedsTensorRange(spec)) {
+  // nvfp4's range pass also keeps every block's max |x| (1/16 of the layer, kept between calls
+  // per calling thread), so the quantizing pass reads them instead of recomputing them: the
+  // range pass waits on memory anyway.
+  static thread_local std::vector<float> keptMaxima;
+  std::vector<float>& maxima = keptMaxima;
+  const bool blockMaxima = spec.format == FormatId::Nvfp4 && d % 16 == 0;
+  if (blockMaxima) {
+    const int64_t perHead = count * d / 16;
+    if (maxima.size() < static_cast<size_t>(kvh * perHead)) maxima.resize(static_cast<size_t>(kvh * perHead));
+    float top = 0.0f;
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(max : top) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
+    for (int64_t h = 0; h < kvh; ++h) {
+      float largest = 0.0f;
+      bad |= kernels::nvfp4BlockMaxima(src.row(h, first), perHead, maxima.data() + h * perHead, &largest) ? 1 : 0;
+      top = std::max(top, largest);
+    }
+    nonFinite = bad != 0;
+    if (nonFinite) return Status::ok();
+    context = formatTensorContext(spec, 0.0f, top);
+  } else if (formatNeedsTensorRange(spec)) {
     // A read-only pass over the quantized rows (which also checks them all).
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
     int bad = 0;
@@ -292,7 +312,8 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
     return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
       if (spec.format == FormatId::Nvfp4) {
         // Checked by the range pass: the kernel reads the input itself.
-        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale);
+        const float* blockMax = blockMaxima ? maxima.data() + (h * count + r0 + s0) * d / 16 : nullptr;
+        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale, blockMax);
       } else if (readsSource) {
         // Per-token groups and channel runs read the input themselves and check it on the way.
         if (!quantizeFormatPieceFrom(in + s0 * d, work + s0 * d, rows, d, spec)) return false;
