@@ -462,13 +462,12 @@ typedef float F4 __attribute__((vector_size(16), aligned(4)));  // NOLINT(modern
 /// become (a+b, a-b), the same two operations the scalar stage does.
 template <int Len>
 KVSCOPE_INLINE D4 butterflyInside(D4 v) {
-  using simd::I4;
   if constexpr (Len == 1) {
-    const D4 swapped = __builtin_shuffle(v, I4{1, 0, 3, 2});
-    return __builtin_shuffle(v + swapped, swapped - v, I4{0, 5, 2, 7});
+    const D4 swapped = __builtin_shufflevector(v, v, 1, 0, 3, 2);
+    return __builtin_shufflevector(v + swapped, swapped - v, 0, 5, 2, 7);
   } else {
-    const D4 swapped = __builtin_shuffle(v, I4{2, 3, 0, 1});
-    return __builtin_shuffle(v + swapped, swapped - v, I4{0, 1, 6, 7});
+    const D4 swapped = __builtin_shufflevector(v, v, 2, 3, 0, 1);
+    return __builtin_shufflevector(v + swapped, swapped - v, 0, 1, 6, 7);
   }
 }
 
