@@ -9,7 +9,6 @@
 #include "core/quant/formats.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -301,53 +300,50 @@ KVSCOPE_SIMD_CLONES void groupedChannelRun(float* base, int64_t len, int64_t dim
   }
 }
 
+// The min and max of channels [d0, d0 + 16·Vecs) over `len` rows of `dim` values, held in
+// registers across the rows; ORs the finite-check bits of every value read into *bits.
+template <int Vecs>
+KVSCOPE_INLINE void channelRanges(const float* in, int64_t len, int64_t dim, int64_t d0, float* lo, float* hi,
+                                  simd::U16* bits) {
+  using simd::F16;
+  F16 l[Vecs], h[Vecs];
+  simd::U16 acc{};
+  for (int i = 0; i < Vecs; ++i) {
+    l[i] = h[i] = simd::load16(in + d0 + 16 * i);
+    acc |= simd::nonFiniteBits(l[i]);
+  }
+  for (int64_t t = 1; t < len; ++t) {
+    for (int i = 0; i < Vecs; ++i) {
+      const F16 v = simd::load16(in + t * dim + d0 + 16 * i);
+      l[i] = simd::min(l[i], v);
+      h[i] = simd::max(h[i], v);
+      acc |= simd::nonFiniteBits(v);
+    }
+  }
+  *bits |= acc;
+  for (int i = 0; i < Vecs; ++i) {
+    simd::store(lo + d0 + 16 * i, l[i]);
+    simd::store(hi + d0 + 16 * i, h[i]);
+  }
+}
+
 // One run of `len` tokens grouped per channel without clipping, reading `in` and writing `out`:
-// the per-channel ranges sixteen channels at a time held in registers across the rows (checking
-// every value read: the finite-check bits go into *carry), the parameters of all channels
-// together, then the apply loop. The same groups and parameters as groupedChannelRun.
+// the per-channel ranges (channelRanges: 64 channels at a time, so that each row gives four
+// adjacent cache lines, which the hardware prefetchers follow better than one line per row;
+// then 16; then one by one), checking every value read (the finite-check bits go into *carry),
+// the parameters of all channels together, then the apply loop. The same groups and parameters
+// as groupedChannelRun.
 template <GroupedKind K>
 KVSCOPE_INLINE void channelRunNoClipFrom(const float* in, float* out, int64_t len, int64_t dim, const QuantSpec& spec,
                                          uint32_t* carry) {
-  using simd::F16;
   float* lo = scratch(0, 4 * dim);
   float* hi = lo + dim;
   float* s = hi + dim;
   float* m = s + dim;
   simd::U16 bits{};
   int64_t d0 = 0;
-  // Sixty-four channels at a time first: each row then gives four adjacent cache lines, which
-  // the hardware prefetchers follow better than one line per row.
-  for (; d0 + 64 <= dim; d0 += 64) {
-    F16 l[4], h[4];
-    for (int i = 0; i < 4; ++i) {
-      l[i] = h[i] = simd::load16(in + d0 + 16 * i);
-      bits |= simd::nonFiniteBits(l[i]);
-    }
-    for (int64_t t = 1; t < len; ++t) {
-      for (int i = 0; i < 4; ++i) {
-        const F16 v = simd::load16(in + t * dim + d0 + 16 * i);
-        l[i] = simd::min(l[i], v);
-        h[i] = simd::max(h[i], v);
-        bits |= simd::nonFiniteBits(v);
-      }
-    }
-    for (int i = 0; i < 4; ++i) {
-      simd::store(lo + d0 + 16 * i, l[i]);
-      simd::store(hi + d0 + 16 * i, h[i]);
-    }
-  }
-  for (; d0 + 16 <= dim; d0 += 16) {
-    F16 l = simd::load16(in + d0), h = l;
-    bits |= simd::nonFiniteBits(l);
-    for (int64_t t = 1; t < len; ++t) {
-      const F16 v = simd::load16(in + t * dim + d0);
-      l = simd::min(l, v);
-      h = simd::max(h, v);
-      bits |= simd::nonFiniteBits(v);
-    }
-    simd::store(lo + d0, l);
-    simd::store(hi + d0, h);
-  }
+  for (; d0 + 64 <= dim; d0 += 64) channelRanges<4>(in, len, dim, d0, lo, hi, &bits);
+  for (; d0 + 16 <= dim; d0 += 16) channelRanges<1>(in, len, dim, d0, lo, hi, &bits);
   uint32_t rest = 0;
   for (; d0 < dim; ++d0) {
     float l = in[d0], h = l;
@@ -355,7 +351,7 @@ KVSCOPE_INLINE void channelRunNoClipFrom(const float* in, float* out, int64_t le
       const float v = in[t * dim + d0];
       l = v < l ? v : l;
       h = v > h ? v : h;
-      rest |= (std::bit_cast<uint32_t>(v) & 0x7f800000u) + 0x00800000u;
+      rest |= simd::nonFiniteBits(v);
     }
     lo[d0] = l;
     hi[d0] = h;

@@ -559,7 +559,7 @@ KVSCOPE_SIMD_CLONES bool nvfp4BlockMaxima(const float* x, int64_t blocks, float*
     float a = 0.0f;
     for (int j = 0; j < 16; ++j) {
       const float v = x[b * 16 + j];
-      rest |= (std::bit_cast<uint32_t>(v) & 0x7f800000u) + 0x00800000u;
+      rest |= simd::nonFiniteBits(v);
       a = std::max(a, std::fabs(v));
     }
     maxima[b] = a;

@@ -152,11 +152,7 @@ KVSCOPE_INLINE MinMax minMaxScan(const float* x, int64_t n, [[maybe_unused]] uin
     }
   }
   for (int64_t j = i; j < n; ++j) {
-    if constexpr (Check) {
-      uint32_t bits;
-      std::memcpy(&bits, &x[j], sizeof bits);
-      *carry |= (bits & 0x7f800000u) + 0x00800000u;
-    }
+    if constexpr (Check) *carry |= simd::nonFiniteBits(x[j]);
     lo = x[j] < lo ? x[j] : lo;
     hi = x[j] > hi ? x[j] : hi;
   }

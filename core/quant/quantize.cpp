@@ -97,9 +97,7 @@ KVSCOPE_SIMD_CLONES bool copyAndCheck(const float* __restrict src, float* __rest
   for (int64_t i = 0; i < n; ++i) {
     const float v = src[i];
     dst[i] = v;
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    carry |= (bits & 0x7f800000u) + 0x00800000u;
+    carry |= simd::nonFiniteBits(v);
   }
   return (carry & 0x80000000u) != 0;
 }

@@ -93,6 +93,14 @@ KVSCOPE_INLINE void store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 /// Eight unsigned 32-bit integers (their arithmetic wraps, as the finite check needs).
 typedef uint32_t U8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
 
+/// Bit 31 set when v is NaN or infinite: an exponent of all ones carries into it. ORing these
+/// over many values checks them all at once (the vector versions below do it lane by lane).
+KVSCOPE_INLINE uint32_t nonFiniteBits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & 0x7f800000u) + 0x00800000u;
+}
+
 /// Per lane, bit 31 set when v is NaN or infinite: an exponent of all ones carries into it.
 /// ORing these over many vectors checks them all at once.
 KVSCOPE_INLINE U8 nonFiniteBits(F8 v) { return (reinterpret_cast<U8>(v) & 0x7f800000u) + 0x00800000u; }
