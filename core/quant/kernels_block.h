@@ -44,10 +44,10 @@ using BlockFromKernel = bool (*)(const float* in, float* out, int64_t blocks);
 /// The source-reading kernel of a ggml block format; nullptr for other formats.
 BlockFromKernel blockFromKernel(FormatId format);
 
-/// nvfp4's kernel reading `in` and writing `out` (distinct or the same): its round trip has
-/// checked the input during the max pass, so it skips the copy into the working buffer.
-/// With `maxima` (nvfp4BlockMaxima's for these blocks), the block maxima are read from it.
-void nvfp4From(const float* in, float* out, int64_t blocks, float g, const float* maxima = nullptr);
+/// nvfp4's kernel reading `in` and writing `out` (distinct or the same), with the blocks' max |x|
+/// from `maxima` (nvfp4BlockMaxima's for these blocks): its round trip has checked the input
+/// and found the maxima in its range pass, so it neither copies nor reduces.
+void nvfp4From(const float* in, float* out, int64_t blocks, float g, const float* maxima);
 /// nvfp4's range pass: the max |x| of each of `blocks` blocks of 16 at x into maxima[], the
 /// largest into *largest; true when a value is NaN or infinite (the maxima then mean nothing).
 bool nvfp4BlockMaxima(const float* x, int64_t blocks, float* maxima, float* largest);

@@ -262,11 +262,11 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
   TensorContext context;
   // nvfp4's range pass also keeps every block's max |x| (1/16 of the layer, kept between calls
   // per calling thread), so the quantizing pass reads them instead of recomputing them: the
-  // range pass waits on memory anyway.
+  // range pass waits on memory anyway. (Pieces hold whole blocks: formatPieceRows asks that D be
+  // a multiple of the block size.)
   static thread_local std::vector<float> keptMaxima;
   std::vector<float>& maxima = keptMaxima;
-  const bool blockMaxima = spec.format == FormatId::Nvfp4 && d % 16 == 0;
-  if (blockMaxima) {
+  if (spec.format == FormatId::Nvfp4) {
     const int64_t perHead = count * d / 16;
     if (maxima.size() < static_cast<size_t>(kvh * perHead)) maxima.resize(static_cast<size_t>(kvh * perHead));
     float top = 0.0f;
@@ -310,8 +310,8 @@ Status quantizeOnePass(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, 
     return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
       if (spec.format == FormatId::Nvfp4) {
         // Checked by the range pass: the kernel reads the input itself.
-        const float* blockMax = blockMaxima ? maxima.data() + (h * count + r0 + s0) * d / 16 : nullptr;
-        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale, blockMax);
+        kernels::nvfp4From(in + s0 * d, work + s0 * d, rows * d / 16, context.nvfp4Scale,
+                           maxima.data() + (h * count + r0 + s0) * d / 16);
       } else if (readsSource) {
         // Per-token groups and channel runs read the input themselves and check it on the way.
         if (!quantizeFormatPieceFrom(in + s0 * d, work + s0 * d, rows, d, spec)) return false;
