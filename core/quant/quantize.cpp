@@ -362,36 +362,54 @@ namespace {
 
 // The `count` indices of largest |x| (ties: lower index first), in ascending index order.
 // Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
-// order like the values. Two 16-bit histogram passes find the k-th largest magnitude T
-// without sorting or allocating per element (a 32k-token layer holds millions per head).
+// order like the values. A histogram of the upper 16 bits finds the bucket of the count-th
+// largest magnitude T, and a selection among that bucket's keys T itself, without sorting or
+// allocating per element (a 32k-token layer holds millions per head).
 void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, std::vector<int64_t>& picked) {
   picked.clear();
   count = std::min(count, n);
   if (count <= 0) return;
   auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
-  // One histogram per thread, reused: a fresh one per call (this runs once per head, also on
-  // the few candidates of quantizeInPieces) cost more in page faults than the passes.
+  // One histogram per thread, all zeros between calls: each call clears only the buckets its
+  // keys span. (A fresh one per call, or clearing and walking all 65536 buckets, cost more than
+  // the passes on the few candidates of quantizeInPieces.)
   static thread_local std::vector<uint32_t> hist(65536);
-  std::fill(hist.begin(), hist.end(), 0);
-  for (int64_t i = 0; i < n; ++i) ++hist[key(i) >> 16];
+  static thread_local std::vector<uint32_t> bucket;
+  uint32_t lowest = 65535, highest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = key(i) >> 16;
+    ++hist[b];
+    lowest = std::min(lowest, b);
+    highest = std::max(highest, b);
+  }
   int64_t above = 0;  // elements with a larger key than the threshold bucket
-  uint32_t high = 65535;
+  uint32_t high = highest;
   while (above + hist[high] < count) above += hist[high--];
-  std::fill(hist.begin(), hist.end(), 0);
+  std::fill(hist.begin() + lowest, hist.begin() + highest + 1, 0);
+  bucket.clear();
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = key(i);
-    if ((k >> 16) == high) ++hist[k & 0xffffu];
+    if ((k >> 16) == high) bucket.push_back(k);
   }
-  uint32_t low = 65535;
-  while (above + hist[low] < count) above += hist[low--];
-  const uint32_t threshold = (high << 16) | low;
+  const auto rank = static_cast<size_t>(count - above - 1);  // of T among the bucket, largest first
+  std::nth_element(bucket.begin(), bucket.begin() + static_cast<std::ptrdiff_t>(rank), bucket.end(), std::greater<>());
+  const uint32_t threshold = bucket[rank];
+  // nth_element leaves every larger key before T.
+  for (size_t i = 0; i < rank; ++i) above += bucket[i] > threshold ? 1 : 0;
   // Everything above the threshold, then ties at it by ascending index (§1: lower index first).
-  int64_t ties = count - above;
-  picked.reserve(static_cast<size_t>(count));
+  // Without a branch per element: near T (the candidates of quantizeInPieces are) it would be
+  // mispredicted every other time.
+  int64_t ties = count - above, taken = 0;
+  picked.resize(static_cast<size_t>(count) + 1);
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = key(i);
-    if (k > threshold || (k == threshold && ties-- > 0)) picked.push_back(i);
+    const int64_t tie = k == threshold ? 1 : 0;
+    const int64_t take = (k > threshold ? 1 : 0) | (tie & (ties > 0 ? 1 : 0));
+    picked[static_cast<size_t>(taken)] = i;
+    taken += take;
+    ties -= tie & take;
   }
+  picked.resize(static_cast<size_t>(count));
 }
 
 std::vector<int64_t> selectOutliersByIndex(const float* values, int64_t n, int64_t count) {
@@ -422,179 +440,199 @@ void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset
 
 namespace {
 
-using simd::D4;
+using simd::F8;
 
-// The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) of `rows` rows of
-// `d` values, four rows at a time: lane k of work[i] holds element i of row k, so every
-// butterfly is one vector operation whatever its stride. Each lane does exactly the scalar
-// transform's double operations in the same order.
-KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const int64_t n = std::min<int64_t>(4, rows - r0);
-    float* base = x + r0 * d;
-    for (int64_t i = 0; i < d; ++i) {
-      D4 v = {0, 0, 0, 0};
-      for (int64_t k = 0; k < n; ++k) v[k] = base[k * d + i];
-      work[i] = v;
-    }
+// The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) in float32: stages
+// of stride 1, 2, 4, … each turn (a, b) into (a + b, a - b), then every value is multiplied by
+// the float nearest 1/√D. Every version below performs exactly these float operations, in this
+// order, so all give the same bits (docs/quantization-notes.md, "Rotation").
+KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, float norm) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * d;
     for (int64_t len = 1; len < d; len <<= 1) {
       for (int64_t i = 0; i < d; i += 2 * len) {
         for (int64_t j = i; j < i + len; ++j) {
-          const D4 a = work[j], b = work[j + len];
-          work[j] = a + b;
-          work[j + len] = a - b;
+          const float a = row[j], b = row[j + len];
+          row[j] = a + b;
+          row[j + len] = a - b;
         }
       }
     }
-    for (int64_t i = 0; i < d; ++i) {
-      const D4 v = work[i] * norm;
-      for (int64_t k = 0; k < n; ++k) base[k * d + i] = static_cast<float>(v[k]);
-    }
+    for (int64_t i = 0; i < d; ++i) row[i] *= norm;
   }
 }
 
-/// Four floats, converted to and from D4.
-typedef float F4 __attribute__((vector_size(16), aligned(4)));  // NOLINT(modernize-use-using): GCC syntax
-
-/// The butterflies of stage `len` (1 or 2) inside one vector of four doubles: lanes (j, j+len)
+/// The butterflies of stage `Len` (1, 2 or 4) inside one vector of eight floats: lanes (j, j+Len)
 /// become (a+b, a-b), the same two operations the scalar stage does.
 template <int Len>
-KVSCOPE_INLINE D4 butterflyInside(D4 v) {
+KVSCOPE_INLINE F8 butterflyInside(F8 v) {
   if constexpr (Len == 1) {
-    const D4 swapped = __builtin_shufflevector(v, v, 1, 0, 3, 2);
-    return __builtin_shufflevector(v + swapped, swapped - v, 0, 5, 2, 7);
+    const F8 swapped = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+    return __builtin_shufflevector(v + swapped, swapped - v, 0, 9, 2, 11, 4, 13, 6, 15);
+  } else if constexpr (Len == 2) {
+    const F8 swapped = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+    return __builtin_shufflevector(v + swapped, swapped - v, 0, 1, 10, 11, 4, 5, 14, 15);
   } else {
-    const D4 swapped = __builtin_shufflevector(v, v, 2, 3, 0, 1);
-    return __builtin_shufflevector(v + swapped, swapped - v, 0, 1, 6, 7);
+    const F8 swapped = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+    return __builtin_shufflevector(v + swapped, swapped - v, 0, 1, 2, 3, 12, 13, 14, 15);
   }
 }
 
-/// The butterflies of every stage whose partners are `stride` vectors apart within v[0..n).
-KVSCOPE_INLINE void butterflyAcross(D4* v, int n, int stride) {
-  for (int i = 0; i < n; i += 2 * stride) {
-    for (int j = i; j < i + stride; ++j) {
-      const D4 a = v[j], b = v[j + stride];
-      v[j] = a + b;
-      v[j + stride] = a - b;
+/// The butterflies of every stage whose partners are Stride, 2·Stride, … vectors apart in v[0..N).
+template <int N, int Stride>
+KVSCOPE_INLINE void butterflyAcross(F8* v) {
+  if constexpr (Stride < N) {
+    for (int i = 0; i < N; i += 2 * Stride) {
+      for (int j = i; j < i + Stride; ++j) {
+        const F8 a = v[j], b = v[j + Stride];
+        v[j] = a + b;
+        v[j + Stride] = a - b;
+      }
     }
+    butterflyAcross<N, 2 * Stride>(v);
   }
 }
 
-/// hadamardRows for D = 32·S (S = 1, 2, 4, 8), one row at a time held in vectors: stages 1-16
-/// on groups of eight consecutive vectors, then the stages from 32 up on groups of S vectors
-/// eight apart. The stages run in the scalar order on the same doubles, so the bits are
-/// hadamardRows' own; only fewer loads and stores.
-template <int S>
-KVSCOPE_INLINE void hadamardRowsBlocked(float* x, int64_t rows, double norm) {
-  constexpr int kVectors = 8 * S;  // D / 4
+/// hadamardRows for D = 8·V (V = 4…32), one row at a time held in vectors of eight floats: stages
+/// 1-4 inside each vector, then the wider ones across them; the scalar order on the same floats.
+template <int V>
+KVSCOPE_INLINE void hadamardRowsBlocked(float* x, int64_t rows, float norm) {
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = x + r * kVectors * 4;
-    D4 w[kVectors];
-    for (int g = 0; g < kVectors; g += 8) {
-      D4 v[8];
-      for (int k = 0; k < 8; ++k) {
-        F4 f;
-        std::memcpy(&f, row + 4 * (g + k), sizeof f);
-        v[k] = butterflyInside<2>(butterflyInside<1>(__builtin_convertvector(f, D4)));
-      }
-      butterflyAcross(v, 8, 1);
-      butterflyAcross(v, 8, 2);
-      butterflyAcross(v, 8, 4);
-      for (int k = 0; k < 8; ++k) w[g + k] = v[k];
+    float* row = x + r * 8 * V;
+    F8 v[V];
+    for (int k = 0; k < V; ++k) {
+      std::memcpy(&v[k], row + 8 * k, sizeof(F8));
+      v[k] = butterflyInside<4>(butterflyInside<2>(butterflyInside<1>(v[k])));
     }
-    for (int i = 0; i < 8; ++i) {
-      D4 v[S];
-      for (int k = 0; k < S; ++k) v[k] = w[i + 8 * k];
-      for (int stride = 1; stride < S; stride *= 2) butterflyAcross(v, S, stride);
-      for (int k = 0; k < S; ++k) {
-        const F4 f = __builtin_convertvector(v[k] * norm, F4);
-        std::memcpy(row + 4 * (i + 8 * k), &f, sizeof f);
-      }
+    butterflyAcross<V, 1>(v);
+    for (int k = 0; k < V; ++k) {
+      const F8 out = v[k] * norm;
+      std::memcpy(row + 8 * k, &out, sizeof(F8));
     }
   }
 }
 
-/// x·H for `rows` rows of `d` values (d a power of two) in the clones; `work` holds 4·d doubles.
-KVSCOPE_SIMD_CLONES void hadamardClonedRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+/// x·H for `rows` rows of `d` values (d a power of two) in the clones.
+KVSCOPE_SIMD_CLONES void hadamardClonedRows(float* x, int64_t rows, int64_t d, float norm) {
   switch (d) {
-    case 32: hadamardRowsBlocked<1>(x, rows, norm); return;
-    case 64: hadamardRowsBlocked<2>(x, rows, norm); return;
-    case 128: hadamardRowsBlocked<4>(x, rows, norm); return;
-    case 256: hadamardRowsBlocked<8>(x, rows, norm); return;
-    default: hadamardRows(x, rows, d, norm, work); return;
+    case 32: hadamardRowsBlocked<4>(x, rows, norm); return;
+    case 64: hadamardRowsBlocked<8>(x, rows, norm); return;
+    case 128: hadamardRowsBlocked<16>(x, rows, norm); return;
+    case 256: hadamardRowsBlocked<32>(x, rows, norm); return;
+    default: hadamardRows(x, rows, d, norm); return;
   }
 }
 
 #if defined(KVSCOPE_X86_64_V4)
-// GCC 12's AVX-512 conversion intrinsics start from an "undefined" register it then warns about.
+// GCC 12's AVX-512 intrinsics start from an "undefined" register it then warns about.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-/// The butterflies of stage `Len` (1, 2 or 4) inside one vector of eight doubles: lane j becomes
-/// v[j]·sign + v[j^Len], with sign +1 where j's Len bit is clear (a + b) and -1 where it is set
-/// (a - b). The product is exact, so the fused multiply-add rounds a + b and a - b once, as the
-/// scalar stage does (signed zeros included).
+/// The butterflies of stage `Len` (1, 2, 4 or 8) inside one vector of sixteen floats: lane j
+/// becomes v[j]·sign + v[j^Len], with sign +1 where j's Len bit is clear (a + b) and -1 where it
+/// is set (a - b). The product is exact, so the fused multiply-add rounds a + b and a - b once,
+/// as the scalar stage does (signed zeros included).
 template <int Len>
-KVSCOPE_TARGET_V4 inline __m512d butterflyInsideV4(__m512d v) {
+KVSCOPE_TARGET_V4 inline __m512 butterflyInsideV4(__m512 v) {
+  const auto sign = [](int j) { return (j & Len) != 0 ? -1.0f : 1.0f; };
+  const __m512 signs = _mm512_setr_ps(sign(0), sign(1), sign(2), sign(3), sign(4), sign(5), sign(6), sign(7), sign(8),
+                                      sign(9), sign(10), sign(11), sign(12), sign(13), sign(14), sign(15));
+  __m512 partner;
   if constexpr (Len == 1) {
-    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1), _mm512_permute_pd(v, 0x55));
+    partner = _mm512_permute_ps(v, 0xB1);  // lanes 1,0,3,2 in each 128-bit quarter
   } else if constexpr (Len == 2) {
-    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, 1, -1, -1, 1, 1, -1, -1), _mm512_permutex_pd(v, 0x4E));
+    partner = _mm512_permute_ps(v, 0x4E);  // 2,3,0,1
+  } else if constexpr (Len == 4) {
+    partner = _mm512_shuffle_f32x4(v, v, 0xB1);  // quarters 1,0,3,2
   } else {
-    return _mm512_fmadd_pd(v, _mm512_setr_pd(1, 1, 1, 1, -1, -1, -1, -1), _mm512_shuffle_f64x2(v, v, 0x4E));
+    partner = _mm512_shuffle_f32x4(v, v, 0x4E);  // quarters 2,3,0,1
   }
+  return _mm512_fmadd_ps(v, signs, partner);
 }
 
 /// The butterflies of the stages whose partners are Stride, 2·Stride, … vectors apart.
 template <int V, int Stride>
-KVSCOPE_TARGET_V4 inline void butterflyAcrossV4(__m512d* v) {
+KVSCOPE_TARGET_V4 inline void butterflyAcrossV4(__m512* v) {
   if constexpr (Stride < V) {
     for (int i = 0; i < V; i += 2 * Stride) {
       for (int j = i; j < i + Stride; ++j) {
-        const __m512d a = v[j], b = v[j + Stride];
-        v[j] = _mm512_add_pd(a, b);
-        v[j + Stride] = _mm512_sub_pd(a, b);
+        const __m512 a = v[j], b = v[j + Stride];
+        v[j] = _mm512_add_ps(a, b);
+        v[j + Stride] = _mm512_sub_ps(a, b);
       }
     }
     butterflyAcrossV4<V, 2 * Stride>(v);
   }
 }
 
-/// hadamardRowsBlocked with AVX-512 for D = 8·V (V = 4…32): a row is V vectors of eight doubles,
-/// stages 1-4 inside each vector, then the stages from 8 up across them; the scalar order on the
-/// same doubles, so the bits are hadamardRows' own.
-template <int V>
-KVSCOPE_TARGET_V4 void hadamardRowsV4(float* x, int64_t rows, double norm) {
-  const __m512d scale = _mm512_set1_pd(norm);
+/// hadamardRowsBlocked with AVX-512 for D = 16·V (V = 2…16): a row is V vectors of sixteen
+/// floats, stages 1-8 inside each vector, then the stages from 16 up across them. Reads `in` and
+/// writes `out` (which may be `in`); with Check, says whether any value of `in` is non-finite
+/// (the check of copyAndCheck, folded into the loads).
+template <int V, bool Check>
+KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows, float norm) {
+  const __m512 scale = _mm512_set1_ps(norm);
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000), carryIn = _mm512_set1_epi32(0x00800000);
+  __m512i carry = _mm512_setzero_si512();
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = x + r * 8 * V;
-    __m512d v[V];
-#pragma GCC unroll 32
+    const float* from = in + r * 16 * V;
+    float* to = out + r * 16 * V;
+    __m512 v[V];
+#pragma GCC unroll 16
     for (int k = 0; k < V; ++k) {
-      const __m512d in = _mm512_cvtps_pd(_mm256_loadu_ps(row + 8 * k));
-      v[k] = butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(in)));
+      const __m512 x = _mm512_loadu_ps(from + 16 * k);
+      if constexpr (Check) {
+        // simd::nonFiniteBits: the top bit is set where the exponent is all ones.
+        carry = _mm512_or_si512(carry, _mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(x), exponent), carryIn));
+      }
+      v[k] = butterflyInsideV4<8>(butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(x))));
     }
     butterflyAcrossV4<V, 1>(v);
-#pragma GCC unroll 32
-    for (int k = 0; k < V; ++k) _mm256_storeu_ps(row + 8 * k, _mm512_cvtpd_ps(_mm512_mul_pd(v[k], scale)));
+#pragma GCC unroll 16
+    for (int k = 0; k < V; ++k) _mm512_storeu_ps(to + 16 * k, _mm512_mul_ps(v[k], scale));
   }
+  return _mm512_test_epi32_mask(carry, _mm512_set1_epi32(static_cast<int32_t>(0x80000000u))) != 0;
 }
 #pragma GCC diagnostic pop
 #endif
 
-/// x·H for `rows` rows of `d` values (d a power of two); `work` holds 4·d doubles.
-void hadamardAnyRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
+/// The float32 factor of every rotated value: 1/√d rounded to float.
+float hadamardNorm(int64_t d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
+
+/// x·H for `rows` rows of `d` values (d a power of two).
+void hadamardAnyRows(float* x, int64_t rows, int64_t d) {
+  const float norm = hadamardNorm(d);
 #if defined(KVSCOPE_X86_64_V4)
   if (simd::hasX86_64V4()) {
     switch (d) {
-      case 32: hadamardRowsV4<4>(x, rows, norm); return;
-      case 64: hadamardRowsV4<8>(x, rows, norm); return;
-      case 128: hadamardRowsV4<16>(x, rows, norm); return;
-      case 256: hadamardRowsV4<32>(x, rows, norm); return;
+      case 32: hadamardRowsV4<2, false>(x, x, rows, norm); return;
+      case 64: hadamardRowsV4<4, false>(x, x, rows, norm); return;
+      case 128: hadamardRowsV4<8, false>(x, x, rows, norm); return;
+      case 256: hadamardRowsV4<16, false>(x, x, rows, norm); return;
       default: break;
     }
   }
 #endif
-  hadamardClonedRows(x, rows, d, norm, work);
+  hadamardClonedRows(x, rows, d, norm);
+}
+
+/// copyAndCheck of `rows` rows of `d` values from `in` to `out`, then x·H on `out`, in one pass
+/// where AVX-512 allows; says whether any value of `in` is non-finite.
+bool copyCheckAndRotate(const float* in, float* out, int64_t rows, int64_t d) {
+#if defined(KVSCOPE_X86_64_V4)
+  if (simd::hasX86_64V4()) {
+    const float norm = hadamardNorm(d);
+    switch (d) {
+      case 32: return hadamardRowsV4<2, true>(in, out, rows, norm);
+      case 64: return hadamardRowsV4<4, true>(in, out, rows, norm);
+      case 128: return hadamardRowsV4<8, true>(in, out, rows, norm);
+      case 256: return hadamardRowsV4<16, true>(in, out, rows, norm);
+      default: break;
+    }
+  }
+#endif
+  if (copyAndCheck(in, out, rows * d)) return true;
+  hadamardAnyRows(out, rows, d);
+  return false;
 }
 
 }  // namespace
@@ -602,31 +640,29 @@ void hadamardAnyRows(float* x, int64_t rows, int64_t d, double norm, D4* work) {
 void hadamardInPlace(Tensor3& x) {
   const int64_t d = x.dim;
   if (!isPowerOfTwo(d)) return;  // callers validate; a no-op beats a corrupt tensor
-  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t rows = x.heads * x.tokens;
   constexpr int64_t kRowsPerTask = 64;
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel if (rows * d > kParallelThreshold)
-  {
-    std::vector<double> work(static_cast<size_t>(4 * d));  // one per thread; GCC vectors alias their elements
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t r0 = t * kRowsPerTask;
-      hadamardAnyRows(x.data.data() + r0 * d, std::min(kRowsPerTask, rows - r0), d, norm,
-                      reinterpret_cast<D4*>(work.data()));
-    }
+#pragma omp parallel for schedule(dynamic, 4) if (rows * d > kParallelThreshold)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t r0 = t * kRowsPerTask;
+    hadamardAnyRows(x.data.data() + r0 * d, std::min(kRowsPerTask, rows - r0), d);
   }
 }
 
 namespace {
 
-/// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor.
-KVSCOPE_SIMD_CLONES void collectAtLeastCloned(const float* x, int64_t n, uint32_t floor, int64_t base,
-                                        std::vector<Outlier>& out) {
+/// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor; says
+/// whether any of x is non-finite (its key is at least infinity's), so that a pass which only
+/// reads its input checks it on the way.
+KVSCOPE_SIMD_CLONES bool collectAtLeastCloned(const float* x, int64_t n, uint32_t floor, int64_t base,
+                                              std::vector<Outlier>& out) {
+  // Keys are below 2^31, so their unsigned order is their signed order.
+  simd::I8 largest = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const simd::I8 keys = reinterpret_cast<simd::I8>(simd::load(x + i)) & 0x7fffffff;
-    // Unsigned order of keys < 2^31 is their signed order.
+    largest = keys > largest ? keys : largest;
     const simd::I8 hit = keys >= static_cast<int32_t>(floor);
     uint64_t words[4];
     std::memcpy(words, &hit, sizeof words);
@@ -635,16 +671,22 @@ KVSCOPE_SIMD_CLONES void collectAtLeastCloned(const float* x, int64_t n, uint32_
       if (magnitudeKey(x[j]) >= floor) out.push_back({static_cast<size_t>(base + j), x[j]});
     }
   }
+  uint32_t top = 0;
+  for (int k = 0; k < 8; ++k) top = std::max(top, static_cast<uint32_t>(largest[k]));
   for (; i < n; ++i) {
+    top = std::max(top, magnitudeKey(x[i]));
     if (magnitudeKey(x[i]) >= floor) out.push_back({static_cast<size_t>(base + i), x[i]});
   }
+  return top >= 0x7f800000u;
 }
 
 #if defined(KVSCOPE_X86_64_V4)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as for hadamardRowsV4
 /// collectAtLeastCloned with AVX-512, without a branch per value: each compare of sixteen keys
 /// gives a mask, and the offsets of its set lanes are packed (compressed) onto a list in index
 /// order; the values are fetched by that list afterwards.
-KVSCOPE_TARGET_V4 void collectAtLeastV4(const float* x, int64_t n, uint32_t floor, int64_t base,
+KVSCOPE_TARGET_V4 bool collectAtLeastV4(const float* x, int64_t n, uint32_t floor, int64_t base,
                                         std::vector<Outlier>& out) {
   static thread_local std::vector<int32_t> offsets;
   if (offsets.size() < static_cast<size_t>(n + 16)) offsets.resize(static_cast<size_t>(n + 16));
@@ -653,30 +695,33 @@ KVSCOPE_TARGET_V4 void collectAtLeastV4(const float* x, int64_t n, uint32_t floo
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i atLeast = _mm512_set1_epi32(static_cast<int32_t>(floor));
   __m512i at = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i largest = _mm512_setzero_si512();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i keys = _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude);
+    largest = _mm512_max_epu32(largest, keys);
     const __mmask16 mask = _mm512_cmpge_epu32_mask(keys, atLeast);
     _mm512_storeu_si512(hit + hits, _mm512_maskz_compress_epi32(mask, at));
     hits += std::popcount(static_cast<uint32_t>(mask));
     at = _mm512_add_epi32(at, _mm512_set1_epi32(16));
   }
+  uint32_t top = _mm512_reduce_max_epu32(largest);
   for (; i < n; ++i) {
+    top = std::max(top, magnitudeKey(x[i]));
     if (magnitudeKey(x[i]) >= floor) hit[hits++] = static_cast<int32_t>(i);
   }
   for (int64_t j = 0; j < hits; ++j) out.push_back({static_cast<size_t>(base + hit[j]), x[hit[j]]});
+  return top >= 0x7f800000u;
 }
+#pragma GCC diagnostic pop
 #endif
 
 /// collectAtLeastCloned, or its AVX-512 version where the CPU has it.
-void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base, std::vector<Outlier>& out) {
+bool collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base, std::vector<Outlier>& out) {
 #if defined(KVSCOPE_X86_64_V4)
-  if (simd::hasX86_64V4()) {
-    collectAtLeastV4(x, n, floor, base, out);
-    return;
-  }
+  if (simd::hasX86_64V4()) return collectAtLeastV4(x, n, floor, base, out);
 #endif
-  collectAtLeastCloned(x, n, floor, base, out);
+  return collectAtLeastCloned(x, n, floor, base, out);
 }
 
 /// About how many rows of a head outlierFloor samples (more cost a selection; fewer leave more
@@ -687,18 +732,14 @@ constexpr int64_t kFloorSampleRows = 256;
 /// (all of them for small heads): the key of the sample's m-th largest value, m a generous
 /// multiple of the sample's share of `k`. 0 (everything qualifies) when the sample is too small.
 /// Rows are rotated first when `rotate`. Returns false for a non-finite sampled value.
-bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool rotate, double norm,
-                  uint32_t* floor) {
+bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool rotate, uint32_t* floor) {
   const int64_t stride = std::max<int64_t>(1, count / kFloorSampleRows);
   const int64_t sampled = (count + stride - 1) / stride;
   std::vector<float> sample(static_cast<size_t>(sampled * d));
   for (int64_t r = 0; r < sampled; ++r) {
     if (copyAndCheck(rows + r * stride * d, sample.data() + r * d, d)) return false;
   }
-  if (rotate) {
-    std::vector<double> work(static_cast<size_t>(4 * d));
-    hadamardAnyRows(sample.data(), sampled, d, norm, reinterpret_cast<D4*>(work.data()));
-  }
+  if (rotate) hadamardAnyRows(sample.data(), sampled, d);
   const auto n = static_cast<int64_t>(sample.size());
   const double share = static_cast<double>(k) * static_cast<double>(n) / static_cast<double>(count * d);
   const auto m = static_cast<int64_t>(std::ceil(1.25 * share + 5.0 * std::sqrt(share) + 16.0));
@@ -714,12 +755,13 @@ bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool r
 /// Steps 2-6 for a format that splits into pieces of rows (as quantizeOnePass) with rotation
 /// and/or outliers, without compaction and in at most two parallel passes:
 ///  1. (outliers only) each head's candidates: every value at least as large as a floor that a
-///     sample of the head puts safely below its ceil(f·N)-th largest |x|. Rotated pieces are
-///     written to `dst` on the way, so the rotation runs once.
+///     sample of the head puts safely below its ceil(f·N)-th largest |x|. This pass only reads
+///     the layer (rotating each piece in a stage buffer): writing the rotated layer out and
+///     reading it back in pass 3 cost more than rotating it again there.
 ///  2. each head's outliers: the largest of its candidates (ties: lower flat index), exactly
 ///     those §1 step 4 picks, since every other value lies below the floor;
-///  3. each piece: rotated (or read back rotated), outliers zeroed, quantized, restored, rotated
-///     back, written.
+///  3. each piece: rotated (the same bits as in pass 1), outliers zeroed, quantized, restored,
+///     rotated back, written.
 /// Sets `handled` to false, having written nothing that matters, when a head's sample
 /// misjudged its floor (fewer candidates than outliers); the caller then runs the general path.
 Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst, int64_t first, int64_t count,
@@ -727,16 +769,13 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
   handled = true;
   const int64_t kvh = src.heads, d = src.dim;
   const bool rotate = spec.hadamard;
-  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t k = outlierCount(spec.outliers, count * d);
   nonFinite = copyKeptRows(src, dst, first, count);
   if (nonFinite) return Status::ok();
   const PieceGrid grid(dst, first, count, pieceRows);
   const int64_t sliceRows = sliceRowsFor(pieceRows, d);
   auto rotateRows = [&](float* rows, int64_t len) {
-    static thread_local std::vector<double> work;
-    work.resize(static_cast<size_t>(4 * d));
-    hadamardAnyRows(rows, len, d, norm, reinterpret_cast<D4*>(work.data()));
+    if (rotate) hadamardAnyRows(rows, len, d);
   };
 
   // Passes 1 and 2: the outliers of every head, by ascending flat index within the head. The
@@ -753,7 +792,7 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     int bad = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
     for (int64_t h = 0; h < kvh; ++h) {
-      bad |= outlierFloor(src.row(h, first), count, d, k, rotate, norm, &floors[static_cast<size_t>(h)]) ? 0 : 1;
+      bad |= outlierFloor(src.row(h, first), count, d, k, rotate, &floors[static_cast<size_t>(h)]) ? 0 : 1;
     }
     if (bad != 0) {
       nonFinite = true;
@@ -768,12 +807,15 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     }
     const PassEnd end = forEachPiece(grid, progress, 0.0, 0.45, "outliers", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
       std::vector<Outlier>& mine = found[static_cast<size_t>(omp_get_thread_num() * kvh + h)];
+      const uint32_t floor = floors[static_cast<size_t>(h)];
       return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
+        const int64_t n = rows * d;
+        const int64_t at = (r0 + s0) * d;
+        const float* in = src.row(h, first + r0 + s0);
+        if (!rotate) return !collectAtLeast(in, n, floor, at, mine);  // checks the source on the way
         float* part = stage + s0 * d;
-        if (copyAndCheck(src.row(h, first + r0 + s0), part, rows * d)) return false;
-        if (rotate) rotateRows(part, rows);
-        collectAtLeast(part, rows * d, floors[static_cast<size_t>(h)], (r0 + s0) * d, mine);
-        if (rotate) writeOut(grid, part, dst.row(h, first + r0 + s0), rows * d);
+        if (copyCheckAndRotate(in, part, rows, d)) return false;
+        collectAtLeast(part, n, floor, at, mine);
         return true;
       });
     });
@@ -815,29 +857,22 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
   }
 
   // Pass 3.
-  const bool readRotated = rotate && k > 0;
-  const Tensor3& input = readRotated ? dst : src;
   const PassEnd end = forEachPiece(grid, progress, k > 0 ? 0.45 : 0.0, 0.95, "quantizing", [&](int64_t h, int64_t r0, int64_t len, float* stage) {
     const std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
     auto next = std::lower_bound(mine.begin(), mine.end(), static_cast<size_t>(r0 * d),
                                  [](const Outlier& o, size_t at) { return o.index < at; });
-    return slicesAhead(input, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
+    return slicesAhead(src, grid, first, h, r0, len, sliceRows, [&](int64_t s0, int64_t rows) {
       float* part = stage + s0 * d;
-      float* out = dst.row(h, first + r0 + s0);
       const int64_t n = rows * d;
       const auto at = static_cast<size_t>((r0 + s0) * d);
-      if (readRotated) {
-        std::memcpy(part, out, static_cast<size_t>(n) * sizeof(float));
-      } else {
-        if (copyAndCheck(src.row(h, first + r0 + s0), part, n)) return false;
-        if (rotate) rotateRows(part, rows);
-      }
+      const float* in = src.row(h, first + r0 + s0);
+      if (rotate ? copyCheckAndRotate(in, part, rows, d) : copyAndCheck(in, part, n)) return false;
       const auto begin = next;
       for (; next != mine.end() && next->index < at + static_cast<size_t>(n); ++next) part[next->index - at] = 0.0f;
       quantizeFormatPiece(part, rows, d, spec, TensorContext{});
       for (auto o = begin; o != next; ++o) part[o->index - at] = o->value;
-      if (rotate) rotateRows(part, rows);  // H·H = I: H is symmetric and orthogonal
-      writeOut(grid, part, out, n);
+      rotateRows(part, rows);  // H·H = I: H is symmetric and orthogonal
+      writeOut(grid, part, dst.row(h, first + r0 + s0), n);
       return true;
     });
   });

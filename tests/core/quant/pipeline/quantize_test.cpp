@@ -73,12 +73,12 @@ TEST(Hadamard, RoundTripIsIdentityAndPreservesNorm) {
   EXPECT_LT(maxAbsDiff(x, y), 1e-6);
 }
 
-TEST(Hadamard, EveryHeadDimEqualsThePlainDoubleTransformBitForBit) {
+TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
   // The transform has vector versions for D = 32…256 (AVX2 and AVX-512) and a general one; each
-  // must give exactly the bits of the textbook loop in double: stages of stride 1, 2, 4, … with
-  // (a + b, a - b), then × 1/√D, then rounded to float. Large values of a few sizes with either
-  // sign cancel in some sums and not in others, so the small ones (2^-40…1) lose different bits
-  // in a different stage order; signed zeros check the zero signs.
+  // must give exactly the bits of the textbook loop in float32: stages of stride 1, 2, 4, … with
+  // (a + b, a - b), then × the float nearest 1/√D. Large values of a few sizes with either sign
+  // cancel in some sums and not in others, so the small ones (2^-40…1) lose different bits in a
+  // different stage order; signed zeros check the zero signs.
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int> exponent(-40, 0), pick(0, 15);
@@ -93,26 +93,52 @@ TEST(Hadamard, EveryHeadDimEqualsThePlainDoubleTransformBitForBit) {
                       : std::ldexp(normal(rng), exponent(rng));
     }
     Tensor3 want = x;
-    const double norm = 1.0 / std::sqrt(double(d));
-    std::vector<double> w(static_cast<size_t>(d));
+    const auto norm = static_cast<float>(1.0 / std::sqrt(double(d)));
     for (int64_t r = 0; r < 2 * 37; ++r) {
-      float* row = want.data.data() + r * d;
-      for (int64_t i = 0; i < d; ++i) w[size_t(i)] = row[i];
+      float* w = want.data.data() + r * d;
       for (int64_t len = 1; len < d; len *= 2) {
         for (int64_t i = 0; i < d; i += 2 * len) {
           for (int64_t j = i; j < i + len; ++j) {
-            const double a = w[size_t(j)], b = w[size_t(j + len)];
-            w[size_t(j)] = a + b;
-            w[size_t(j + len)] = a - b;
+            const float a = w[j], b = w[j + len];
+            w[j] = a + b;
+            w[j + len] = a - b;
           }
         }
       }
-      for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(w[size_t(i)] * norm);
+      for (int64_t i = 0; i < d; ++i) w[i] *= norm;
     }
     hadamardInPlace(x);
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_EQ(std::bit_cast<uint32_t>(x.data[i]), std::bit_cast<uint32_t>(want.data[i]))
           << "D=" << d << " at " << i << ": " << x.data[i] << " vs " << want.data[i];
+    }
+  }
+}
+
+TEST(Hadamard, FloatTransformStaysWithinFloatNoiseOfTheExactOne) {
+  // float32 arithmetic is our reading of "x·H" (docs/quantization-notes.md): each of the log2(D)
+  // stages rounds once, so a value is off the exact product by at most a few units in the last
+  // place of the row's largest partial sums. Against a long-double product with the matrix:
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int64_t d : {8, 128, 256}) {
+    Tensor3 x(1, 16, d);
+    for (float& v : x.data) v = normal(rng);
+    Tensor3 y = x;
+    hadamardInPlace(y);
+    for (int64_t t = 0; t < 16; ++t) {
+      long double norm2 = 0;
+      for (int64_t i = 0; i < d; ++i) norm2 += static_cast<long double>(x.at(0, t, i)) * x.at(0, t, i);
+      for (int64_t j = 0; j < d; ++j) {
+        long double exact = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          const long double h = (std::popcount(uint64_t(i & j)) % 2 ? -1.0L : 1.0L) / std::sqrt(static_cast<long double>(d));
+          exact += static_cast<long double>(x.at(0, t, i)) * h;
+        }
+        // log2(D) roundings of partial sums no larger than sqrt(D)·|x|, plus the final product.
+        const double bound = (std::log2(double(d)) + 1) * 0x1p-24 * std::sqrt(double(d) * double(norm2));
+        ASSERT_LE(std::fabs(double(y.at(0, t, j) - exact)), bound) << "D=" << d << " t=" << t << " j=" << j;
+      }
     }
   }
 }
@@ -453,6 +479,26 @@ TEST(Pipeline, NonFiniteInAKeptOrQuantizedTokenIsRefusedByEveryPath) {
       EXPECT_NE(st.message().find("head 1, token " + std::to_string(token) + ", channel 7"), std::string::npos)
           << text << ": " << st.message();
       EXPECT_EQ(out.reconstruction.size(), 0u) << "no half-built result";
+    }
+  }
+}
+
+TEST(Pipeline, NonFiniteBeforeARotationOrOutlierPassIsFoundInEveryLane) {
+  // The rotation checks its input as it loads it (AVX-512, D = 32…256), and without rotation the
+  // outlier pass checks the values it collects from: each lane of a vector, and the last one.
+  for (int64_t d : {32, 128}) {
+    for (const char* text : {"int4,rot=hadamard", "int4,rot=hadamard,outliers=0.05", "int4,outliers=0.05",
+                             "q4_0,rot=hadamard,sinks=1"}) {
+      for (const auto& [token, channel] : {std::pair<int64_t, int64_t>{1, 0}, {4, 5}, {6, d - 1}, {11, 17}, {11, d - 1}}) {
+        Tensor3 x = randomTensor(2, 12, d, 9);
+        x.at(1, token, channel) = channel % 2 ? std::numeric_limits<float>::infinity() : -std::nanf("");
+        QuantOutput out;
+        const Status st = quantizeTensorInto(QuantInput{&x, nullptr, {}}, spec(text), out);
+        ASSERT_FALSE(st.isOk()) << text << " D=" << d << " token " << token << " channel " << channel;
+        EXPECT_NE(st.message().find("head 1, token " + std::to_string(token) + ", channel " + std::to_string(channel)),
+                  std::string::npos)
+            << text << ": " << st.message();
+      }
     }
   }
 }
