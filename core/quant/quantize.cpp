@@ -445,7 +445,7 @@ using simd::F8;
 // The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) in float32: stages
 // of stride 1, 2, 4, … each turn (a, b) into (a + b, a - b), then every value is multiplied by
 // the float nearest 1/√D. Every version below performs exactly these float operations, in this
-// order, so all give the same bits (docs/quantization-notes.md, "Rotation").
+// order, so all give the same bits (docs/spec-strings.md, "rot=hadamard").
 KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, float norm) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * d;

@@ -116,7 +116,7 @@ TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
 }
 
 TEST(Hadamard, FloatTransformStaysWithinFloatNoiseOfTheExactOne) {
-  // float32 arithmetic is our reading of "x·H" (docs/quantization-notes.md): each of the log2(D)
+  // float32 arithmetic is our reading of "x·H" (docs/spec-strings.md): each of the log2(D)
   // stages rounds once, so a value is off the exact product by at most a few units in the last
   // place of the row's largest partial sums. Against a long-double product with the matrix:
   std::mt19937 rng(5);
