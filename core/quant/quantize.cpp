@@ -442,13 +442,16 @@ namespace {
 
 using simd::F8;
 
-// The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) in float32: stages
-// of stride 1, 2, 4, … each turn (a, b) into (a + b, a - b), then every value is multiplied by
-// the float nearest 1/√D. Every version below performs exactly these float operations, in this
-// order, so all give the same bits (docs/spec-strings.md, "rot=hadamard").
+// The fast Walsh–Hadamard transform (Sylvester order, so the result is x·H) in float32: every
+// value is multiplied by the float nearest 1/√D, then stages of stride 1, 2, 4, … each turn
+// (a, b) into (a + b, a - b). Scaling first keeps every partial sum within √D of the inputs'
+// size, so a sum overflows only where the result itself could. Every version below performs
+// exactly these float operations, in this order, so all give the same bits
+// (docs/spec-strings.md, "rot=hadamard").
 KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, float norm) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * d;
+    for (int64_t i = 0; i < d; ++i) row[i] *= norm;
     for (int64_t len = 1; len < d; len <<= 1) {
       for (int64_t i = 0; i < d; i += 2 * len) {
         for (int64_t j = i; j < i + len; ++j) {
@@ -458,7 +461,6 @@ KVSCOPE_SIMD_CLONES void hadamardRows(float* x, int64_t rows, int64_t d, float n
         }
       }
     }
-    for (int64_t i = 0; i < d; ++i) row[i] *= norm;
   }
 }
 
@@ -502,13 +504,10 @@ KVSCOPE_INLINE void hadamardRowsBlocked(float* x, int64_t rows, float norm) {
     F8 v[V];
     for (int k = 0; k < V; ++k) {
       std::memcpy(&v[k], row + 8 * k, sizeof(F8));
-      v[k] = butterflyInside<4>(butterflyInside<2>(butterflyInside<1>(v[k])));
+      v[k] = butterflyInside<4>(butterflyInside<2>(butterflyInside<1>(v[k] * norm)));
     }
     butterflyAcross<V, 1>(v);
-    for (int k = 0; k < V; ++k) {
-      const F8 out = v[k] * norm;
-      std::memcpy(row + 8 * k, &out, sizeof(F8));
-    }
+    for (int k = 0; k < V; ++k) std::memcpy(row + 8 * k, &v[k], sizeof(F8));
   }
 }
 
@@ -584,11 +583,12 @@ KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows,
         // simd::nonFiniteBits: the top bit is set where the exponent is all ones.
         carry = _mm512_or_si512(carry, _mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(x), exponent), carryIn));
       }
-      v[k] = butterflyInsideV4<8>(butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(x))));
+      v[k] = butterflyInsideV4<8>(
+          butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(_mm512_mul_ps(x, scale)))));
     }
     butterflyAcrossV4<V, 1>(v);
 #pragma GCC unroll 16
-    for (int k = 0; k < V; ++k) _mm512_storeu_ps(to + 16 * k, _mm512_mul_ps(v[k], scale));
+    for (int k = 0; k < V; ++k) _mm512_storeu_ps(to + 16 * k, v[k]);
   }
   return _mm512_test_epi32_mask(carry, _mm512_set1_epi32(static_cast<int32_t>(0x80000000u))) != 0;
 }

@@ -75,8 +75,8 @@ TEST(Hadamard, RoundTripIsIdentityAndPreservesNorm) {
 
 TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
   // The transform has vector versions for D = 32…256 (AVX2 and AVX-512) and a general one; each
-  // must give exactly the bits of the textbook loop in float32: stages of stride 1, 2, 4, … with
-  // (a + b, a - b), then × the float nearest 1/√D. Large values of a few sizes with either sign
+  // must give exactly the bits of the textbook loop in float32: × the float nearest 1/√D, then
+  // stages of stride 1, 2, 4, … with (a + b, a - b). Large values of a few sizes with either sign
   // cancel in some sums and not in others, so the small ones (2^-40…1) lose different bits in a
   // different stage order; signed zeros check the zero signs.
   std::mt19937 rng(11);
@@ -96,6 +96,7 @@ TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
     const auto norm = static_cast<float>(1.0 / std::sqrt(double(d)));
     for (int64_t r = 0; r < 2 * 37; ++r) {
       float* w = want.data.data() + r * d;
+      for (int64_t i = 0; i < d; ++i) w[i] *= norm;
       for (int64_t len = 1; len < d; len *= 2) {
         for (int64_t i = 0; i < d; i += 2 * len) {
           for (int64_t j = i; j < i + len; ++j) {
@@ -105,7 +106,6 @@ TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
           }
         }
       }
-      for (int64_t i = 0; i < d; ++i) w[i] *= norm;
     }
     hadamardInPlace(x);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -116,9 +116,10 @@ TEST(Hadamard, EveryHeadDimEqualsThePlainFloatTransformBitForBit) {
 }
 
 TEST(Hadamard, FloatTransformStaysWithinFloatNoiseOfTheExactOne) {
-  // float32 arithmetic is our reading of "x·H" (docs/spec-strings.md): each of the log2(D)
-  // stages rounds once, so a value is off the exact product by at most a few units in the last
-  // place of the row's largest partial sums. Against a long-double product with the matrix:
+  // float32 arithmetic is our reading of "x·H" (docs/spec-strings.md): the scaling and each of
+  // the log2(D) stages round once, on values no larger than the row's norm |x| (scaled first,
+  // a partial sum of k values is at most √k·|x|/√D). Against a long-double product with the
+  // matrix, within (log2 D + 1)·√D roundings of |x|:
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   for (int64_t d : {8, 128, 256}) {
@@ -135,11 +136,27 @@ TEST(Hadamard, FloatTransformStaysWithinFloatNoiseOfTheExactOne) {
           const long double h = (std::popcount(uint64_t(i & j)) % 2 ? -1.0L : 1.0L) / std::sqrt(static_cast<long double>(d));
           exact += static_cast<long double>(x.at(0, t, i)) * h;
         }
-        // log2(D) roundings of partial sums no larger than sqrt(D)·|x|, plus the final product.
         const double bound = (std::log2(double(d)) + 1) * 0x1p-24 * std::sqrt(double(d) * double(norm2));
         ASSERT_LE(std::fabs(double(y.at(0, t, j) - exact)), bound) << "D=" << d << " t=" << t << " j=" << j;
       }
     }
+  }
+}
+
+TEST(Hadamard, LargeInputsDoNotOverflowBeforeTheResultWould) {
+  // Scaling by 1/√D before the sums: a row of 1e37 sums to 128e37 unscaled (past FLT_MAX), but
+  // its transform is 128e37/√128 ≈ 1.13e38, which a float holds.
+  for (int64_t d : {8, 128, 256}) {
+    Tensor3 x(1, 2, d);
+    for (int64_t i = 0; i < d; ++i) {
+      x.at(0, 0, i) = 1e37f;
+      x.at(0, 1, i) = i % 3 == 0 ? -2e37f : 1e37f;
+    }
+    Tensor3 y = x;
+    hadamardInPlace(y);
+    EXPECT_NEAR(y.at(0, 0, 0) / (1e37 * std::sqrt(double(d))), 1.0, 1e-6) << "D=" << d;
+    for (int64_t j = 1; j < d; ++j) ASSERT_EQ(y.at(0, 0, j), 0.0f) << "D=" << d << " j=" << j;
+    for (int64_t j = 0; j < d; ++j) ASSERT_TRUE(std::isfinite(y.at(0, 1, j))) << "D=" << d << " j=" << j;
   }
 }
 
