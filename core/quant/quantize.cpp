@@ -360,16 +360,18 @@ int64_t outlierCount(double fraction, int64_t n) {
 
 namespace {
 
-// The `count` indices of largest |x| (ties: lower index first), in ascending index order.
-// Radix select on the bits of |x|: for finite floats, the bit patterns of non-negative values
+/// The count-th largest of n magnitude keys, and how many keys above it there are.
+struct KeyRank {
+  uint32_t key = 0;
+  int64_t above = 0;
+};
+
+// Radix select on magnitude keys: for finite floats, the bit patterns of non-negative values
 // order like the values. A histogram of the upper 16 bits finds the bucket of the count-th
-// largest magnitude T, and a selection among that bucket's keys T itself, without sorting or
-// allocating per element (a 32k-token layer holds millions per head).
-void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, std::vector<int64_t>& picked) {
-  picked.clear();
-  count = std::min(count, n);
-  if (count <= 0) return;
-  auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
+// largest key, and a selection among that bucket's keys the key itself, without sorting or
+// allocating per element (a 32k-token layer holds millions per head). 1 ≤ count ≤ n.
+template <class Key>
+KeyRank countthLargestKey(Key key, int64_t n, int64_t count) {
   // One histogram per thread, all zeros between calls: each call clears only the buckets its
   // keys span. (A fresh one per call, or clearing and walking all 65536 buckets, cost more than
   // the passes on the few candidates of quantizeInPieces.)
@@ -382,7 +384,7 @@ void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, st
     lowest = std::min(lowest, b);
     highest = std::max(highest, b);
   }
-  int64_t above = 0;  // elements with a larger key than the threshold bucket
+  int64_t above = 0;  // keys in buckets above the count-th largest's
   uint32_t high = highest;
   while (above + hist[high] < count) above += hist[high--];
   std::fill(hist.begin() + lowest, hist.begin() + highest + 1, 0);
@@ -391,20 +393,30 @@ void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, st
     const uint32_t k = key(i);
     if ((k >> 16) == high) bucket.push_back(k);
   }
-  const auto rank = static_cast<size_t>(count - above - 1);  // of T among the bucket, largest first
+  const auto rank = static_cast<size_t>(count - above - 1);  // within the bucket, largest first
   std::nth_element(bucket.begin(), bucket.begin() + static_cast<std::ptrdiff_t>(rank), bucket.end(), std::greater<>());
   const uint32_t threshold = bucket[rank];
-  // nth_element leaves every larger key before T.
+  // nth_element leaves every larger key before it.
   for (size_t i = 0; i < rank; ++i) above += bucket[i] > threshold ? 1 : 0;
-  // Everything above the threshold, then ties at it by ascending index (§1: lower index first).
-  // Without a branch per element: near T (the candidates of quantizeInPieces are) it would be
-  // mispredicted every other time.
-  int64_t ties = count - above, taken = 0;
+  return {threshold, above};
+}
+
+// The `count` indices of largest |x| (ties: lower index first), in ascending index order.
+void selectOutliersByIndexInto(const float* values, int64_t n, int64_t count, std::vector<int64_t>& picked) {
+  picked.clear();
+  count = std::min(count, n);
+  if (count <= 0) return;
+  auto key = [values](int64_t i) { return magnitudeKey(values[i]); };
+  const KeyRank t = countthLargestKey(key, n, count);
+  // Everything above the threshold, then ties at it by ascending index (§1: lower index first),
+  // without a branch per element: near the threshold (the candidates of quantizeInPieces are)
+  // it would be mispredicted every other time.
+  int64_t ties = count - t.above, taken = 0;
   picked.resize(static_cast<size_t>(count) + 1);
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = key(i);
-    const int64_t tie = k == threshold ? 1 : 0;
-    const int64_t take = (k > threshold ? 1 : 0) | (tie & (ties > 0 ? 1 : 0));
+    const int64_t tie = k == t.key ? 1 : 0;
+    const int64_t take = (k > t.key ? 1 : 0) | (tie & (ties > 0 ? 1 : 0));
     picked[static_cast<size_t>(taken)] = i;
     taken += take;
     ties -= tie & take;
@@ -743,12 +755,8 @@ bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool r
   const auto n = static_cast<int64_t>(sample.size());
   const double share = static_cast<double>(k) * static_cast<double>(n) / static_cast<double>(count * d);
   const auto m = static_cast<int64_t>(std::ceil(1.25 * share + 5.0 * std::sqrt(share) + 16.0));
-  *floor = 0;
-  if (m >= n) return true;
-  std::vector<uint32_t> keys(sample.size());
-  for (size_t i = 0; i < sample.size(); ++i) keys[i] = magnitudeKey(sample[i]);
-  std::nth_element(keys.begin(), keys.begin() + (m - 1), keys.end(), std::greater<>());
-  *floor = keys[static_cast<size_t>(m - 1)];
+  *floor = m < n ? countthLargestKey([&](int64_t i) { return magnitudeKey(sample[static_cast<size_t>(i)]); }, n, m).key
+                  : 0;
   return true;
 }
 
