@@ -582,8 +582,7 @@ KVSCOPE_TARGET_V4 inline void butterflyAcrossV4(__m512* v) {
 template <int V, bool Check>
 KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows, float norm) {
   const __m512 scale = _mm512_set1_ps(norm);
-  const __m512i exponent = _mm512_set1_epi32(0x7f800000), carryIn = _mm512_set1_epi32(0x00800000);
-  __m512i carry = _mm512_setzero_si512();
+  simd::U16 carry{};
   for (int64_t r = 0; r < rows; ++r) {
     const float* from = in + r * 16 * V;
     float* to = out + r * 16 * V;
@@ -591,10 +590,7 @@ KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows,
 #pragma GCC unroll 16
     for (int k = 0; k < V; ++k) {
       const __m512 x = _mm512_loadu_ps(from + 16 * k);
-      if constexpr (Check) {
-        // simd::nonFiniteBits: the top bit is set where the exponent is all ones.
-        carry = _mm512_or_si512(carry, _mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(x), exponent), carryIn));
-      }
+      if constexpr (Check) carry |= simd::nonFiniteBits(std::bit_cast<simd::F16>(x));
       v[k] = butterflyInsideV4<8>(
           butterflyInsideV4<4>(butterflyInsideV4<2>(butterflyInsideV4<1>(_mm512_mul_ps(x, scale)))));
     }
@@ -602,7 +598,9 @@ KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows,
 #pragma GCC unroll 16
     for (int k = 0; k < V; ++k) _mm512_storeu_ps(to + 16 * k, v[k]);
   }
-  return _mm512_test_epi32_mask(carry, _mm512_set1_epi32(static_cast<int32_t>(0x80000000u))) != 0;
+  uint32_t all = 0;
+  for (int i = 0; i < 16; ++i) all |= carry[i];
+  return (all & 0x80000000u) != 0;
 }
 #pragma GCC diagnostic pop
 #endif
@@ -664,17 +662,13 @@ void hadamardInPlace(Tensor3& x) {
 
 namespace {
 
-/// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor; says
-/// whether any of x is non-finite (its key is at least infinity's), so that a pass which only
-/// reads its input checks it on the way.
-KVSCOPE_SIMD_CLONES bool collectAtLeastCloned(const float* x, int64_t n, uint32_t floor, int64_t base,
-                                              std::vector<Outlier>& out) {
-  // Keys are below 2^31, so their unsigned order is their signed order.
-  simd::I8 largest = {0, 0, 0, 0, 0, 0, 0, 0};
+/// Appends to `out` every (index base + i, x[i]) of x[0..n) with magnitudeKey ≥ floor.
+KVSCOPE_SIMD_CLONES void collectAtLeastCloned(const float* x, int64_t n, uint32_t floor, int64_t base,
+                                        std::vector<Outlier>& out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const simd::I8 keys = reinterpret_cast<simd::I8>(simd::load(x + i)) & 0x7fffffff;
-    largest = keys > largest ? keys : largest;
+    // Unsigned order of keys < 2^31 is their signed order.
     const simd::I8 hit = keys >= static_cast<int32_t>(floor);
     uint64_t words[4];
     std::memcpy(words, &hit, sizeof words);
@@ -683,22 +677,16 @@ KVSCOPE_SIMD_CLONES bool collectAtLeastCloned(const float* x, int64_t n, uint32_
       if (magnitudeKey(x[j]) >= floor) out.push_back({static_cast<size_t>(base + j), x[j]});
     }
   }
-  uint32_t top = 0;
-  for (int k = 0; k < 8; ++k) top = std::max(top, static_cast<uint32_t>(largest[k]));
   for (; i < n; ++i) {
-    top = std::max(top, magnitudeKey(x[i]));
     if (magnitudeKey(x[i]) >= floor) out.push_back({static_cast<size_t>(base + i), x[i]});
   }
-  return top >= 0x7f800000u;
 }
 
 #if defined(KVSCOPE_X86_64_V4)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as for hadamardRowsV4
 /// collectAtLeastCloned with AVX-512, without a branch per value: each compare of sixteen keys
 /// gives a mask, and the offsets of its set lanes are packed (compressed) onto a list in index
 /// order; the values are fetched by that list afterwards.
-KVSCOPE_TARGET_V4 bool collectAtLeastV4(const float* x, int64_t n, uint32_t floor, int64_t base,
+KVSCOPE_TARGET_V4 void collectAtLeastV4(const float* x, int64_t n, uint32_t floor, int64_t base,
                                         std::vector<Outlier>& out) {
   static thread_local std::vector<int32_t> offsets;
   if (offsets.size() < static_cast<size_t>(n + 16)) offsets.resize(static_cast<size_t>(n + 16));
@@ -707,33 +695,30 @@ KVSCOPE_TARGET_V4 bool collectAtLeastV4(const float* x, int64_t n, uint32_t floo
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i atLeast = _mm512_set1_epi32(static_cast<int32_t>(floor));
   __m512i at = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i largest = _mm512_setzero_si512();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i keys = _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude);
-    largest = _mm512_max_epu32(largest, keys);
     const __mmask16 mask = _mm512_cmpge_epu32_mask(keys, atLeast);
     _mm512_storeu_si512(hit + hits, _mm512_maskz_compress_epi32(mask, at));
     hits += std::popcount(static_cast<uint32_t>(mask));
     at = _mm512_add_epi32(at, _mm512_set1_epi32(16));
   }
-  uint32_t top = _mm512_reduce_max_epu32(largest);
   for (; i < n; ++i) {
-    top = std::max(top, magnitudeKey(x[i]));
     if (magnitudeKey(x[i]) >= floor) hit[hits++] = static_cast<int32_t>(i);
   }
   for (int64_t j = 0; j < hits; ++j) out.push_back({static_cast<size_t>(base + hit[j]), x[hit[j]]});
-  return top >= 0x7f800000u;
 }
-#pragma GCC diagnostic pop
 #endif
 
 /// collectAtLeastCloned, or its AVX-512 version where the CPU has it.
-bool collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base, std::vector<Outlier>& out) {
+void collectAtLeast(const float* x, int64_t n, uint32_t floor, int64_t base, std::vector<Outlier>& out) {
 #if defined(KVSCOPE_X86_64_V4)
-  if (simd::hasX86_64V4()) return collectAtLeastV4(x, n, floor, base, out);
+  if (simd::hasX86_64V4()) {
+    collectAtLeastV4(x, n, floor, base, out);
+    return;
+  }
 #endif
-  return collectAtLeastCloned(x, n, floor, base, out);
+  collectAtLeastCloned(x, n, floor, base, out);
 }
 
 /// About how many rows of a head outlierFloor samples (more cost a selection; fewer leave more
@@ -820,10 +805,14 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
         const int64_t n = rows * d;
         const int64_t at = (r0 + s0) * d;
         const float* in = src.row(h, first + r0 + s0);
-        if (!rotate) return !collectAtLeast(in, n, floor, at, mine);  // checks the source on the way
-        float* part = stage + s0 * d;
-        if (copyCheckAndRotate(in, part, rows, d)) return false;
-        collectAtLeast(part, n, floor, at, mine);
+        if (rotate) {
+          float* part = stage + s0 * d;
+          if (copyCheckAndRotate(in, part, rows, d)) return false;
+          in = part;
+        }
+        // Unrotated, the source is read in place, unchecked: a non-finite value among the
+        // candidates is harmless to the selection, and pass 3 checks every value it quantizes.
+        collectAtLeast(in, n, floor, at, mine);
         return true;
       });
     });
