@@ -80,6 +80,11 @@ class TimedApplication : public QApplication {
   };
   bool recording = false;
   std::vector<Slow> slow;
+  // Over every event while recording: the GUI thread's sleeps inside event handlers (a handler
+  // waiting for a lock or for helper threads, such as Qt's raster engine splitting a large fill
+  // over its GUI thread pool) and its time off the CPU in them (those sleeps plus preemption).
+  long waitsInEvents = 0;
+  double offCpuMs = 0;
 
   bool notify(QObject* receiver, QEvent* event) override {
     if (!recording || depth_ > 0) return QApplication::notify(receiver, event);
@@ -91,6 +96,10 @@ class TimedApplication : public QApplication {
     const bool result = QApplication::notify(receiver, event);
     const double wall = static_cast<double>(clock.nsecsElapsed()) / 1e6;
     --depth_;
+    const double cpu = threadCpuMs() - cpu0;
+    const ThreadWaits waits1 = threadWaits();
+    waitsInEvents += waits1.voluntary - waits0.voluntary;
+    offCpuMs += std::max(0.0, wall - cpu);
     if (wall > 8.0) {
       // A chart's scene says little; name the view that shows it.
       QString owner = receiver->objectName();
@@ -103,8 +112,7 @@ class TimedApplication : public QApplication {
           }
         }
       }
-      const ThreadWaits waits1 = threadWaits();
-      slow.push_back({wall, threadCpuMs() - cpu0,
+      slow.push_back({wall, cpu,
                       {waits1.voluntary - waits0.voluntary, waits1.involuntary - waits0.involuntary,
                        waits1.faults - waits0.faults},
                       QStringLiteral("%1 (%2) event %3")
@@ -326,8 +334,8 @@ int main(int argc, char** argv) {
   Watcher watcher;
   std::printf("watcher thread: %s\n\n", watcher.realtime() ? "SCHED_FIFO (real-time)"
                                                           : "normal priority (no permission for SCHED_FIFO)");
-  std::printf("%-10s %10s %10s %10s %12s %12s %16s %16s\n", "tab", "max ms", "p99 ms", "p50 ms", "gaps >16ms",
-              "own >16ms", "views ready ms", "drift ready ms");
+  std::printf("%-10s %10s %10s %10s %12s %12s %16s %16s %14s %14s\n", "tab", "max ms", "p99 ms", "p50 ms",
+              "gaps >16ms", "own >16ms", "views ready ms", "drift ready ms", "event waits", "off-CPU ms");
 
   const char* tabNames[] = {"histogram", "heat map", "drift", "summary", "budget"};
   QSlider* bits = w.keyPanel()->bitsSlider();
@@ -356,6 +364,8 @@ int main(int argc, char** argv) {
     });
     layerReady = driftReady = false;
     app.slow.clear();
+    app.waitsInEvents = 0;
+    app.offCpuMs = 0;
     app.recording = true;
     drag.start();
     const bool viewsOk = waitUntil(
@@ -374,10 +384,10 @@ int main(int argc, char** argv) {
     for (const auto& g : heartbeat.longGaps()) missed.push_back(watcher.missedWithin(g.fromNs, g.toNs));
     long own = 0;
     for (size_t i = 0; i < missed.size(); ++i) own += heartbeat.longGaps()[i].wallMs - missed[i] > 16.0 ? 1 : 0;
-    std::printf("%-10s %10.1f %10.1f %10.1f %12ld %12ld %16.0f %16.0f%s\n", tabNames[tab],
+    std::printf("%-10s %10.1f %10.1f %10.1f %12ld %12ld %16.0f %16.0f %14ld %14.1f%s\n", tabNames[tab],
                 gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end()), percentile(gaps, 0.99),
                 percentile(gaps, 0.50), static_cast<long>(over), own, viewsOk ? viewsMs : -1.0,
-                driftOk ? driftMs : -1.0, viewsOk && driftOk ? "" : "  (timed out)");
+                driftOk ? driftMs : -1.0, app.waitsInEvents, app.offCpuMs, viewsOk && driftOk ? "" : "  (timed out)");
     // The GUI thread's slowest events of the round (wall ms / thread CPU ms).
     std::sort(app.slow.begin(), app.slow.end(), [](const auto& a, const auto& b) { return a.wallMs > b.wallMs; });
     for (size_t i = 0; i < app.slow.size() && i < 4; ++i) {
