@@ -672,7 +672,7 @@ void MainWindow::recomputeDrift() {
   if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
     auto rowOnly = std::make_shared<DriftData>();
     rowOnly->layer = layer->tensors->layer;
-    rowOnly->row = *layer->row;
+    rowOnly->row = std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row);  // shares, keeps `layer` alive
     drift_->setData(std::move(rowOnly), tokenText_);
   }
   auto slices = driftSlices_;
@@ -706,13 +706,13 @@ void MainWindow::recomputeDrift() {
         auto drift = std::make_shared<DriftData>();
         drift->layer = t.layer;
         if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
-          drift->row = *layer->row;
+          drift->row = std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row);
         } else {
           auto row = attentionRowDetail(input, queryHead - kvHead * group, queryIndex);
           if (!row) return row.status();
-          drift->row = std::move(row).value();
-          drift->row.queryHead = queryHead;
-          drift->row.kvHead = kvHead;
+          row->queryHead = queryHead;
+          row->kvHead = kvHead;
+          drift->row = std::make_shared<const AttentionRowDetail>(std::move(row).value());
         }
         auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
         if (!series) return series.status();

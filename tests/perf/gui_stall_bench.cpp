@@ -334,8 +334,9 @@ int main(int argc, char** argv) {
   Watcher watcher;
   std::printf("watcher thread: %s\n\n", watcher.realtime() ? "SCHED_FIFO (real-time)"
                                                           : "normal priority (no permission for SCHED_FIFO)");
-  std::printf("%-10s %10s %10s %10s %12s %12s %16s %16s %14s %14s\n", "tab", "max ms", "p99 ms", "p50 ms",
-              "gaps >16ms", "own >16ms", "views ready ms", "drift ready ms", "event waits", "off-CPU ms");
+  std::printf("%-10s %10s %10s %10s %12s %12s %16s %16s %14s %14s %12s %12s\n", "tab", "max ms", "p99 ms", "p50 ms",
+              "gaps >16ms", "own >16ms", "views ready ms", "drift ready ms", "event waits", "off-CPU ms", "GUI CPU ms",
+              "GUI faults");
 
   const char* tabNames[] = {"histogram", "heat map", "drift", "summary", "budget"};
   QSlider* bits = w.keyPanel()->bitsSlider();
@@ -346,6 +347,8 @@ int main(int argc, char** argv) {
     waitUntil([&] { return !w.busy(); }, 600000);
     Heartbeat heartbeat;
     heartbeat.start();
+    const double roundCpu0 = threadCpuMs();
+    const ThreadWaits roundWaits0 = threadWaits();
     int done = 0;
     int finalBits = 0;
     qint64 lastChangeNs = 0;
@@ -377,6 +380,8 @@ int main(int argc, char** argv) {
     const bool driftOk = waitUntil([&] { return driftReady; }, 600000);
     const double driftMs = static_cast<double>(run.nsecsElapsed() - lastChangeNs) / 1e6;
     const std::vector<double> gaps = heartbeat.stop();
+    const double roundCpu = threadCpuMs() - roundCpu0;
+    const long roundFaults = threadWaits().faults - roundWaits0.faults;
     app.recording = false;
     const auto over = std::count_if(gaps.begin(), gaps.end(), [](double g) { return g > 16.0; });
     // A gap's own part: what is left after the time the watcher slept through as well.
@@ -384,10 +389,11 @@ int main(int argc, char** argv) {
     for (const auto& g : heartbeat.longGaps()) missed.push_back(watcher.missedWithin(g.fromNs, g.toNs));
     long own = 0;
     for (size_t i = 0; i < missed.size(); ++i) own += heartbeat.longGaps()[i].wallMs - missed[i] > 16.0 ? 1 : 0;
-    std::printf("%-10s %10.1f %10.1f %10.1f %12ld %12ld %16.0f %16.0f %14ld %14.1f%s\n", tabNames[tab],
+    std::printf("%-10s %10.1f %10.1f %10.1f %12ld %12ld %16.0f %16.0f %14ld %14.1f %12.1f %12ld%s\n", tabNames[tab],
                 gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end()), percentile(gaps, 0.99),
                 percentile(gaps, 0.50), static_cast<long>(over), own, viewsOk ? viewsMs : -1.0,
-                driftOk ? driftMs : -1.0, app.waitsInEvents, app.offCpuMs, viewsOk && driftOk ? "" : "  (timed out)");
+                driftOk ? driftMs : -1.0, app.waitsInEvents, app.offCpuMs, roundCpu, roundFaults,
+                viewsOk && driftOk ? "" : "  (timed out)");
     // The GUI thread's slowest events of the round (wall ms / thread CPU ms).
     std::sort(app.slow.begin(), app.slow.end(), [](const auto& a, const auto& b) { return a.wallMs > b.wallMs; });
     for (size_t i = 0; i < app.slow.size() && i < 4; ++i) {

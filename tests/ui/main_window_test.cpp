@@ -176,7 +176,7 @@ class MainWindowTest : public QObject {
     QVERIFY(w.heatmapView()->canvas()->data().maxValue > errBefore);  // 2 bits err more than 4
 
     // The drift view shows core's row detail for the new reconstruction.
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row.keyOnly.scores.size() > 0 &&
+    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row && w.driftView()->data()->row->keyOnly.scores.size() > 0 &&
                                  [&] {
                                    std::vector<double> v;
                                    for (const QPointF& p : w.driftView()->scoreCase()->points()) v.push_back(p.y());
@@ -218,7 +218,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.layerQuant()->valueHat.data, headData(valueHat, 1));
     QCOMPARE(w.driftView()->queryHead() / info.groupSize(), 1);
 
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row.kvHead == 1 &&
+    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row && w.driftView()->data()->row->kvHead == 1 &&
                                  !w.driftView()->data()->series.positions.empty(),
                              kWaitMs);
     AttentionInput input;
@@ -265,7 +265,9 @@ class MainWindowTest : public QObject {
     view.show();
     auto data = std::make_shared<DriftData>();
     const size_t n = 10000;
-    AttentionRowDetail& row = data->row;
+    auto shared = std::make_shared<AttentionRowDetail>();
+    data->row = shared;
+    AttentionRowDetail& row = *shared;
     row.position = static_cast<int64_t>(n - 1);
     for (AttentionRowCase* c : {&row.original, &row.keyOnly, &row.valueOnly, &row.joint}) {
       c->scores.resize(n);

@@ -150,11 +150,15 @@ void DriftView::setMessage(const QString& message) {
 }
 
 void DriftView::setData(DriftDataPtr data, QStringList tokenText) {
-  const bool sameRow = data_ && data && data_->layer == data->layer && data_->row.queryHead == data->row.queryHead &&
-                       data_->row.queryIndex == data->row.queryIndex &&
-                       data_->row.keyOnly.scores == data->row.keyOnly.scores &&
-                       data_->row.valueOnly.probabilities == data->row.valueOnly.probabilities &&
-                       data_->row.joint.kl == data->row.joint.kl && data_->row.joint.outputRelError == data->row.joint.outputRelError;
+  // The series arrives with the row the layer result already showed: the same object, or (a
+  // row the drift lane computed itself) the same values.
+  const bool sameRow =
+      data_ && data && data_->row && data->row && data_->layer == data->layer &&
+      (data_->row == data->row ||
+       (data_->row->queryHead == data->row->queryHead && data_->row->queryIndex == data->row->queryIndex &&
+        data_->row->keyOnly.scores == data->row->keyOnly.scores &&
+        data_->row->valueOnly.probabilities == data->row->valueOnly.probabilities &&
+        data_->row->joint.kl == data->row->joint.kl && data_->row->joint.outputRelError == data->row->joint.outputRelError));
   data_ = std::move(data);
   tokenText_ = std::move(tokenText);
   requestRebuild(!sameRow);
@@ -179,9 +183,9 @@ void DriftView::showEvent(QShowEvent* event) {
 
 const AttentionRowCase& DriftView::currentCase() const {
   switch (case_->currentIndex()) {
-    case 1: return data_->row.valueOnly;
-    case 2: return data_->row.joint;
-    default: return data_->row.keyOnly;
+    case 1: return data_->row->valueOnly;
+    case 2: return data_->row->joint;
+    default: return data_->row->keyOnly;
   }
 }
 
@@ -233,12 +237,12 @@ QList<QPointF> envelope(const std::vector<double>& y) {
 
 void DriftView::rebuildRow() {
   for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_}) s->clear();
-  if (!data_) {
+  if (!data_ || !data_->row) {
     setAxes(scoreChart_, 0, 1, 0, 1, tr("key position"), tr("score"));
     setAxes(probChart_, 0, 1, 0, 1, tr("key position"), tr("probability"));
     return;
   }
-  const AttentionRowDetail& row = data_->row;
+  const AttentionRowDetail& row = *data_->row;
   const AttentionRowCase& c = currentCase();
   double smin = 0, smax = 0, pmax = 0;
   for (size_t j = 0; j < row.original.scores.size(); ++j) {
@@ -266,11 +270,11 @@ void DriftView::rebuildRow() {
 
 void DriftView::rebuildSeries() {
   for (QLineSeries* s : {kl_, rel_, marker_}) s->clear();
-  if (!data_) {
+  if (!data_ || !data_->row) {
     setAxes(posChart_, 0, 1, 0, 1, tr("query position"), tr("KL / rel. error"));
     return;
   }
-  const AttentionRowDetail& row = data_->row;
+  const AttentionRowDetail& row = *data_->row;
   const double last = static_cast<double>(row.position);
   const AttentionPositionSeries& series = data_->series;
   const auto line = static_cast<size_t>(row.kvHead);
@@ -296,19 +300,19 @@ void DriftView::rebuildSeries() {
 }
 
 void DriftView::hover(const QPointF& point, bool state, const QString& what) {
-  if (!state || !data_) {
+  if (!state || !data_ || !data_->row) {
     QToolTip::hideText();
     return;
   }
   const auto j = static_cast<size_t>(std::clamp<double>(std::round(point.x()), 0,
-                                                         static_cast<double>(data_->row.original.scores.size() - 1)));
+                                                         static_cast<double>(data_->row->original.scores.size() - 1)));
   const AttentionRowCase& c = currentCase();
   QString text = tr("key position %1").arg(j);
   if (static_cast<qsizetype>(j) < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[static_cast<qsizetype>(j)]);
   text += tr("\ns = %1, ŝ = %2\nP = %3, P̂ = %4")
-              .arg(data_->row.original.scores[j], 0, 'g', 5)
+              .arg(data_->row->original.scores[j], 0, 'g', 5)
               .arg(c.scores[j], 0, 'g', 5)
-              .arg(data_->row.original.probabilities[j], 0, 'g', 5)
+              .arg(data_->row->original.probabilities[j], 0, 'g', 5)
               .arg(c.probabilities[j], 0, 'g', 5);
   (void)what;
   QToolTip::showText(QCursor::pos(), text, this);
@@ -332,8 +336,8 @@ void DriftView::renderTo(QPainter& painter, const QRectF& target) {
 }
 
 QString DriftView::toCsv() const {
-  if (!data_) return {};
-  const AttentionRowDetail& row = data_->row;
+  if (!data_ || !data_->row) return {};
+  const AttentionRowDetail& row = *data_->row;
   QString out = QStringLiteral("# layer %1, query head %2, kv head %3, query row %4, position %5\n")
                     .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.queryIndex).arg(row.position);
   out += QStringLiteral("key_position,score,score_key_only,score_joint,p,p_key_only,p_value_only,p_joint\n");

@@ -24,7 +24,9 @@ namespace kvscope::ui {
 /// What the drift view shows, computed off the GUI thread.
 struct DriftData {
   int layer = 0;
-  AttentionRowDetail row;
+  /// The row, shared with the layer result that computed it (a row holds 8 vectors of T doubles:
+  /// copying it on the GUI thread for every result cost a 2 MiB copy, sometimes page faults).
+  std::shared_ptr<const AttentionRowDetail> row;
   AttentionPositionSeries series;  ///< grouped by kv head
 };
 using DriftDataPtr = std::shared_ptr<const DriftData>;
