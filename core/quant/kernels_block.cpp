@@ -95,13 +95,6 @@ KVSCOPE_INLINE void minMax8(const float* x, F8* lo, F8* hi, [[maybe_unused]] sim
   *hi = simd::reduceEach(h, [](F8 a, F8 b) { return simd::max(a, b); });
 }
 
-/// Whether finite-check bits (simd::nonFiniteBits, ORed) flag a NaN or an infinity.
-KVSCOPE_INLINE bool anyNonFinite(simd::U8 bits) {
-  uint32_t all = 0;
-  for (int i = 0; i < 8; ++i) all |= bits[i];
-  return (all & 0x80000000u) != 0;
-}
-
 /// Copies one block of kQk values from `in` to `out` (when they differ) for a one-block kernel
 /// to work on in place; with Check, false when one of them is not finite.
 template <bool Check>
@@ -109,7 +102,7 @@ KVSCOPE_INLINE bool blockToOut(const float* in, float* out) {
   if constexpr (Check) {
     simd::U8 bits{};
     for (int j = 0; j < kQk; j += 8) bits |= simd::nonFiniteBits(simd::load(in + j));
-    if (anyNonFinite(bits)) return false;
+    if (simd::anyNonFinite(bits)) return false;
   }
   if (in != out) std::memcpy(out, in, kQk * sizeof(float));
   return true;
@@ -259,7 +252,7 @@ KVSCOPE_INLINE bool q8_0Run(const float* in, float* out, int64_t blocks) {
     F8 lo, hi;
     simd::U8 bits{};
     minMax8<4, Check>(p, &lo, &hi, &bits);
-    if (Check && anyNonFinite(bits)) return false;
+    if (Check && simd::anyNonFinite(bits)) return false;
     // maxAbs's value: the largest |x|, +0 for a block of zeros.
     const F8 amax = simd::max(simd::max(F8{}, hi), -lo);
     const GgmlScales8 sc = ggmlScales8(amax / 127.0f);
@@ -316,7 +309,7 @@ KVSCOPE_INLINE bool symmetricBlocks(const float* in, float* out, int64_t blocks)
     F8 lo, hi;
     simd::U8 bits{};
     minMax8<4, Check>(p, &lo, &hi, &bits);
-    if (Check && anyNonFinite(bits)) return false;
+    if (Check && simd::anyNonFinite(bits)) return false;
     // signedMax: hi or lo, whichever is larger in magnitude, +0 for a block of zeros; on a tie
     // the first in the block, looked up per block (rare in real data).
     F8 max = select(hi > -lo, hi, select(-lo > hi, lo, F8{}));
@@ -381,7 +374,7 @@ KVSCOPE_INLINE bool affineBlocks(const float* in, float* out, int64_t blocks) {
     F8 lo, hi;
     simd::U8 bits{};
     minMax8<4, Check>(p, &lo, &hi, &bits);
-    if (Check && anyNonFinite(bits)) return false;
+    if (Check && simd::anyNonFinite(bits)) return false;
     const GgmlScales8 sc = ggmlScales8((hi - lo) / static_cast<float>(Top));
     float los[8], mhs[8];
     simd::store(los, lo);

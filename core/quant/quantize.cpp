@@ -598,9 +598,7 @@ KVSCOPE_TARGET_V4 bool hadamardRowsV4(const float* in, float* out, int64_t rows,
 #pragma GCC unroll 16
     for (int k = 0; k < V; ++k) _mm512_storeu_ps(to + 16 * k, v[k]);
   }
-  uint32_t all = 0;
-  for (int i = 0; i < 16; ++i) all |= carry[i];
-  return (all & 0x80000000u) != 0;
+  return simd::anyNonFinite(carry);
 }
 #pragma GCC diagnostic pop
 #endif

@@ -129,6 +129,19 @@ KVSCOPE_INLINE U16 nonFiniteBits(F16 v) { return (reinterpret_cast<U16>(v) & 0x7
 KVSCOPE_INLINE F16 min(F16 a, F16 b) { return b < a ? b : a; }
 KVSCOPE_INLINE F16 max(F16 a, F16 b) { return b > a ? b : a; }
 
+/// Whether finite-check bits (nonFiniteBits, ORed lane by lane) flag a NaN or an infinity in
+/// any lane.
+KVSCOPE_INLINE bool anyNonFinite(U8 bits) {
+  uint32_t all = 0;
+  for (int i = 0; i < 8; ++i) all |= bits[i];
+  return (all & 0x80000000u) != 0;
+}
+KVSCOPE_INLINE bool anyNonFinite(U16 bits) {
+  uint32_t all = 0;
+  for (int i = 0; i < 16; ++i) all |= bits[i];
+  return (all & 0x80000000u) != 0;
+}
+
 /// Four 64-bit integers, the lane-wise companion of D4 (masks of D4 comparisons, shuffle indices).
 typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
 
