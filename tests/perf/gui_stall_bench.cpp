@@ -61,6 +61,10 @@ ThreadWaits threadWaits() {
   getrusage(RUSAGE_THREAD, &u);
   return {u.ru_nvcsw, u.ru_nivcsw, u.ru_minflt};
 }
+// What happened between two readings.
+ThreadWaits operator-(const ThreadWaits& later, const ThreadWaits& earlier) {
+  return {later.voluntary - earlier.voluntary, later.involuntary - earlier.involuntary, later.faults - earlier.faults};
+}
 
 double threadCpuMs() {
   timespec ts{};
@@ -97,8 +101,8 @@ class TimedApplication : public QApplication {
     const double wall = static_cast<double>(clock.nsecsElapsed()) / 1e6;
     --depth_;
     const double cpu = threadCpuMs() - cpu0;
-    const ThreadWaits waits1 = threadWaits();
-    waitsInEvents += waits1.voluntary - waits0.voluntary;
+    const ThreadWaits during = threadWaits() - waits0;
+    waitsInEvents += during.voluntary;
     offCpuMs += std::max(0.0, wall - cpu);
     if (wall > 8.0) {
       // A chart's scene says little; name the view that shows it.
@@ -112,9 +116,7 @@ class TimedApplication : public QApplication {
           }
         }
       }
-      slow.push_back({wall, cpu,
-                      {waits1.voluntary - waits0.voluntary, waits1.involuntary - waits0.involuntary,
-                       waits1.faults - waits0.faults},
+      slow.push_back({wall, cpu, during,
                       QStringLiteral("%1 (%2) event %3")
                           .arg(QString::fromLatin1(receiver->metaObject()->className()), owner)
                           .arg(static_cast<int>(event->type()))});
@@ -215,9 +217,7 @@ class Heartbeat {
         const double gap = static_cast<double>(now - last_) / 1e6;
         gaps_.push_back(gap);
         if (gap > 16.0) {
-          long_.push_back({last_, now, gap, cpu - lastCpu_,
-                           {waits.voluntary - lastWaits_.voluntary, waits.involuntary - lastWaits_.involuntary,
-                            waits.faults - lastWaits_.faults}});
+          long_.push_back({last_, now, gap, cpu - lastCpu_, waits - lastWaits_});
         }
       }
       last_ = now;
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
     const double driftMs = static_cast<double>(run.nsecsElapsed() - lastChangeNs) / 1e6;
     const std::vector<double> gaps = heartbeat.stop();
     const double roundCpu = threadCpuMs() - roundCpu0;
-    const long roundFaults = threadWaits().faults - roundWaits0.faults;
+    const long roundFaults = (threadWaits() - roundWaits0).faults;
     app.recording = false;
     const auto over = std::count_if(gaps.begin(), gaps.end(), [](double g) { return g > 16.0; });
     // A gap's own part: what is left after the time the watcher slept through as well.
