@@ -268,6 +268,14 @@ static_assert(sizeof(BlockIq4Nl) == 18, "iq4_nl: 4.5 bits per value");
 
 constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+/// ggml's C cast of a float to an 8-bit code, as x86 performs it: truncation to int32, then its
+/// low byte. When a block's id = 1/d overflowed (a block of subnormal values), x·id is infinite or
+/// NaN, which x86 converts to 0x80000000 (low byte 0) and C++ leaves undefined; said explicitly
+/// here, as the kernels do (kernels_block.cpp, degenerateInverse).
+int8_t ggmlCode(float v) {
+  return std::fabs(v) < 2147483648.0f ? static_cast<int8_t>(static_cast<int32_t>(v)) : int8_t{0};
+}
+
 uint16_t toFp16(float f) { return fp::fp16Bits(f); }
 float fromFp16(uint16_t h) { return fp::fp16Value(h); }
 
@@ -278,7 +286,7 @@ void q8_0(float* x) {
   const float d = amax / ((1 << 7) - 1);
   const float id = d ? 1.0f / d : 0.0f;
   y.d = toFp16(d);
-  for (int j = 0; j < kQk; ++j) y.qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+  for (int j = 0; j < kQk; ++j) y.qs[j] = ggmlCode(std::round(x[j] * id));
   const float dd = fromFp16(y.d);
   for (int j = 0; j < kQk; ++j) x[j] = y.qs[j] * dd;
 }
@@ -298,8 +306,8 @@ void q4_0(float* x) {
   for (int j = 0; j < kQk / 2; ++j) {
     const float x0 = x[j] * id;
     const float x1 = x[kQk / 2 + j] * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x0 + 8.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x1 + 8.5f)));
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x0 + 8.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x1 + 8.5f)));
     y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
   }
   const float dd = fromFp16(y.d);
@@ -323,8 +331,8 @@ void q4_1(float* x) {
   for (int j = 0; j < kQk / 2; ++j) {
     const float x0 = (x[j] - min) * id;
     const float x1 = (x[kQk / 2 + j] - min) * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x0 + 0.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, static_cast<int8_t>(x1 + 0.5f)));
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x0 + 0.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x1 + 0.5f)));
     y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
   }
   const float dd = fromFp16(y.d), mm = fromFp16(y.m);
@@ -350,8 +358,8 @@ void q5_0(float* x) {
   for (int j = 0; j < kQk / 2; ++j) {
     const float x0 = x[j] * id;
     const float x1 = x[kQk / 2 + j] * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x0 + 16.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(31, static_cast<int8_t>(x1 + 16.5f)));
+    const auto xi0 = static_cast<uint8_t>(std::min<int>(31, ggmlCode(x0 + 16.5f)));
+    const auto xi1 = static_cast<uint8_t>(std::min<int>(31, ggmlCode(x1 + 16.5f)));
     y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
     qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
@@ -384,8 +392,8 @@ void q5_1(float* x) {
   for (int j = 0; j < kQk / 2; ++j) {
     const float x0 = (x[j] - min) * id;
     const float x1 = (x[kQk / 2 + j] - min) * id;
-    const auto xi0 = static_cast<uint8_t>(x0 + 0.5f);
-    const auto xi1 = static_cast<uint8_t>(x1 + 0.5f);
+    const auto xi0 = static_cast<uint8_t>(ggmlCode(x0 + 0.5f));
+    const auto xi1 = static_cast<uint8_t>(ggmlCode(x1 + 0.5f));
     y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
     qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
