@@ -53,6 +53,7 @@
 #include "ui/widgets/dataset_panel.h"
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/spec_panel.h"
+#include "ui/widgets/steady_tab_widget.h"
 #include "ui/workers/dump_probe.h"
 #include "ui/workers/job_runner.h"
 
@@ -78,7 +79,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   setAcceptDrops(true);
   resize(1400, 900);
 
-  tabs_ = new QTabWidget(this);
+  tabs_ = new SteadyTabWidget(this);
   histogram_ = new HistogramView(this);
   heatmap_ = new HeatmapView(this);
   drift_ = new DriftView(this);
@@ -211,7 +212,7 @@ void MainWindow::buildDocks() {
   storage_->setWordWrap(true);
   storage_->setObjectName(QStringLiteral("storageSummary"));
   storage_->setToolTip(tr("Bits per element of K and V, KV bytes per token over all layers, and the compression against fp16."));
-  auto* specTabs = new QTabWidget(this);
+  auto* specTabs = new SteadyTabWidget(this);
   specTabs->addTab(keyPanel_, tr("Key"));
   specTabs->addTab(valuePanel_, tr("Value"));
   auto* specBox = new QWidget(this);
