@@ -13,8 +13,8 @@
 // slept through as well: that part is the machine not running the process at all (on a VM, the
 // host not running its vCPUs), and the steal time /proc/stat credited to the GUI thread's vCPU
 // (the host running something else on that vCPU alone; the watcher, on the other, runs on).
-// "vCPU stolen" counts the gaps left over 16 ms by the first where the second explains them;
-// "own >16ms" the rest (see the blame rule in main).
+// "vCPU stolen" counts the gaps still over 16 ms without the watcher's part that the steal time
+// explains, "own >16ms" the rest (the blame rule is in main).
 //
 //   kvscope_gui_stall_bench [--tokens 32768] [--layers 2] [--changes 60] [--interval-ms 30]
 //                           [--tabs 0,1,2] [--temp-dir DIR]
@@ -249,7 +249,7 @@ class Watcher {
   // The steal field of every "cpuN" line of /proc/stat.
   static std::vector<unsigned long long> readSteal(int fd) {
     std::vector<unsigned long long> ticks;
-    char text[8192];
+    static char text[1 << 16];  // only the watcher thread reads; room for hundreds of cpus
     const ssize_t n = pread(fd, text, sizeof text - 1, 0);
     if (n <= 0) return ticks;
     text[n] = '\0';
