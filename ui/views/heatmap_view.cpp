@@ -27,7 +27,7 @@ QString valueLabel(HeatmapValue v) {
   switch (v) {
     case HeatmapValue::Magnitude: return QStringLiteral("|x|");
     case HeatmapValue::Normalized: return QStringLiteral("|x| / σ(channel)");
-    case HeatmapValue::Error: return QStringLiteral("|x̂ − x|");
+    case HeatmapValue::Error: return QStringLiteral("|x′ − x|");
   }
   return {};
 }
@@ -40,7 +40,8 @@ QString formatTick(double v) { return QString::number(v, 'g', 3); }
 HeatmapCanvas::HeatmapCanvas(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
   setMinimumSize(360, 220);
-  setToolTip(tr("Hover a cell for its token, channel and value; click to select them."));
+  // No setToolTip here: a static tooltip would replace the per-cell readout that mouseMoveEvent
+  // shows once the mouse rests on a cell. The hint lives on the view's controls instead.
 }
 
 void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor,
@@ -241,7 +242,7 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
-    text += tr(", x̂ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
+    text += tr(", x′ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
   }
   return text;
 }
@@ -273,8 +274,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   value_ = new QComboBox(this);
   value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
   value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
-  value_->addItem(tr("error |x̂ − x|"), static_cast<int>(HeatmapValue::Error));
-  value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction error."));
+  value_->addItem(tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
+  value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction "
+                        "error (x′ is the value after quantizing and dequantizing)."));
   scale_ = new QComboBox(this);
   scale_->addItem(tr("linear"));
   scale_->addItem(tr("log"));
@@ -288,6 +290,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(new QLabel(tr("Scale"), this));
   controls->addWidget(scale_);
   controls->addStretch(1);
+  auto* hint = new QLabel(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."), this);
+  hint->setObjectName(QStringLiteral("heatmapHint"));
+  controls->addWidget(hint);
   profile_ = new QLabel(this);
   profile_->setWordWrap(true);
   profile_->setTextInteractionFlags(Qt::TextSelectableByMouse);
