@@ -538,6 +538,17 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   context.hasKeyPreRope = info.hasKeyPreRope;
   keyPanel_->setContext(context);
   valuePanel_->setContext(context);
+  QString fallbackNote;
+  if (undo_->count() == 0 && (!keyPanel_->isValid() || !valuePanel_->isValid())) {
+    // The opening defaults (q8_0 / q4_0: blocks of 32 channels) do not fit every dump (head dim 8
+    // in stories260K). Untouched, they give way to per-token int8 / int4, which fit any shape.
+    const QString why = !keyPanel_->isValid() ? keyPanel_->messageLabel()->text() : valuePanel_->messageLabel()->text();
+    const QuantSpec key = keyPanel_->isValid() ? keyPanel_->spec() : *parseSpec("int8");
+    const QuantSpec value = valuePanel_->isValid() ? valuePanel_->spec() : *parseSpec("int4");
+    applySpecState(SpecState{key, value, false});
+    fallbackNote = tr(" The default specs do not fit this dump (%1); showing K %2, V %3.")
+                       .arg(why, q(toString(key)), q(toString(value)));
+  }
   heatmap_->setHasPreRope(info.hasKeyPreRope);
   histogram_->setHasPreRope(info.hasKeyPreRope);
   drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
@@ -546,7 +557,7 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   summary_->setSelection(selection_.layer, selection_.kvHead);
   setWindowTitle(QStringLiteral("kvscope — %1").arg(QFileInfo(q(info.path)).fileName()));
   addRecent(q(info.path));
-  QString status = tr("Opened %1.").arg(q(info.path));
+  QString status = tr("Opened %1.").arg(q(info.path)) + fallbackNote;
   for (const std::string& w : info.warnings) status += QStringLiteral(" ⚠ ") + q(w);
   if (!pendingSessionMessage_.isEmpty()) {
     status += QStringLiteral(" ") + pendingSessionMessage_;

@@ -435,6 +435,10 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.dump()->info().layers, 2);
     QCOMPARE(w.dump()->info().tokens, 16);
     QVERIFY(!w.dump()->info().canonical);
+    // Head dim 8 has no room for q8_0's blocks of 32: the untouched defaults gave way, and said so.
+    QCOMPARE(QString::fromStdString(toString(w.keyPanel()->spec())), QStringLiteral("int8"));
+    QCOMPARE(QString::fromStdString(toString(w.valuePanel()->spec())), QStringLiteral("int4"));
+    QVERIFY(w.findChild<QLabel*>(QStringLiteral("statusText"))->text().contains(QStringLiteral("default specs")));
     QCOMPARE(w.layerQuant()->tensors->key.at(1, 3, 5), data(path, 0, 1, 3, 5));
     // The session keeps the mapping, so the file reopens the same way.
     const auto session = nlohmann::json::parse(w.sessionJson());
@@ -746,6 +750,19 @@ class MainWindowTest : public QObject {
     QTest::qWait(50);
     QVERIFY2(sv->table()->horizontalHeader()->length() <= sv->table()->viewport()->width(),
              qPrintable(QStringLiteral("%1 > %2").arg(sv->table()->horizontalHeader()->length()).arg(sv->table()->viewport()->width())));
+    // …and no header is cut: each column is as wide as its longest header line.
+    QHeaderView* header = sv->table()->horizontalHeader();
+    for (int c = 0; c < sv->model()->columnCount(); ++c) {
+      if (header->isSectionHidden(c)) continue;
+      int widest = 0;
+      for (const QString& line : sv->model()->headerData(c, Qt::Horizontal).toString().split(QLatin1Char('\n'))) {
+        widest = std::max(widest, header->fontMetrics().horizontalAdvance(line));
+      }
+      QVERIFY2(header->sectionSize(c) >= widest, qPrintable(sv->model()->headerData(c, Qt::Horizontal).toString()));
+    }
+    // joint kl_mean repeats key_only kl_mean (§6): hidden in the table, kept in the CSV.
+    QVERIFY(sv->table()->isColumnHidden(10));
+    QVERIFY(sv->toCsv().section(QLatin1Char('\n'), 0, 0).contains(QStringLiteral("joint_kl_mean")));
     // The selected row stays highlighted when the table is sorted.
     w.select(2, 1);
     sv->table()->sortByColumn(8, Qt::DescendingOrder);
@@ -781,7 +798,8 @@ class MainWindowTest : public QObject {
     w.resize(1600, 1000);
     w.show();
     SpecPanel* k = w.keyPanel();
-    const QString longSpec = QStringLiteral("int4,axis=channel,group=128,clip=p0.995,outliers=0.01,sinks=4,residual=32");
+    const QString longSpec = QStringLiteral("int4,asym,axis=channel,group=32,clip=0.99,outliers=0.01,sinks=4,residual=128");
+    QVERIFY(parseSpec(longSpec.toStdString()).hasValue());
     k->specEdit()->setText(longSpec);
     k->specEdit()->setModified(true);
     emit k->specEdit()->returnPressed();
@@ -824,7 +842,8 @@ class MainWindowTest : public QObject {
     w.keyPanel()->formatBox()->setCurrentIndex(w.keyPanel()->formatBox()->findData(static_cast<int>(FormatId::Int)));
     const QString afterFormat = w.keyPanel()->specEdit()->text();
     QVERIFY(afterFormat != before);
-    w.keyPanel()->bitsSlider()->setValue(w.keyPanel()->spec().bits == 3 ? 5 : 3);
+    QVERIFY(w.keyPanel()->spec().bits != 5);
+    w.keyPanel()->bitsSlider()->setValue(5);
     w.keyPanel()->bitsSlider()->setValue(3);
     QCOMPARE(w.keyPanel()->spec().bits, 3);
     auto* undo = w.findChild<QAction*>(QStringLiteral("undoAction"));

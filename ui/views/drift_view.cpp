@@ -104,7 +104,7 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   scoreView_ = new InteractiveChartView(scoreChart_, this);
   probView_ = new InteractiveChartView(probChart_, this);
   posView_ = new InteractiveChartView(posChart_, this);
-  posView_->setToolTip(posView_->toolTip() + tr(" · click: show that query's row above"));
+  posView_->setHint(tr("click: show that query's row above"));
   const auto keyLabel = [this](double x) {
     const auto j = static_cast<qsizetype>(std::llround(x));
     QString text = tr("key position %1").arg(j);

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <string_view>
 
 #include "ui/export/chart_render.h"
 #include "ui/widgets/chart_ticks.h"
@@ -63,7 +64,8 @@ const std::vector<Column>& columns() {
        "V signal-to-quantization-noise ratio 10·log10(ΣV² / Σ(V′ − V)²) in dB (§7).",
        [](const HeadResult& h) { return h.value.sqnrDb; }, Budget::None},
       {"key_only kl_mean",
-       "key_only (K′, exact V): mean over query heads and queries of KL(P‖P′) = Σ P (ln P − ln P′), in nats (§6).",
+       "key_only (K′, exact V): mean over query heads and queries of KL(P‖P′) = Σ P (ln P − ln P′), in nats (§6). "
+       "joint's KL is the same (V does not change P), so the table shows it once; the CSV has both.",
        [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::klMean); }, Budget::None},
       {"key_only top1",
        "key_only: fraction of queries whose most-attended key is unchanged, argmax P = argmax P′ (§6).",
@@ -270,7 +272,9 @@ void SummaryView::rebuildTable() {
           item->setText(tr("skipped"));
           item->setToolTip(QString::fromStdString(h.skipReason));
         } else if (const auto v = c.get(h)) {
-          item->setText(QString::number(*v, 'g', 4));
+          // Three digits keep the table within the window; the tooltip and the CSV have them all.
+          item->setText(QString::number(*v, 'g', 3));
+          item->setToolTip(QString::number(*v, 'g', 9));
           item->setData(*v, Qt::UserRole);
           if (c.budget != Budget::None) {
             const double budget = c.budget == Budget::Key ? keyBudget() : valueBudget();
@@ -284,7 +288,16 @@ void SummaryView::rebuildTable() {
       model_->appendRow(row);
     }
   }
-  table_->resizeColumnsToContents();
+  // joint kl_mean equals key_only kl_mean by definition (V does not change P, §6): the CSV and
+  // report keep it, the table does not spend a column on it.
+  for (size_t i = 0; i < columns().size(); ++i) {
+    if (std::string_view(columns()[i].header) == "joint kl_mean") table_->setColumnHidden(static_cast<int>(i) + 2, true);
+  }
+  // The metric columns share the width the table has (no sideways scrolling at 1600×1000); the
+  // layer and kv head columns take what their numbers need.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
   highlightSelection();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
                        ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)

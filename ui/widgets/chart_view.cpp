@@ -58,8 +58,8 @@ InteractiveChartView::InteractiveChartView(QChart* chart, QWidget* parent) : QCh
   setMouseTracking(true);
   setFocusPolicy(Qt::ClickFocus);
   setRubberBand(QChartView::NoRubberBand);  // ours: Qt's right click would zoom out past the data
-  setToolTip(tr("Wheel: zoom along x (Shift: y, Ctrl: both) · drag: zoom to a box · Shift+drag or right drag: pan · "
-                "double-click or Esc: reset"));
+  // No widget tooltip: it would pop up over the plot while the crosshair is read. The hint sits
+  // in the readout box instead.
 }
 
 bool InteractiveChartView::rangeOf(const QAbstractAxis* axis, double* lo, double* hi, bool* log) const {
@@ -92,7 +92,7 @@ void InteractiveChartView::trackAxes() {
       if (internal_) return;
       for (AxisState& a : axes_) {
         bool isLog = false;
-        if (a.axis == axis) rangeOf(axis, &a.homeMin, &a.homeMax, &isLog);
+        if (a.axis == axis) (void)rangeOf(axis, &a.homeMin, &a.homeMax, &isLog);
       }
       zoomed_ = std::any_of(axes_.begin(), axes_.end(), [this](const AxisState& a) {
         double l = 0, h = 0;
@@ -252,7 +252,10 @@ void InteractiveChartView::updateCrosshair(const QPoint& viewPos) {
     for (QGraphicsItem* item : std::initializer_list<QGraphicsItem*>{line_, box_}) item->setZValue(1000);
   }
   line_->setLine(p.x(), plot.top(), p.x(), plot.bottom());
-  text_->setText(readout_);
+  // The readout, then how to zoom (dimmer, in the same box).
+  text_->setText(readout_ + QStringLiteral("\n\n") +
+                 tr("wheel: zoom · drag: box zoom · right drag: pan · double-click: reset") +
+                 (hint_.isEmpty() ? QString() : QStringLiteral("\n") + hint_));
   const QRectF textRect = text_->boundingRect();
   // The box sits in the plot's upper corner away from the cursor, so it never hides what is read.
   const double x = p.x() < plot.center().x() ? plot.right() - textRect.width() - 12 : plot.left() + 4;
@@ -282,7 +285,7 @@ void InteractiveChartView::wheelEvent(QWheelEvent* event) {
     for (AxisState& a : axes_) {
       double lo = 0, hi = 0;
       bool log = false;
-      rangeOf(a.axis, &lo, &hi, &log);
+      (void)rangeOf(a.axis, &lo, &hi, &log);
       xs.emplace_back(lo, hi);
     }
     zoomAt(pos, factor, true);

@@ -28,6 +28,8 @@ class InteractiveChartView : public QChartView {
   /// How the readout names the x value under the cursor (default "x = …"); e.g. a key position
   /// with its token text.
   void setXLabeler(std::function<QString(double x)> labeler) { xLabeler_ = std::move(labeler); }
+  /// An extra line for the hint under the readout (e.g. what a click does).
+  void setHint(const QString& hint) { hint_ = hint; }
   /// Restricts zoom and pan to the x axis (a bar chart's categories stay whole).
   void setZoomXOnly(bool on) { xOnly_ = on; }
 
@@ -87,6 +89,7 @@ class InteractiveChartView : public QChartView {
   QGraphicsRectItem* box_ = nullptr;
   QGraphicsSimpleTextItem* text_ = nullptr;
   QString readout_;
+  QString hint_;
 };
 
 }  // namespace kvscope::ui
