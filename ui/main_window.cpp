@@ -539,6 +539,17 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   keyPanel_->setContext(context);
   valuePanel_->setContext(context);
   QString fallbackNote;
+  if (undo_->count() == 0) {
+    // llama.cpp rotates quantized caches in Hadamard blocks of the largest power of two that
+    // divides the head dim (docs/engines.md). Where the spec grammar has rot=hadamard:N, the
+    // untouched defaults take that form for this dump; elsewhere they stay plain.
+    const int block = info.headDim > 0 ? (info.headDim & -info.headDim) : 0;
+    auto key = parseSpec("q8_0,rot=hadamard:" + std::to_string(block));
+    auto value = parseSpec("q4_0,rot=hadamard:" + std::to_string(block));
+    if (block > 1 && key && value && validateSpec(*key, context).isOk() && validateSpec(*value, context).isOk()) {
+      applySpecState(SpecState{*key, *value, false});
+    }
+  }
   if (undo_->count() == 0 && (!keyPanel_->isValid() || !valuePanel_->isValid())) {
     // The opening defaults (q8_0 / q4_0: blocks of 32 channels) do not fit every dump (head dim 8
     // in stories260K). Untouched, they give way to per-token int8 / int4, which fit any shape.

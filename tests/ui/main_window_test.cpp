@@ -920,6 +920,13 @@ class MainWindowTest : public QObject {
     const auto j = static_cast<size_t>(readout.section(QLatin1Char(' '), 2, 2).toInt());
     const double s = drift->data()->row->original.scores[j];
     QVERIFY2(readout.contains(QStringLiteral("s (original): ") + QString::number(s, 'g', 5)), qPrintable(readout));
+    {
+      // Hovering shows the same readout in the plot.
+      QMouseEvent hover(QEvent::MouseMove, QPointF(centre), score->viewport()->mapToGlobal(QPointF(centre)), Qt::NoButton,
+                        Qt::NoButton, Qt::NoModifier);
+      QApplication::sendEvent(score->viewport(), &hover);
+      QCOMPARE(score->readout(), readout);
+    }
     // A box drag zooms to it.
     QTest::mousePress(score->viewport(), Qt::LeftButton, {}, centre - QPoint(60, 40));
     {

@@ -249,7 +249,10 @@ void InteractiveChartView::updateCrosshair(const QPoint& viewPos) {
     box_->setPen(QPen(palette().color(QPalette::Mid)));
     text_ = new QGraphicsSimpleTextItem(box_);
     text_->setBrush(palette().color(QPalette::Text));
-    for (QGraphicsItem* item : std::initializer_list<QGraphicsItem*>{line_, box_}) item->setZValue(1000);
+    for (QGraphicsItem* item : std::initializer_list<QGraphicsItem*>{line_, box_}) {
+      item->setZValue(1000);
+      item->setData(0, QStringLiteral("kvscopeOverlay"));  // renderChart leaves these out of exports
+    }
   }
   line_->setLine(p.x(), plot.top(), p.x(), plot.bottom());
   // The readout, then how to zoom (dimmer, in the same box).
