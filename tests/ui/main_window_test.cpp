@@ -938,6 +938,13 @@ class MainWindowTest : public QObject {
     QTest::mouseRelease(score->viewport(), Qt::LeftButton, {}, centre + QPoint(60, 40));
     QVERIFY(score->zoomed());
     QVERIFY(x->max() - x->min() < (x1 - x0) / 2);
+    // New data (here: another case) keeps the x zoom, so a zoomed-in stretch of keys stays in view.
+    const double zoomedMin = x->min(), zoomedMax = x->max();
+    drift->caseBox()->setCurrentIndex(2);
+    QTest::qWait(0);
+    QCOMPARE(x->min(), zoomedMin);
+    QCOMPARE(x->max(), zoomedMax);
+    QVERIFY(score->zoomed());
     QTest::mouseDClick(score->viewport(), Qt::LeftButton, {}, centre);
     QCOMPARE(x->min(), x0);
 

@@ -16,6 +16,7 @@
 #include <QMouseEvent>
 #include <QPen>
 #include <QRubberBand>
+#include <QTimer>
 #include <QValueAxis>
 #include <QWheelEvent>
 #include <QXYSeries>
@@ -92,7 +93,23 @@ void InteractiveChartView::trackAxes() {
       if (internal_) return;
       for (AxisState& a : axes_) {
         bool isLog = false;
-        if (a.axis == axis) (void)rangeOf(axis, &a.homeMin, &a.homeMax, &isLog);
+        if (a.axis != axis) continue;
+        (void)rangeOf(axis, &a.homeMin, &a.homeMax, &isLog);
+        // New data (another query row, a spec change) keeps the user's x zoom when it still lies
+        // inside the data; y follows the data. Re-applied once the view has set all its ranges.
+        const double slack = 1e-9 * std::max(1.0, std::abs(a.homeMax - a.homeMin));
+        if (a.kept && a.keptMin >= a.homeMin - slack && a.keptMax <= a.homeMax + slack) {
+          QTimer::singleShot(0, this, [this, axis] {
+            for (AxisState& s : axes_) {
+              if (s.axis == axis && s.kept) {
+                setRangeQuietly(s, s.keptMin, s.keptMax);
+                zoomed_ = true;
+              }
+            }
+          });
+        } else {
+          a.kept = false;
+        }
       }
       zoomed_ = std::any_of(axes_.begin(), axes_.end(), [this](const AxisState& a) {
         double l = 0, h = 0;
@@ -108,6 +125,11 @@ void InteractiveChartView::trackAxes() {
 void InteractiveChartView::setRangeQuietly(AxisState& a, double lo, double hi) {
   if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return;
   internal_ = true;
+  if (a.horizontal) {
+    a.kept = lo != a.homeMin || hi != a.homeMax;
+    a.keptMin = lo;
+    a.keptMax = hi;
+  }
   if (auto* v = qobject_cast<QValueAxis*>(a.axis)) setAxisRange(v, lo, hi);
   else if (auto* l = qobject_cast<QLogValueAxis*>(a.axis)) l->setRange(lo, hi);
   internal_ = false;
@@ -172,7 +194,10 @@ void InteractiveChartView::panBy(const QPointF& pixels) {
 
 void InteractiveChartView::resetZoom() {
   trackAxes();
-  for (AxisState& a : axes_) setRangeQuietly(a, a.homeMin, a.homeMax);
+  for (AxisState& a : axes_) {
+    setRangeQuietly(a, a.homeMin, a.homeMax);
+    a.kept = false;
+  }
   zoomed_ = false;
 }
 

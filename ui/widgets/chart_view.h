@@ -68,6 +68,9 @@ class InteractiveChartView : public QChartView {
     QAbstractAxis* axis;
     bool horizontal;
     double homeMin, homeMax;
+    /// The user's x range, kept across new data while it lies inside the data's range.
+    bool kept = false;
+    double keptMin = 0, keptMax = 0;
   };
   void trackAxes();
   void setRangeQuietly(AxisState& a, double lo, double hi);
