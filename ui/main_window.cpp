@@ -25,12 +25,21 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTextBrowser>
 #include <QToolButton>
+#include <QUndoCommand>
+#include <QUndoStack>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
+#include <QSlider>
 #include <QVBoxLayout>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/attention/attention.h"
 #include "core/attention/detail.h"
@@ -57,6 +66,10 @@
 #include "ui/workers/dump_probe.h"
 #include "ui/workers/job_runner.h"
 
+// The manual (docs/gui.md and its images) is compiled into kvscope_ui, a static library: its
+// resources must be registered by hand, and Q_INIT_RESOURCE may not sit inside a namespace.
+static void initManualResource() { Q_INIT_RESOURCE(manual); }
+
 namespace kvscope::ui {
 
 namespace {
@@ -71,10 +84,39 @@ struct Opened {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
+// One step of the K/V settings, undone and redone as a whole.
+class SpecCommand : public QUndoCommand {
+ public:
+  SpecCommand(MainWindow* window, SpecState before, SpecState after, const QString& text, bool mergeable)
+      : QUndoCommand(text), window_(window), before_(std::move(before)), after_(std::move(after)), mergeable_(mergeable) {}
+  void undo() override { window_->applySpecState(before_); }
+  void redo() override {
+    // The first redo is the push: the change is already on screen.
+    if (pushed_) window_->applySpecState(after_);
+    pushed_ = true;
+  }
+  [[nodiscard]] int id() const override { return 1; }
+  bool mergeWith(const QUndoCommand* other) override {
+    // A slider drag is one step, not one per value it passed.
+    const auto* o = static_cast<const SpecCommand*>(other);
+    if (!mergeable_ || !o->mergeable_ || o->text() != text()) return false;
+    after_ = o->after_;
+    return true;
+  }
+
+ private:
+  MainWindow* window_;
+  SpecState before_, after_;
+  bool mergeable_;
+  bool pushed_ = false;
+};
+
 }  // namespace
 
 MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent), interactive_(interactive) {
+  initManualResource();
   setObjectName(QStringLiteral("kvscopeMainWindow"));
+  undo_ = new QUndoStack(this);
   setWindowTitle(QStringLiteral("kvscope"));
   setAcceptDrops(true);
   resize(1400, 900);
@@ -102,12 +144,17 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   statusText_ = new QLabel(this);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 1000);
-  progress_->setMaximumWidth(220);
+  // Wide enough for the longest lane's "name: 100%" on one line.
+  progress_->setMinimumWidth(progress_->fontMetrics().horizontalAdvance(tr("end-to-end check: 100%")) + 40);
+  progress_->setMaximumWidth(progress_->minimumWidth() + 60);
   progress_->setVisible(false);
   cancel_ = new QToolButton(this);
   cancel_->setText(tr("Cancel"));
   cancel_->setToolTip(tr("Stop the background computations; views keep their last results."));
   cancel_->setVisible(false);
+  // One line that never widens the window: long messages are cut at the right, whole in the tooltip.
+  statusText_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  statusText_->setObjectName(QStringLiteral("statusText"));
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancel_);
@@ -157,6 +204,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
       if (kvHead != selection_.kvHead) {
         selection_.kvHead = kvHead;
         dataset_->setSelection(selection_.layer, kvHead);
+        summary_->setSelection(selection_.layer, kvHead);
         if (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0) {
           recomputeLayer();  // only the old head was quantized; the drift row follows the result
           return;
@@ -229,15 +277,45 @@ void MainWindow::buildDocks() {
   addDockWidget(Qt::RightDockWidgetArea, specDock);
 
   valuePanel_->setLinkedToKey(false);
-  connect(keyPanel_, &SpecPanel::specChanged, this, &MainWindow::onKeySpecChanged);
+  connect(keyPanel_, &SpecPanel::specChanged, this, [this] {
+    onKeySpecChanged();
+    recordSpecChange(tr("key setting"), keyPanel_);
+  });
   connect(valuePanel_, &SpecPanel::specChanged, this, [this] {
     updateStorage();
     scheduleRecompute();
+    recordSpecChange(tr("value setting"), valuePanel_);
   });
   connect(valuePanel_, &SpecPanel::linkToggled, this, [this](bool linked) {
     if (linked) onKeySpecChanged();
+    recordSpecChange(tr("same as key"), nullptr);
   });
+  lastSpecs_ = currentSpecState();
   updateStorage();
+}
+
+SpecState MainWindow::currentSpecState() const {
+  return SpecState{keyPanel_->spec(), valuePanel_->spec(), valuePanel_->linkedToKey()};
+}
+
+void MainWindow::recordSpecChange(const QString& what, SpecPanel* panel) {
+  if (applyingUndo_) return;
+  const SpecState now = currentSpecState();
+  if (now == lastSpecs_) return;
+  const bool dragging = panel && (panel->bitsSlider()->isSliderDown() || panel->clipSlider()->isSliderDown());
+  undo_->push(new SpecCommand(this, lastSpecs_, now, what, dragging));
+  lastSpecs_ = now;
+}
+
+void MainWindow::applySpecState(const SpecState& state) {
+  applyingUndo_ = true;
+  keyPanel_->setSpec(state.key);
+  valuePanel_->setLinkedToKey(state.linked);
+  valuePanel_->setSpec(state.value);
+  lastSpecs_ = currentSpecState();
+  applyingUndo_ = false;
+  updateStorage();
+  scheduleRecompute();
 }
 
 void MainWindow::onKeySpecChanged() {
@@ -269,14 +347,30 @@ void MainWindow::buildMenus() {
     const Status s = loadSession(path);
     if (!s.isOk()) showError(tr("session"), q(s.message()));
   });
-  file->addAction(tr("Save &session…"), this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save session"), QStringLiteral("session.json"),
+  const auto saveAs = [this] {
+    if (!interactive_) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save session"),
+                                                      sessionPath_.isEmpty() ? QStringLiteral("session.json") : sessionPath_,
                                                       tr("Sessions (*.json)"));
     if (path.isEmpty()) return;
     const Status s = saveSession(path);
     if (!s.isOk()) showError(tr("session"), q(s.message()));
     else showStatus(tr("Session saved to %1.").arg(path));
+  };
+  QAction* save = file->addAction(tr("&Save session"), this, [this, saveAs] {
+    // Ctrl+S writes the session last loaded or saved; the first time it asks where.
+    if (sessionPath_.isEmpty()) {
+      saveAs();
+      return;
+    }
+    const Status s = saveSession(sessionPath_);
+    if (!s.isOk()) showError(tr("session"), q(s.message()));
+    else showStatus(tr("Session saved to %1.").arg(sessionPath_));
   });
+  save->setShortcut(QKeySequence::Save);
+  save->setObjectName(QStringLiteral("saveSessionAction"));
+  QAction* saveAsAction = file->addAction(tr("Save session &as…"), this, saveAs);
+  saveAsAction->setShortcut(QKeySequence(tr("Ctrl+Shift+S")));
   file->addSeparator();
   QAction* exportView = file->addAction(tr("&Export view…"), this, &MainWindow::exportCurrentView);
   exportView->setShortcut(QKeySequence(tr("Ctrl+E")));
@@ -285,6 +379,17 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  // Undo and redo the K/V settings (controls, typed specs, presets, the "same as key" link).
+  QAction* undo = undo_->createUndoAction(this, tr("&Undo"));
+  undo->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Z)});
+  undo->setObjectName(QStringLiteral("undoAction"));
+  QAction* redo = undo_->createRedoAction(this, tr("&Redo"));
+  redo->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z), QKeySequence(Qt::CTRL | Qt::Key_Y)});
+  redo->setObjectName(QStringLiteral("redoAction"));
+  edit->addAction(undo);
+  edit->addAction(redo);
 
   QMenu* presets = menuBar()->addMenu(tr("&Presets"));
   for (const Preset& p : presetTable()) {
@@ -305,8 +410,34 @@ void MainWindow::buildMenus() {
   for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* manual = help->addAction(tr("&Manual"), this, &MainWindow::showManual);
+  manual->setShortcut(QKeySequence::HelpContents);
+  manual->setObjectName(QStringLiteral("manualAction"));
+  help->addSeparator();
   help->addAction(tr("&About kvscope"), this, &MainWindow::about);
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+void MainWindow::showManual() {
+  if (!manual_) {
+    manual_ = new QDialog(this);
+    manual_->setWindowTitle(tr("kvscope manual"));
+    manual_->resize(900, 760);
+    auto* browser = new QTextBrowser(manual_);
+    browser->setObjectName(QStringLiteral("manualBrowser"));
+    browser->setOpenExternalLinks(true);
+    // The manual is docs/gui.md as shipped in the binary; its images resolve beside it.
+    browser->setSearchPaths({QStringLiteral(":/manual")});
+    browser->setSource(QUrl(QStringLiteral("qrc:/manual/gui.md")), QTextDocument::MarkdownResource);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, manual_);
+    connect(buttons, &QDialogButtonBox::rejected, manual_, &QDialog::close);
+    auto* layout = new QVBoxLayout(manual_);
+    layout->addWidget(browser);
+    layout->addWidget(buttons);
+  }
+  manual_->show();
+  manual_->raise();
+  manual_->activateWindow();
 }
 
 void MainWindow::about() {
@@ -325,12 +456,18 @@ void MainWindow::about() {
   box->open();
 }
 
-void MainWindow::showStatus(const QString& message) { statusText_->setText(message); }
+void MainWindow::showStatus(const QString& message) {
+  // Core's messages may span lines; the status bar has one.
+  QString line = message;
+  line.replace(QLatin1Char('\n'), QStringLiteral(" · "));
+  statusText_->setText(line);
+  statusText_->setToolTip(message);
+}
 
 void MainWindow::showError(const QString& context, const QString& message) {
   const QString text = context.isEmpty() ? message : context + QStringLiteral(": ") + message;
   lastError_ = text;
-  statusText_->setText(QStringLiteral("⚠ ") + text);
+  showStatus(QStringLiteral("⚠ ") + text);
   emit errorShown(text);
   if (interactive_) {
     auto* box = new QMessageBox(QMessageBox::Warning, tr("kvscope"), text, QMessageBox::Ok, this);
@@ -401,14 +538,37 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   context.hasKeyPreRope = info.hasKeyPreRope;
   keyPanel_->setContext(context);
   valuePanel_->setContext(context);
+  QString fallbackNote;
+  if (undo_->count() == 0) {
+    // llama.cpp rotates quantized caches in Hadamard blocks of the largest power of two that
+    // divides the head dim (docs/engines.md). Where the spec grammar has rot=hadamard:N, the
+    // untouched defaults take that form for this dump; elsewhere they stay plain.
+    const int block = info.headDim > 0 ? (info.headDim & -info.headDim) : 0;
+    auto key = parseSpec("q8_0,rot=hadamard:" + std::to_string(block));
+    auto value = parseSpec("q4_0,rot=hadamard:" + std::to_string(block));
+    if (block > 1 && key && value && validateSpec(*key, context).isOk() && validateSpec(*value, context).isOk()) {
+      applySpecState(SpecState{*key, *value, false});
+    }
+  }
+  if (undo_->count() == 0 && (!keyPanel_->isValid() || !valuePanel_->isValid())) {
+    // The opening defaults (q8_0 / q4_0: blocks of 32 channels) do not fit every dump (head dim 8
+    // in stories260K). Untouched, they give way to per-token int8 / int4, which fit any shape.
+    const QString why = !keyPanel_->isValid() ? keyPanel_->messageLabel()->text() : valuePanel_->messageLabel()->text();
+    const QuantSpec key = keyPanel_->isValid() ? keyPanel_->spec() : *parseSpec("int8");
+    const QuantSpec value = valuePanel_->isValid() ? valuePanel_->spec() : *parseSpec("int4");
+    applySpecState(SpecState{key, value, false});
+    fallbackNote = tr(" The default specs do not fit this dump (%1); showing K %2, V %3.")
+                       .arg(why, q(toString(key)), q(toString(value)));
+  }
   heatmap_->setHasPreRope(info.hasKeyPreRope);
   histogram_->setHasPreRope(info.hasKeyPreRope);
   drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
   drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
   summary_->reset(info.layers);
+  summary_->setSelection(selection_.layer, selection_.kvHead);
   setWindowTitle(QStringLiteral("kvscope — %1").arg(QFileInfo(q(info.path)).fileName()));
   addRecent(q(info.path));
-  QString status = tr("Opened %1.").arg(q(info.path));
+  QString status = tr("Opened %1.").arg(q(info.path)) + fallbackNote;
   for (const std::string& w : info.warnings) status += QStringLiteral(" ⚠ ") + q(w);
   if (!pendingSessionMessage_.isEmpty()) {
     status += QStringLiteral(" ") + pendingSessionMessage_;
@@ -425,12 +585,13 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   recomputeSummary();
 }
 
-void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value) {
+void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value, const QString& what) {
   keyPanel_->setSpec(key);
   valuePanel_->setLinkedToKey(false);
   valuePanel_->setSpec(value);
   updateStorage();
   scheduleRecompute();
+  recordSpecChange(what.isEmpty() ? tr("K and V settings") : what, nullptr);
 }
 
 bool MainWindow::applyPreset(const QString& name) {
@@ -439,7 +600,7 @@ bool MainWindow::applyPreset(const QString& name) {
     showError(tr("preset"), q(specs.status().message()));
     return false;
   }
-  setSpecs(specs->key, specs->value);
+  setSpecs(specs->key, specs->value, tr("preset %1").arg(name));
   showStatus(tr("Preset %1.").arg(name));
   return true;
 }
@@ -458,6 +619,7 @@ void MainWindow::select(int layer, int kvHead) {
     drift_->setQuery(selection_.queryHead, drift_->queryIndex());
   }
   dataset_->setSelection(layer, kvHead);
+  summary_->setSelection(layer, kvHead);
   if (layerChanged || (headChanged && (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0))) {
     recomputeLayer();
   } else if (headChanged) {
@@ -574,14 +736,21 @@ void MainWindow::updateStorage() {
   // §5: bytes per token = Σ over layers of K and V bits / 8 / T (every layer has the same shape).
   const double bytesPerToken = info.layers * (k.totalBits() + v.totalBits()) / 8.0 / info.tokens;
   const double baseline = static_cast<double>(info.bytesPerTokenFp16());
-  keyPanel_->setStorageText(tr("K: %1 bits per element").arg(k.bitsPerElement(), 0, 'f', 3));
-  valuePanel_->setStorageText(tr("V: %1 bits per element").arg(v.bitsPerElement(), 0, 'f', 3));
-  storage_->setText(tr("<b>K</b> %1 bpe · <b>V</b> %2 bpe<br>%3 bytes/token (fp16: %4) · %5× smaller")
+  keyPanel_->setStorageText(tr("K: %1 bits per element at %2 tokens").arg(k.bitsPerElement(), 0, 'f', 3).arg(info.tokens));
+  valuePanel_->setStorageText(tr("V: %1 bits per element at %2 tokens").arg(v.bitsPerElement(), 0, 'f', 3).arg(info.tokens));
+  // Kept tokens and per-sequence metadata make these depend on the length: say which one.
+  storage_->setText(tr("At the dump's %6 tokens:<br><b>K</b> %1 bpe · <b>V</b> %2 bpe<br>%3 bytes/token (fp16: %4) · "
+                       "%5× smaller")
                         .arg(k.bitsPerElement(), 0, 'f', 3)
                         .arg(v.bitsPerElement(), 0, 'f', 3)
                         .arg(bytesPerToken, 0, 'f', 1)
                         .arg(baseline, 0, 'f', 0)
-                        .arg(bytesPerToken > 0 ? baseline / bytesPerToken : 0.0, 0, 'f', 2));
+                        .arg(bytesPerToken > 0 ? baseline / bytesPerToken : 0.0, 0, 'f', 2)
+                        .arg(info.tokens));
+  storage_->setToolTip(tr("Bits per element of K and V and KV bytes per token over all layers at the open dump's length "
+                          "(%1 tokens), and the compression against fp16. The capacity table computes them at its own "
+                          "context length.")
+                           .arg(info.tokens));
 }
 
 void MainWindow::recomputeLayer() {
@@ -880,14 +1049,28 @@ std::string MainWindow::sessionJson() const {
   views["histogram"]["scope"] = histogram_->scopeBox()->currentIndex();
   views["histogram"]["log"] = histogram_->logBox()->isChecked();
   views["drift"]["case"] = drift_->caseBox()->currentIndex();
+  views["histogram"]["bins"] = histogram_->binsBox()->value();
   views["budgets"]["key"] = summary_->keyBudget();
   views["budgets"]["value"] = summary_->valueBudget();
+  views["summary"]["log"] = summary_->logScaleBox()->isChecked();
+  views["capacity"] = {{"memory_gib", budget_->memoryBox()->value()},
+                       {"weights_gib", budget_->weightsBox()->value()},
+                       {"context", budget_->contextBox()->value()},
+                       {"batch", budget_->batchBox()->value()},
+                       {"device", budget_->deviceBox()->currentIndex() > 0 ? budget_->deviceBox()->currentText().toStdString()
+                                                                            : std::string()}};
+  views["search"] = {{"key_field", budget_->keyFieldBox()->currentText().toStdString()},
+                     {"key_bound", budget_->keyBoundBox()->value()},
+                     {"value_field", budget_->valueFieldBox()->currentText().toStdString()},
+                     {"value_bound", budget_->valueBoundBox()->value()}};
   j["views"] = views;
   return j.dump(2) + "\n";
 }
 
 Status MainWindow::saveSession(const QString& path) {
-  return writeFileAtomic(path.toStdString(), sessionJson());
+  Status s = writeFileAtomic(path.toStdString(), sessionJson());
+  if (s.isOk()) sessionPath_ = path;  // Ctrl+S writes here from now on
+  return s;
 }
 
 Status MainWindow::loadSession(const QString& path) {
@@ -903,8 +1086,9 @@ Status MainWindow::loadSession(const QString& path) {
     if (!key) return key.status().withContext(origin + ": key");
     auto value = parseSpec(j.value("value", std::string("none")));
     if (!value) return value.status().withContext(origin + ": value");
-    setSpecs(*key, *value);
+    setSpecs(*key, *value, tr("load session"));
     valuePanel_->setLinkedToKey(j.value("value_same_as_key", false));
+    sessionPath_ = path;
     if (j.contains("selection")) {
       const auto& s = j["selection"];
       selection_.layer = s.value("layer", 0);
@@ -926,9 +1110,35 @@ Status MainWindow::loadSession(const QString& path) {
         histogram_->tensorBox()->setCurrentIndex(v["histogram"].value("tensor", 0));
         histogram_->scopeBox()->setCurrentIndex(v["histogram"].value("scope", 0));
         histogram_->logBox()->setChecked(v["histogram"].value("log", false));
+        if (v["histogram"].contains("bins")) histogram_->binsBox()->setValue(v["histogram"].value("bins", 128));
       }
       if (v.contains("drift")) drift_->caseBox()->setCurrentIndex(v["drift"].value("case", 0));
       if (v.contains("budgets")) summary_->setBudgets(v["budgets"].value("key", 0.05), v["budgets"].value("value", 0.05));
+      if (v.contains("summary") && v["summary"].contains("log")) {
+        summary_->logScaleBox()->setChecked(v["summary"].value("log", false));
+        emit summary_->logScaleBox()->clicked(summary_->logScaleBox()->isChecked());  // a choice, as a click is
+      }
+      if (v.contains("capacity")) {
+        const auto& c = v["capacity"];
+        budget_->memoryBox()->setValue(c.value("memory_gib", budget_->memoryBox()->value()));
+        budget_->weightsBox()->setValue(c.value("weights_gib", budget_->weightsBox()->value()));
+        budget_->contextBox()->setValue(c.value("context", budget_->contextBox()->value()));
+        budget_->batchBox()->setValue(c.value("batch", budget_->batchBox()->value()));
+        const QString device = q(c.value("device", std::string()));
+        const int index = device.isEmpty() ? 0 : budget_->deviceBox()->findText(device);
+        budget_->deviceBox()->setCurrentIndex(std::max(0, index));
+      }
+      if (v.contains("search")) {
+        const auto& f = v["search"];
+        // Field names, not indices: the list of fields may grow.
+        for (auto [box, bound, fieldKey, boundKey] :
+             {std::tuple{budget_->keyFieldBox(), budget_->keyBoundBox(), "key_field", "key_bound"},
+              std::tuple{budget_->valueFieldBox(), budget_->valueBoundBox(), "value_field", "value_bound"}}) {
+          const int index = box->findText(q(f.value(fieldKey, std::string())));
+          if (index >= 0) box->setCurrentIndex(index);
+          bound->setValue(f.value(boundKey, bound->value()));
+        }
+      }
     }
     std::optional<Mapping> mapping;
     if (j.contains("mapping") && j["mapping"].is_object()) {
@@ -994,10 +1204,22 @@ void MainWindow::addRecent(const QString& path) {
   rebuildRecentMenu();
 }
 
+QStringList MainWindow::recentFiles() {
+  // Files that were moved or deleted (a test's temporary folder) leave the list.
+  QSettings settings;
+  const QStringList stored = settings.value(QStringLiteral("recentFiles")).toStringList();
+  QStringList kept;
+  for (const QString& path : stored) {
+    if (QFileInfo::exists(path)) kept << path;
+  }
+  if (kept != stored) settings.setValue(QStringLiteral("recentFiles"), kept);
+  return kept;
+}
+
 void MainWindow::rebuildRecentMenu() {
   if (!recentMenu_) return;
   recentMenu_->clear();
-  const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+  const QStringList recent = recentFiles();
   for (const QString& path : recent) {
     recentMenu_->addAction(path, this, [this, path] { openDump(path); });
   }

@@ -19,7 +19,9 @@
 #include "ui/views/drift_view.h"
 
 class QLabel;
+class QDialog;
 class QMenu;
+class QUndoStack;
 class QProgressBar;
 class QToolButton;
 class QTabWidget;
@@ -46,6 +48,14 @@ struct Selection {
   int token = 0;
 };
 
+/// The K and V settings as one undoable state.
+struct SpecState {
+  QuantSpec key;
+  QuantSpec value;
+  bool linked = false;  ///< the Value panel's "same as key"
+  bool operator==(const SpecState& o) const { return key == o.key && value == o.value && linked == o.linked; }
+};
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -59,7 +69,20 @@ class MainWindow : public QMainWindow {
   /// Opens the built-in sample (written once into the cache folder).
   void openSample();
   /// Sets both specs (as a preset or the command line does) and recomputes.
-  void setSpecs(const QuantSpec& key, const QuantSpec& value);
+  /// `what` names the step in Edit ▸ Undo.
+  void setSpecs(const QuantSpec& key, const QuantSpec& value, const QString& what = {});
+  /// Puts both panels in `state` without recording an undo step (what undo and redo do).
+  void applySpecState(const SpecState& state);
+  /// The undo history of the K/V settings.
+  QUndoStack* undoStack() { return undo_; }
+  /// Opens Help ▸ Manual (docs/gui.md as shipped in the binary).
+  void showManual();
+  /// The dialog of Help ▸ Manual, once opened.
+  QDialog* manualDialog() { return manual_; }
+  /// Open Recent's files, without those that no longer exist (they are dropped from the settings).
+  static QStringList recentFiles();
+  /// Where Ctrl+S writes the session (the last one saved or loaded; empty: it asks).
+  [[nodiscard]] const QString& sessionPath() const { return sessionPath_; }
   /// Applies a §9 preset by name; false (and an error message) when unknown.
   bool applyPreset(const QString& name);
   void select(int layer, int kvHead);
@@ -130,10 +153,13 @@ class MainWindow : public QMainWindow {
   void recomputeSummary();
   void recomputeDrift();
   void pushLayerToViews();
-  /// Recomputes the layer when a view now shows pre-RoPE K̂ that the current result lacks.
+  /// Recomputes the layer when a view now shows pre-RoPE K′ (the reconstruction) that the current result lacks.
   void ensurePreRopeHat();
   void updateStorage();
   void onKeySpecChanged();
+  [[nodiscard]] SpecState currentSpecState() const;
+  /// Pushes an undo step when the settings differ from the last recorded ones (slider drags merge).
+  void recordSpecChange(const QString& what, SpecPanel* panel);
   void stepLayer(int delta);
   void stepHead(int delta);
   void exportCurrentView();
@@ -172,6 +198,11 @@ class MainWindow : public QMainWindow {
   SummaryView* summary_;
   BudgetView* budget_;
   QMenu* recentMenu_ = nullptr;
+  QUndoStack* undo_;
+  SpecState lastSpecs_;
+  bool applyingUndo_ = false;
+  QString sessionPath_;
+  QDialog* manual_ = nullptr;
 
   JobRunner* openRunner_;
   JobRunner* layerRunner_;

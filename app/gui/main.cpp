@@ -4,6 +4,8 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QIcon>
+#include <QSettings>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include <cstdio>
@@ -71,6 +73,15 @@ int main(int argc, char** argv) {
   options.size = parser.value(size);
   options.screenshot = parser.value(screenshot);
   options.tab = parser.value(tab).toInt();
+
+  // Headless and screenshot runs (tests, docs) must not touch the user's settings: no recent
+  // files, no window layout. Their QSettings live in a folder that goes away with the process.
+  QTemporaryDir isolatedSettings;
+  if (!options.screenshot.isEmpty() || !options.exportDir.isEmpty()) {
+    for (QSettings::Format f : {QSettings::NativeFormat, QSettings::IniFormat}) {
+      QSettings::setPath(f, QSettings::UserScope, isolatedSettings.path());
+    }
+  }
 
   auto resolved = kvscope::ui::resolveLaunch(options);
   if (!resolved) {

@@ -4,6 +4,7 @@
 
 #include "ui/compute/heatmap_data.h"
 #include "ui/compute/histogram_data.h"
+#include "ui/widgets/chart_ticks.h"
 #include "ui/workers/job_runner.h"
 
 #include <atomic>
@@ -129,6 +130,36 @@ class ComputeTest : public QObject {
     QCOMPARE(h.count, 3);
     QCOMPARE(h.original, (std::vector<double>{1, 2}));
     QVERIFY(h.reconstructed.empty());
+  }
+
+  // Ticks: 1, 2, 2.5 or 5 × 10^k, at most maxTicks steps (values worked out by hand).
+  void niceTickIntervalsAreRound() {
+    QCOMPARE(niceTickInterval(397.3, 6), 100.0);  // 66.2 per step → 100 (the histogram's −185.4…211.9)
+    QCOMPARE(niceTickInterval(12394, 4), 5000.0);  // 3098.5 → 5000, not 3098
+    QCOMPARE(niceTickInterval(1.0, 4), 0.25);
+    QCOMPARE(niceTickInterval(1.0, 5), 0.2);
+    QCOMPARE(niceTickInterval(255, 6), 50.0);
+    QCOMPARE(niceTickInterval(0.3, 3), 0.1);  // not 0.2 from 0.3/3 rounding above 0.1
+    QCOMPARE(niceTickInterval(0.0, 6), 1.0);  // degenerate spans still give a step
+    QCOMPARE(tickDecimals(100.0), 0);
+    QCOMPARE(tickDecimals(0.25), 2);
+    QCOMPARE(tickDecimals(0.5), 1);
+    QCOMPARE(tickDecimals(2.5e-3), 4);
+  }
+
+  void niceRangeWidensToTicks() {
+    const NiceRange r = niceRange(-185.4, 211.9, 6);
+    QCOMPARE(r.interval, 100.0);
+    QCOMPARE(r.lo, -200.0);
+    QCOMPARE(r.hi, 300.0);
+    const NiceRange empty = niceRange(0, 0);
+    QCOMPARE(empty.lo, 0.0);
+    QCOMPARE(empty.hi, 1.0);
+    const NiceRange one = niceRange(5, 5);  // a single value gets a unit of its magnitude around it
+    QVERIFY(one.lo < 5 && one.hi > 5);
+    const NiceRange exact = niceRange(0, 8.4, 4);  // 2.1 per step → 2.5; 8.4 → 10
+    QCOMPARE(exact.interval, 2.5);
+    QCOMPARE(exact.hi, 10.0);
   }
 };
 

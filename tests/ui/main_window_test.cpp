@@ -16,6 +16,17 @@
 #include <QScatterSeries>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QAction>
+#include <QDialog>
+#include <QHeaderView>
+#include <QLogValueAxis>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QTableWidget>
+#include <QTextBrowser>
+#include <QUndoStack>
+#include <QValueAxis>
 
 #include <hdf5.h>
 #include <nlohmann/json.hpp>
@@ -37,6 +48,7 @@
 #include "ui/views/histogram_view.h"
 #include "ui/views/summary_view.h"
 #include "ui/widgets/mapping_dialog.h"
+#include "ui/widgets/chart_view.h"
 #include "ui/widgets/spec_panel.h"
 
 using namespace kvscope;
@@ -70,6 +82,38 @@ std::vector<double> seriesCounts(QLineSeries* s) {
   std::vector<double> out;
   const QList<QPointF> points = s->points();
   for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
+  return out;
+}
+
+// True when `v` is 1, 2, 2.5 or 5 times a power of ten.
+bool isRoundInterval(double v) {
+  if (!(v > 0)) return false;
+  const double m = v / std::pow(10.0, std::floor(std::log10(v) + 1e-9));
+  for (double r : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (std::abs(m - r) < 1e-6) return true;
+  }
+  return false;
+}
+
+// Every tick mark of a value axis: a round interval from 0, labels without stray decimals.
+void verifyRoundTicks(QValueAxis* axis) {
+  QVERIFY2(axis->tickType() == QValueAxis::TicksDynamic, qPrintable(axis->titleText()));
+  QVERIFY2(isRoundInterval(axis->tickInterval()), qPrintable(QString::number(axis->tickInterval())));
+  QCOMPARE(axis->tickAnchor(), 0.0);
+}
+
+// Everything a user can read in the window: labels, combo items, series names, axis titles.
+QStringList visibleTexts(QWidget& root) {
+  QStringList out;
+  for (QLabel* l : root.findChildren<QLabel*>()) out << l->text();
+  for (QComboBox* c : root.findChildren<QComboBox*>()) {
+    for (int i = 0; i < c->count(); ++i) out << c->itemText(i);
+  }
+  for (QChartView* v : root.findChildren<QChartView*>()) {
+    out << v->chart()->title();
+    for (QAbstractSeries* s : v->chart()->series()) out << s->name();
+    for (QAbstractAxis* a : v->chart()->axes()) out << a->titleText();
+  }
   return out;
 }
 
@@ -338,8 +382,10 @@ class MainWindowTest : public QObject {
     emit v->specEdit()->returnPressed();
     QVERIFY(v->spec() == kept);
     const QString message = v->messageLabel()->text();
-    QCOMPARE(message, QString::fromStdString(parseSpec("int3,axis=diagonal").status().message()));
-    QVERIFY(!message.isEmpty());
+    QVERIFY(message.startsWith(QString::fromStdString(parseSpec("int3,axis=diagonal").status().message())));
+    // The rejected text leaves the previous spec applied, and the message names it.
+    QVERIFY(message.contains(QStringLiteral("Still in force: ") + QString::fromStdString(toString(kept))));
+    QVERIFY(v->isValid());
     // Options that do not apply are disabled, not hidden.
     v->formatBox()->setCurrentIndex(v->formatBox()->findData(static_cast<int>(FormatId::Q4_0)));
     QVERIFY(!v->bitsSlider()->isEnabled());
@@ -389,6 +435,10 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.dump()->info().layers, 2);
     QCOMPARE(w.dump()->info().tokens, 16);
     QVERIFY(!w.dump()->info().canonical);
+    // Head dim 8 has no room for q8_0's blocks of 32: the untouched defaults gave way, and said so.
+    QCOMPARE(QString::fromStdString(toString(w.keyPanel()->spec())), QStringLiteral("int8"));
+    QCOMPARE(QString::fromStdString(toString(w.valuePanel()->spec())), QStringLiteral("int4"));
+    QVERIFY(w.findChild<QLabel*>(QStringLiteral("statusText"))->text().contains(QStringLiteral("default specs")));
     QCOMPARE(w.layerQuant()->tensors->key.at(1, 3, 5), data(path, 0, 1, 3, 5));
     // The session keeps the mapping, so the file reopens the same way.
     const auto session = nlohmann::json::parse(w.sessionJson());
@@ -608,11 +658,320 @@ class MainWindowTest : public QObject {
     QCOMPARE(QString::fromStdString(toString(w.keyPanel()->spec())), QStringLiteral("int3,axis=channel"));
   }
 
+
+  void opensOnLlamaCppDefaults() {
+    // q8_0 keys and q4_0 values, as llama.cpp users run them: the sample tells a realistic story.
+    MainWindow w(false);
+    QCOMPARE(w.keyPanel()->specEdit()->text(), QStringLiteral("q8_0"));
+    QCOMPARE(w.valuePanel()->specEdit()->text(), QStringLiteral("q4_0"));
+    openSample(w);
+    QVERIFY(w.driftView()->data() && w.driftView()->data()->row);
+    // int4 per token gave KL ≈ 28 nats on this row; q8_0 keys barely move attention.
+    QVERIFY2(w.driftView()->data()->row->keyOnly.kl < 0.5, qPrintable(QString::number(w.driftView()->data()->row->keyOnly.kl)));
+  }
+
+  void heatmapHoverKeepsTheCellReadout() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    openSample(w);
+    HeatmapCanvas* canvas = w.heatmapView()->canvas();
+    // A widget tooltip would replace the per-cell text once the mouse rests: there is none.
+    QVERIFY(canvas->toolTip().isEmpty());
+    QImage image(800, 400, QImage::Format_ARGB32);
+    QPainter painter(&image);
+    canvas->resize(800, 400);
+    canvas->paintFigure(painter, QRectF(0, 0, 800, 400));
+    painter.end();
+    const QString cell = canvas->describeAt(QPointF(200, 100));
+    QVERIFY2(cell.contains(QStringLiteral("x′ = ")), qPrintable(cell));
+  }
+
+  void everyLabelAvoidsCombiningMarks() {
+    // "x̂" with a combining hat (U+0302) is drawn on the previous glyph's line in DejaVu Sans.
+    MainWindow w(false);
+    openSample(w);
+    for (const QString& t : visibleTexts(w)) {
+      QVERIFY2(!t.contains(QChar(0x0302)) && !t.contains(QChar(0x0303)), qPrintable(t));
+    }
+    QVERIFY(w.heatmapView()->valueBox()->itemText(2).contains(QStringLiteral("x′")));
+  }
+
+  void bytesPerTokenSayWhichContextAndAgree() {
+    MainWindow w(false);
+    QVERIFY(w.applyPreset(QStringLiteral("kivi-2")));
+    openSample(w);
+    const int tokens = static_cast<int>(w.dump()->info().tokens);
+    auto* footer = w.findChild<QLabel*>(QStringLiteral("storageSummary"));
+    QVERIFY(footer->text().contains(QStringLiteral("%1 tokens").arg(tokens)));
+    QTableWidget* table = w.budgetView()->capacityTable();
+    const auto row = [table](const QString& start) {
+      for (int r = 0; r < table->rowCount(); ++r) {
+        if (table->verticalHeaderItem(r)->text().startsWith(start)) return r;
+      }
+      return -1;
+    };
+    QVERIFY(table->verticalHeaderItem(row(QStringLiteral("bytes/token")))->text().contains(QStringLiteral("4096")));
+    // At the dump's own length both places give the same bytes per token.
+    w.budgetView()->contextBox()->setValue(tokens);
+    const int r = row(QStringLiteral("bytes/token"));
+    QVERIFY(table->verticalHeaderItem(r)->text().contains(QString::number(tokens)));
+    const QString quantized = table->item(r, 1)->text();
+    QVERIFY2(footer->text().contains(quantized + QStringLiteral(" bytes/token")), qPrintable(footer->text() + " / " + quantized));
+  }
+
+  void settingsAreIsolatedAndRecentFilesPruned() {
+    // The tests' settings live in Qt's test location, never in the user's.
+    QVERIFY2(QSettings().fileName().contains(QStringLiteral("qttest")), qPrintable(QSettings().fileName()));
+    const QString gone = dir_.filePath(QStringLiteral("deleted-long-ago.h5"));
+    QSettings().setValue(QStringLiteral("recentFiles"), QStringList{gone, sample_});
+    QCOMPARE(MainWindow::recentFiles(), QStringList{sample_});
+    QCOMPARE(QSettings().value(QStringLiteral("recentFiles")).toStringList(), QStringList{sample_});
+  }
+
+  void summaryReadsOnLogAxisFitsAndKeepsSelection() {
+    MainWindow w(false);
+    w.resize(1600, 1000);
+    w.show();
+    w.showTab(3);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    QSignalSpy done(&w, &MainWindow::summaryFinished);
+    openSample(w);
+    if (!w.summaryComplete()) QVERIFY(done.wait(kWaitMs));
+    SummaryView* sv = w.summaryView();
+    // key_only ≈ 7 beside value_only ≈ 0.1: two decades, so the axis is logarithmic.
+    QVERIFY(sv->logScaleBox()->isChecked());
+    QChart* chart = sv->chartView()->chart();
+    QVERIFY(qobject_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).value(0)));
+    // Every metric header explains itself.
+    for (int c = 2; c < sv->model()->columnCount(); ++c) {
+      QVERIFY(!sv->model()->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty());
+    }
+    // The whole table is readable without scrolling sideways at 1600×1000.
+    QTest::qWait(50);
+    QVERIFY2(sv->table()->horizontalHeader()->length() <= sv->table()->viewport()->width(),
+             qPrintable(QStringLiteral("%1 > %2").arg(sv->table()->horizontalHeader()->length()).arg(sv->table()->viewport()->width())));
+    // …and no header is cut: each column is as wide as its longest header line.
+    QHeaderView* header = sv->table()->horizontalHeader();
+    for (int c = 0; c < sv->model()->columnCount(); ++c) {
+      if (header->isSectionHidden(c)) continue;
+      int widest = 0;
+      for (const QString& line : sv->model()->headerData(c, Qt::Horizontal).toString().split(QLatin1Char('\n'))) {
+        widest = std::max(widest, header->fontMetrics().horizontalAdvance(line));
+      }
+      QVERIFY2(header->sectionSize(c) >= widest, qPrintable(sv->model()->headerData(c, Qt::Horizontal).toString()));
+    }
+    // joint kl_mean repeats key_only kl_mean (§6): hidden in the table, kept in the CSV.
+    QVERIFY(sv->table()->isColumnHidden(10));
+    QVERIFY(sv->toCsv().section(QLatin1Char('\n'), 0, 0).contains(QStringLiteral("joint_kl_mean")));
+    // The selected row stays highlighted when the table is sorted.
+    w.select(2, 1);
+    sv->table()->sortByColumn(8, Qt::DescendingOrder);
+    const int r = sv->highlightedRow();
+    QVERIFY(r >= 0);
+    QCOMPARE(sv->table()->model()->index(r, 0).data(Qt::UserRole).toInt(), 2);
+    QCOMPARE(sv->table()->model()->index(r, 1).data(Qt::UserRole).toInt(), 1);
+    // The user's choice wins over the automatic one.
+    sv->logScaleBox()->click();
+    QVERIFY(qobject_cast<QValueAxis*>(chart->axes(Qt::Vertical).value(0)));
+  }
+
+  void everyChartHasRoundTicks() {
+    MainWindow w(false);
+    // Before a dump: the empty charts' axes still read as numbers (0, 0.2, …, not 1, 0, 0, 0).
+    verifyRoundTicks(qobject_cast<QValueAxis*>(w.histogramView()->chart()->axes(Qt::Vertical).value(0)));
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    openSample(w);
+    for (QChartView* v : w.findChildren<QChartView*>()) {
+      for (QAbstractAxis* a : v->chart()->axes()) {
+        if (auto* value = qobject_cast<QValueAxis*>(a)) verifyRoundTicks(value);
+      }
+    }
+    // The drift chart along queries: KL and relative error each on an axis of its own.
+    QChart* pos = w.driftView()->positionChartView()->chart();
+    QCOMPARE(pos->axes(Qt::Vertical).size(), 2);
+    QCOMPARE(w.driftView()->klSeries()->attachedAxes().size(), 2);
+    QVERIFY(w.driftView()->klSeries()->attachedAxes() != w.driftView()->relSeries()->attachedAxes());
+  }
+
+  void specFieldShowsAllErrorsPresetsAndSteps() {
+    MainWindow w(false);
+    w.resize(1600, 1000);
+    w.show();
+    SpecPanel* k = w.keyPanel();
+    const QString longSpec = QStringLiteral("int4,asym,axis=channel,group=32,clip=0.99,outliers=0.01,sinks=4,residual=128");
+    QVERIFY(parseSpec(longSpec.toStdString()).hasValue());
+    k->specEdit()->setText(longSpec);
+    k->specEdit()->setModified(true);
+    emit k->specEdit()->returnPressed();
+    // The field shows the spec from its start, the tooltip all of it.
+    QCOMPARE(k->specEdit()->cursorPosition(), 0);
+    QVERIFY(k->specEdit()->toolTip().contains(QString::fromStdString(toString(k->spec()))));
+    const QuantSpec inForce = k->spec();
+    // Two bad options: both are reported, not only the first.
+    k->specEdit()->setText(QStringLiteral("int4,axis=diagonal,group=abc"));
+    k->specEdit()->setModified(true);
+    emit k->specEdit()->returnPressed();
+    const QString both = k->messageLabel()->text();
+    QVERIFY2(both.contains(QString::fromStdString(parseSpec("int4,axis=diagonal").status().message())), qPrintable(both));
+    QVERIFY2(both.contains(QString::fromStdString(parseSpec("int4,group=abc").status().message())), qPrintable(both));
+    QVERIFY(k->spec() == inForce);
+    // A preset name points at the presets.
+    k->specEdit()->setText(QStringLiteral("kivi"));
+    k->specEdit()->setModified(true);
+    emit k->specEdit()->returnPressed();
+    QVERIFY2(k->messageLabel()->text().contains(QStringLiteral("kivi-2")), qPrintable(k->messageLabel()->text()));
+    QVERIFY(k->messageLabel()->text().contains(QStringLiteral("Still in force")));
+    // Group sizes step through powers of two.
+    k->specEdit()->setText(QStringLiteral("int4,group=32"));
+    k->specEdit()->setModified(true);
+    emit k->specEdit()->returnPressed();
+    k->groupBox()->stepUp();
+    QCOMPARE(k->spec().group, 64);
+    k->groupBox()->stepDown();
+    k->groupBox()->stepDown();
+    QCOMPARE(k->spec().group, 16);
+    // The clipping slider has room to be dragged.
+    QVERIFY(k->clipSlider()->minimumWidth() >= 140);
+  }
+
+  void undoRedoSaveAndManual() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QString before = w.keyPanel()->specEdit()->text();
+    w.keyPanel()->formatBox()->setCurrentIndex(w.keyPanel()->formatBox()->findData(static_cast<int>(FormatId::Int)));
+    const QString afterFormat = w.keyPanel()->specEdit()->text();
+    QVERIFY(afterFormat != before);
+    QVERIFY(w.keyPanel()->spec().bits != 5);
+    w.keyPanel()->bitsSlider()->setValue(5);
+    w.keyPanel()->bitsSlider()->setValue(3);
+    QCOMPARE(w.keyPanel()->spec().bits, 3);
+    auto* undo = w.findChild<QAction*>(QStringLiteral("undoAction"));
+    auto* redo = w.findChild<QAction*>(QStringLiteral("redoAction"));
+    QVERIFY(undo && redo);
+    QVERIFY(undo->shortcuts().contains(QKeySequence(QStringLiteral("Ctrl+Z"))));
+    QVERIFY(redo->shortcuts().contains(QKeySequence(QStringLiteral("Ctrl+Shift+Z"))));
+    undo->trigger();
+    undo->trigger();
+    QCOMPARE(w.keyPanel()->specEdit()->text(), afterFormat);  // back to the format change, before the bits
+    undo->trigger();
+    QCOMPARE(w.keyPanel()->specEdit()->text(), before);
+    redo->trigger();
+    redo->trigger();
+    redo->trigger();
+    QCOMPARE(w.keyPanel()->spec().bits, 3);
+    QCOMPARE(w.keyPanel()->bitsSlider()->value(), 3);
+
+    // Ctrl+S writes the session last saved, with bins, capacity inputs and search settings.
+    const QString path = dir_.filePath(QStringLiteral("ctrl-s.json"));
+    QVERIFY(w.saveSession(path).isOk());
+    w.histogramView()->binsBox()->setValue(64);
+    w.budgetView()->contextBox()->setValue(8192);
+    w.budgetView()->keyBoundBox()->setValue(0.02);
+    auto* save = w.findChild<QAction*>(QStringLiteral("saveSessionAction"));
+    QCOMPARE(save->shortcut(), QKeySequence(QKeySequence::Save));
+    save->trigger();
+    {
+      MainWindow restored(false);
+      QVERIFY(restored.loadSession(path).isOk());
+      QCOMPARE(restored.histogramView()->binsBox()->value(), 64);
+      QCOMPARE(restored.budgetView()->contextBox()->value(), 8192);
+      QCOMPARE(restored.budgetView()->keyBoundBox()->value(), 0.02);
+      QCOMPARE(restored.keyPanel()->spec().bits, 3);
+    }
+
+    // F1 opens the manual shipped in the binary.
+    auto* manual = w.findChild<QAction*>(QStringLiteral("manualAction"));
+    QCOMPARE(manual->shortcut(), QKeySequence(QKeySequence::HelpContents));
+    manual->trigger();
+    QVERIFY(w.manualDialog() && w.manualDialog()->isVisible());
+    auto* browser = w.manualDialog()->findChild<QTextBrowser*>(QStringLiteral("manualBrowser"));
+    QVERIFY(browser->toPlainText().contains(QStringLiteral("The kvscope desktop app")));
+  }
+
+  void chartsZoomPanReadOutAndClickSelectsQuery() {
+    MainWindow w(false);
+    w.resize(1600, 1000);
+    w.show();
+    w.showTab(2);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    openSample(w);
+    QTest::qWait(50);
+    DriftView* drift = w.driftView();
+    InteractiveChartView* score = drift->scoreChartView();
+    auto* x = qobject_cast<QValueAxis*>(score->chart()->axes(Qt::Horizontal).value(0));
+    const double x0 = x->min(), x1 = x->max();
+    const QPoint centre = score->mapFromScene(score->chart()->mapToScene(score->chart()->plotArea().center()));
+    // Wheel-style zoom about the centre halves the key positions shown; the ticks stay round.
+    score->zoomAt(centre, 2.0);
+    QVERIFY(score->zoomed());
+    QVERIFY(std::abs((x->max() - x->min()) - (x1 - x0) / 2) < 1e-6);
+    verifyRoundTicks(x);
+    // A drag pans; Esc (here: reset) brings back the data's range.
+    const double before = x->min();
+    score->panBy(QPointF(100, 0));
+    QVERIFY(x->min() < before);
+    score->resetZoom();
+    QCOMPARE(x->min(), x0);
+    QCOMPARE(x->max(), x1);
+    // The crosshair reads both series at the key position under the cursor.
+    const QString readout = score->readoutAt(centre);
+    QVERIFY2(readout.startsWith(QStringLiteral("key position ")), qPrintable(readout));
+    const auto j = static_cast<size_t>(readout.section(QLatin1Char(' '), 2, 2).toInt());
+    const double s = drift->data()->row->original.scores[j];
+    QVERIFY2(readout.contains(QStringLiteral("s (original): ") + QString::number(s, 'g', 5)), qPrintable(readout));
+    {
+      // Hovering shows the same readout in the plot.
+      QMouseEvent hover(QEvent::MouseMove, QPointF(centre), score->viewport()->mapToGlobal(QPointF(centre)), Qt::NoButton,
+                        Qt::NoButton, Qt::NoModifier);
+      QApplication::sendEvent(score->viewport(), &hover);
+      QCOMPARE(score->readout(), readout);
+    }
+    // A box drag zooms to it.
+    QTest::mousePress(score->viewport(), Qt::LeftButton, {}, centre - QPoint(60, 40));
+    {
+      // A move with the button held (QTest::mouseMove only moves the cursor on some platforms).
+      QMouseEvent move(QEvent::MouseMove, QPointF(centre + QPoint(60, 40)), score->viewport()->mapToGlobal(QPointF(centre + QPoint(60, 40))),
+                       Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+      QApplication::sendEvent(score->viewport(), &move);
+    }
+    QTest::mouseRelease(score->viewport(), Qt::LeftButton, {}, centre + QPoint(60, 40));
+    QVERIFY(score->zoomed());
+    QVERIFY(x->max() - x->min() < (x1 - x0) / 2);
+    // New data (here: another case) keeps the x zoom, so a zoomed-in stretch of keys stays in view.
+    const double zoomedMin = x->min(), zoomedMax = x->max();
+    drift->caseBox()->setCurrentIndex(2);
+    QTest::qWait(0);
+    QCOMPARE(x->min(), zoomedMin);
+    QCOMPARE(x->max(), zoomedMax);
+    QVERIFY(score->zoomed());
+    QTest::mouseDClick(score->viewport(), Qt::LeftButton, {}, centre);
+    QCOMPARE(x->min(), x0);
+
+    // A click on the drift-along-queries chart selects that query row.
+    InteractiveChartView* pos = drift->positionChartView();
+    const auto& positions = drift->data()->series.positions;
+    QVERIFY(positions.size() > 4);
+    const int wanted = 3;
+    const QPointF at = pos->chart()->mapToPosition(QPointF(static_cast<double>(positions[wanted]), 0.0), drift->klSeries());
+    QPoint click = pos->mapFromScene(pos->chart()->mapToScene(at));
+    click.ry() -= 10;  // inside the plot, above the axis line
+    QSignalSpy changed(drift, &DriftView::queryChanged);
+    QTest::mouseClick(pos->viewport(), Qt::LeftButton, {}, click);
+    QCOMPARE(drift->queryIndex(), wanted);
+    QCOMPARE(changed.count(), 1);
+    QVERIFY(QSignalSpy(&w, &MainWindow::driftReady).wait(kWaitMs));
+    QCOMPARE(drift->data()->row->queryIndex, wanted);
+  }
+
   void headlessExportWritesFilesWithoutWindow() {
     const QString out = dir_.filePath(QStringLiteral("headless"));
     QProcess p;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    // Were it to write settings, they would land here; headless runs must write none.
+    const QString config = dir_.filePath(QStringLiteral("headless-config"));
+    env.insert(QStringLiteral("XDG_CONFIG_HOME"), config);
     p.setProcessEnvironment(env);
     p.start(QStringLiteral(KVSCOPE_GUI_PATH),
             {sample_, QStringLiteral("--preset"), QStringLiteral("kivi-4"), QStringLiteral("--export-dir"), out,
@@ -624,6 +983,7 @@ class MainWindowTest : public QObject {
     QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("summary.svg"))));
     QVERIFY(!QFile::exists(QDir(out).filePath(QStringLiteral("histogram.png"))));
     QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("report.json"))));
+    QVERIFY2(!QFile::exists(QDir(config).filePath(QStringLiteral("kvscope/kvscope.conf"))), "headless wrote the user's settings");
 
     // A bad spec fails with exit status 2 and the parser's message.
     QProcess bad;

@@ -4,6 +4,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPushButton>
@@ -24,6 +25,8 @@
 
 #include "core/capacity/units.h"
 #include "ui/export/chart_render.h"
+#include "ui/widgets/chart_ticks.h"
+#include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
 
@@ -46,7 +49,8 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   context_ = new QSpinBox(this);
   context_->setRange(1, 1 << 24);
   context_->setValue(4096);
-  context_->setToolTip(tr("Tokens per sequence; it fixes how many scale groups a sequence stores."));
+  context_->setToolTip(tr("Tokens per sequence; it fixes how many scale groups a sequence stores, so bits per "
+                          "element and bytes/token here are at this context, not at the dump's length."));
   batch_ = new QSpinBox(this);
   batch_->setRange(1, 1 << 16);
   batch_->setValue(1);
@@ -105,11 +109,15 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
     applyPaletteTheme(c);
     c->setAnimationOptions(QChart::NoAnimation);
     c->legend()->setAlignment(Qt::AlignBottom);
+    // Four entries under a chart a third of the window wide: a smaller font keeps them whole.
+    QFont legendFont = c->legend()->font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.85);
+    c->legend()->setFont(legendFont);
   }
-  keyView_ = new QChartView(keyChart_, this);
-  valueView_ = new QChartView(valueChart_, this);
-  keyView_->setRenderHint(QPainter::Antialiasing);
-  valueView_->setRenderHint(QPainter::Antialiasing);
+  keyView_ = new InteractiveChartView(keyChart_, this);
+  valueView_ = new InteractiveChartView(valueChart_, this);
+  keyView_->setMinimumWidth(300);
+  valueView_->setMinimumWidth(300);
 
   auto* top = new QHBoxLayout;
   top->addLayout(form);
@@ -184,7 +192,9 @@ void BudgetView::setInputs(const DumpInfo& info, const QuantSpec& key, const Qua
 }
 
 QStringList BudgetView::rowLabels() const {
-  QStringList rows{tr("K spec"), tr("V spec"), tr("K bits/element"), tr("V bits/element"), tr("bytes/token"),
+  const int context = context_->value();
+  QStringList rows{tr("K spec"), tr("V spec"), tr("K bits/element @ %1").arg(context), tr("V bits/element @ %1").arg(context),
+                   tr("bytes/token @ %1 tokens").arg(context),
                    tr("tokens that fit"), tr("sequences that fit"), tr("batch fits")};
   if (device_->currentIndex() > 0) rows << tr("decode step (s)") << tr("bound by");
   return rows;
@@ -323,14 +333,27 @@ void BudgetView::rebuildPareto() {
     if (chart->axes(Qt::Horizontal).isEmpty()) {
       auto* x = new QValueAxis;
       x->setTitleText(QObject::tr("bits per element"));
+      keepNiceTicks(x);
       auto* yLog = new QLogValueAxis;
-      yLog->setLabelFormat(QStringLiteral("%.1e"));
       chart->addAxis(x, Qt::AlignBottom);
       chart->addAxis(yLog, Qt::AlignLeft);
     }
     auto* xAxis = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
     auto* yAxis = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
-    if (!choice || !choice->searched) return;
+    if (!choice || !choice->searched) {
+      // An empty plot still shows its axes (Qt hides axes without a series): 0–16 bits, and
+      // the metric's usual decades.
+      auto* placeholder = new QLineSeries;
+      chart->addSeries(placeholder);
+      placeholder->attachAxis(xAxis);
+      placeholder->attachAxis(yAxis);
+      placeholder->setProperty("kvscopeNoReadout", true);
+      for (QLegendMarker* m : chart->legend()->markers(placeholder)) m->setVisible(false);
+      setAxisRange(xAxis, 0, 16);
+      setDecadeRange(yAxis, 1e-4, 1);
+      yAxis->setTitleText(QObject::tr("worst layer's metric"));
+      return;
+    }
     // Log metric axis: candidates span orders of magnitude. Zero sits at a floor below the rest.
     double lo = 1e300, hi = 0, bitsHi = 1;
     for (const CandidateResult& c : choice->candidates) {
@@ -348,7 +371,7 @@ void BudgetView::rebuildPareto() {
     all->setName(QObject::tr("candidates"));
     all->setMarkerSize(7);
     auto* front = new QLineSeries;
-    front->setName(QObject::tr("Pareto front"));
+    front->setName(QObject::tr("Pareto"));
     auto* chosen = new QScatterSeries;
     chosen->setName(QObject::tr("chosen"));
     chosen->setMarkerSize(16);
@@ -368,10 +391,10 @@ void BudgetView::rebuildPareto() {
       if (static_cast<int>(i) == choice->chosen) chosen->append(c.bitsPerElement, y(c.worst));
     }
     budget->append(0, y(choice->budget.bound));
-    budget->append(bitsHi * 1.05, y(choice->budget.bound));
+    budget->append(niceRange(0, bitsHi * 1.02).hi, y(choice->budget.bound));
     for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) chart->addSeries(s);
-    xAxis->setRange(0, bitsHi * 1.05);
-    yAxis->setRange(lo, hi);
+    setAxisRange(xAxis, 0, niceRange(0, bitsHi * 1.02).hi);
+    setDecadeRange(yAxis, lo, hi);
     yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
     for (QAbstractSeries* s : chart->series()) {
       s->attachAxis(xAxis);

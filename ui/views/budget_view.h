@@ -37,6 +37,15 @@ class BudgetView : public QWidget, public ExportableView {
   void setInputs(const DumpInfo& info, const QuantSpec& key, const QuantSpec& value);
   [[nodiscard]] const std::optional<CapacityReport>& plan() const { return plan_; }
   QDoubleSpinBox* memoryBox() { return memory_; }
+  QDoubleSpinBox* weightsBox() { return weights_; }
+  QSpinBox* contextBox() { return context_; }
+  QSpinBox* batchBox() { return batch_; }
+  QComboBox* deviceBox() { return device_; }
+  QComboBox* keyFieldBox() { return keyField_; }
+  QDoubleSpinBox* keyBoundBox() { return keyBound_; }
+  QComboBox* valueFieldBox() { return valueField_; }
+  QDoubleSpinBox* valueBoundBox() { return valueBound_; }
+  QTableWidget* capacityTable() { return table_; }
 
   /// The search's result (Pareto fronts); nullptr clears the charts.
   void setSearchResult(std::shared_ptr<const SearchResult> result);

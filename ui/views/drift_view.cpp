@@ -4,13 +4,11 @@
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
-#include <QCursor>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineSeries>
 #include <QSignalBlocker>
 #include <QSpinBox>
-#include <QToolTip>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
@@ -18,6 +16,8 @@
 #include <cmath>
 
 #include "ui/export/chart_render.h"
+#include "ui/widgets/chart_ticks.h"
+#include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
 
@@ -45,28 +45,20 @@ QLineSeries* makeSeries(QChart* chart, const QString& name, const QColor& colour
 }
 
 // Axes are made once and only re-ranged: replacing axes leaves stale axis items in the scene.
-void setAxes(QChart* chart, double x0, double x1, double y0, double y1, const QString& xTitle,
-             const QString& yTitle) {
-  QValueAxis* x = nullptr;
-  QValueAxis* y = nullptr;
-  if (chart->axes(Qt::Horizontal).isEmpty()) {
-    x = new QValueAxis;
-    x->setLabelFormat(QStringLiteral("%d"));
-    y = new QValueAxis;
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    for (QAbstractSeries* s : chart->series()) {
-      s->attachAxis(x);
-      s->attachAxis(y);
-    }
-  } else {
-    x = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
-    y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
-  }
-  x->setRange(x0, x1 > x0 ? x1 : x0 + 1);
-  x->setTitleText(xTitle);
-  y->setRange(y0, y1 > y0 ? y1 : y0 + 1);
-  y->setTitleText(yTitle);
+QValueAxis* addAxis(QChart* chart, Qt::Alignment where, const QString& title, const QList<QLineSeries*>& series) {
+  auto* axis = new QValueAxis;
+  axis->setTitleText(title);
+  keepNiceTicks(axis);
+  chart->addAxis(axis, where);
+  for (QLineSeries* s : series) s->attachAxis(axis);
+  return axis;
+}
+
+// x exactly over the data (positions are whole numbers), y widened to round numbers.
+void setRanges(QValueAxis* x, QValueAxis* y, double x0, double x1, double y0, double y1) {
+  setAxisRange(x, x0, x1 > x0 ? x1 : x0 + 1);
+  const NiceRange r = niceRange(y0, y1);
+  setAxisRange(y, r.lo, r.hi);
 }
 
 }  // namespace
@@ -77,10 +69,11 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   query_ = new QSpinBox(this);
   query_->setToolTip(tr("The query row: row i is the query at position T − Tq + i."));
   case_ = new QComboBox(this);
-  case_->addItem(tr("key_only (K̂, V)"));
-  case_->addItem(tr("value_only (K, V̂)"));
-  case_->addItem(tr("joint (K̂, V̂)"));
-  case_->setToolTip(tr("Which tensors are reconstructed when comparing against the original attention."));
+  case_->addItem(tr("key_only (K′, V)"));
+  case_->addItem(tr("value_only (K, V′)"));
+  case_->addItem(tr("joint (K′, V′)"));
+  case_->setToolTip(tr("Which tensors are reconstructed (K′, V′: quantized and dequantized) when comparing against the "
+                        "original attention."));
   info_ = new QLabel(this);
   info_->setWordWrap(true);
 
@@ -88,16 +81,45 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   probChart_ = makeChart(tr("Attention probabilities over key positions"));
   posChart_ = makeChart(tr("Drift along query positions (this kv head)"));
   scoreOriginal_ = makeSeries(scoreChart_, tr("s (original)"), QColor(31, 119, 180), 2.0);
-  scoreCase_ = makeSeries(scoreChart_, tr("ŝ"), QColor(255, 127, 14), 1.3);
+  scoreCase_ = makeSeries(scoreChart_, tr("s′ (quantized)"), QColor(255, 127, 14), 1.3);
   probOriginal_ = makeSeries(probChart_, tr("P (original)"), QColor(31, 119, 180), 2.0);
-  probCase_ = makeSeries(probChart_, tr("P̂"), QColor(255, 127, 14), 1.3);
-  kl_ = makeSeries(posChart_, tr("KL(P‖P̂)"), QColor(44, 160, 44), 1.8);
+  probCase_ = makeSeries(probChart_, tr("P′ (quantized)"), QColor(255, 127, 14), 1.3);
+  kl_ = makeSeries(posChart_, tr("KL(P‖P′)"), QColor(44, 160, 44), 1.8);
   rel_ = makeSeries(posChart_, tr("output rel. error"), QColor(214, 39, 40), 1.8);
   marker_ = makeSeries(posChart_, tr("selected query"), QColor(127, 127, 127), 1.0, Qt::DashLine);
-  scoreView_ = new QChartView(scoreChart_, this);
-  probView_ = new QChartView(probChart_, this);
-  posView_ = new QChartView(posChart_, this);
-  for (QChartView* v : {scoreView_, probView_, posView_}) v->setRenderHint(QPainter::Antialiasing);
+  marker_->setProperty("kvscopeNoReadout", true);
+  scoreX_ = addAxis(scoreChart_, Qt::AlignBottom, tr("key position"), {scoreOriginal_, scoreCase_});
+  scoreY_ = addAxis(scoreChart_, Qt::AlignLeft, tr("score"), {scoreOriginal_, scoreCase_});
+  probX_ = addAxis(probChart_, Qt::AlignBottom, tr("key position"), {probOriginal_, probCase_});
+  probY_ = addAxis(probChart_, Qt::AlignLeft, tr("probability"), {probOriginal_, probCase_});
+  // KL (nats) and the output's relative error have different units: one axis each.
+  posX_ = addAxis(posChart_, Qt::AlignBottom, tr("query position"), {kl_, rel_, marker_});
+  klY_ = addAxis(posChart_, Qt::AlignLeft, tr("KL (nats)"), {kl_, marker_});
+  relY_ = addAxis(posChart_, Qt::AlignRight, tr("output rel. error"), {rel_});
+  klY_->setLinePenColor(kl_->pen().color());
+  klY_->setLabelsColor(kl_->pen().color());
+  relY_->setLinePenColor(rel_->pen().color());
+  relY_->setLabelsColor(rel_->pen().color());
+  posChart_->legend()->setAlignment(Qt::AlignBottom);
+  scoreView_ = new InteractiveChartView(scoreChart_, this);
+  probView_ = new InteractiveChartView(probChart_, this);
+  posView_ = new InteractiveChartView(posChart_, this);
+  posView_->setHint(tr("click: show that query's row above"));
+  const auto keyLabel = [this](double x) {
+    const auto j = static_cast<qsizetype>(std::llround(x));
+    QString text = tr("key position %1").arg(j);
+    if (j >= 0 && j < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[j]);
+    return text;
+  };
+  scoreView_->setXLabeler(keyLabel);
+  probView_->setXLabeler(keyLabel);
+  posView_->setXLabeler([this](double x) {
+    const auto j = static_cast<qsizetype>(std::llround(x));
+    QString text = tr("query position %1").arg(j);
+    if (j >= 0 && j < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[j]);
+    return text;
+  });
+  connect(posView_, &InteractiveChartView::clicked, this, [this](QPointF value) { selectQueryAt(value.x()); });
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Query head"), this));
@@ -112,16 +134,13 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(info_);
   layout->addWidget(scoreView_, 3);
   layout->addWidget(probView_, 3);
-  layout->addWidget(posView_, 2);
+  layout->addWidget(posView_, 3);
+  for (QChartView* v : {scoreView_, probView_, posView_}) v->setMinimumHeight(200);
 
   const auto changed = [this] { emit queryChanged(head_->value(), query_->value()); };
   connect(head_, &QSpinBox::valueChanged, this, changed);
   connect(query_, &QSpinBox::valueChanged, this, changed);
   connect(case_, &QComboBox::currentIndexChanged, this, [this] { requestRebuild(true); });
-  connect(scoreCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
-  connect(scoreOriginal_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("score")); });
-  connect(probCase_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("probability")); });
-  connect(probOriginal_, &QLineSeries::hovered, this, [this](const QPointF& p, bool s) { hover(p, s, tr("probability")); });
   setMessage(tr("No dump open."));
 }
 
@@ -238,8 +257,8 @@ QList<QPointF> envelope(const std::vector<double>& y) {
 void DriftView::rebuildRow() {
   for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_}) s->clear();
   if (!data_ || !data_->row) {
-    setAxes(scoreChart_, 0, 1, 0, 1, tr("key position"), tr("score"));
-    setAxes(probChart_, 0, 1, 0, 1, tr("key position"), tr("probability"));
+    setRanges(scoreX_, scoreY_, 0, 1, 0, 1);
+    setRanges(probX_, probY_, 0, 1, 0, 1);
     return;
   }
   const AttentionRowDetail& row = *data_->row;
@@ -255,13 +274,13 @@ void DriftView::rebuildRow() {
   probOriginal_->replace(envelope(row.original.probabilities));
   probCase_->replace(envelope(c.probabilities));
   const double last = static_cast<double>(row.position);
-  setAxes(scoreChart_, 0, last, smin - 0.05 * (smax - smin), smax + 0.05 * (smax - smin), tr("key position"), tr("score"));
-  setAxes(probChart_, 0, last, 0, pmax * 1.05, tr("key position"), tr("probability"));
+  setRanges(scoreX_, scoreY_, 0, last, smin, smax);
+  setRanges(probX_, probY_, 0, last, 0, pmax);
 
   const QString caseName = case_->currentText().section(QLatin1Char(' '), 0, 0);
   scoreChart_->setTitle(tr("Layer %1 · query head %2 (kv head %3) · query at position %4 · %5")
                             .arg(data_->layer).arg(row.queryHead).arg(row.kvHead).arg(row.position).arg(caseName));
-  info_->setText(tr("This row: KL(P‖P̂) = %1 · output rel. error = %2 · top-1 %3 → %4")
+  info_->setText(tr("This row: KL(P‖P′) = %1 · output rel. error = %2 · top-1 %3 → %4")
                      .arg(c.kl, 0, 'g', 4)
                      .arg(c.outputRelError, 0, 'g', 4)
                      .arg(row.original.top1)
@@ -271,7 +290,8 @@ void DriftView::rebuildRow() {
 void DriftView::rebuildSeries() {
   for (QLineSeries* s : {kl_, rel_, marker_}) s->clear();
   if (!data_ || !data_->row) {
-    setAxes(posChart_, 0, 1, 0, 1, tr("query position"), tr("KL / rel. error"));
+    setRanges(posX_, klY_, 0, 1, 0, 1);
+    setAxisRange(relY_, 0, 1);
     return;
   }
   const AttentionRowDetail& row = *data_->row;
@@ -279,7 +299,7 @@ void DriftView::rebuildSeries() {
   const AttentionPositionSeries& series = data_->series;
   const auto line = static_cast<size_t>(row.kvHead);
   QList<QPointF> klPoints, relPoints;
-  double top = 0;
+  double klTop = 0, relTop = 0;
   const auto& rel = currentRel();
   for (size_t i = 0; i < series.positions.size(); ++i) {
     const auto x = static_cast<double>(series.positions[i]);
@@ -289,33 +309,27 @@ void DriftView::rebuildSeries() {
     const double r = line < rel.size() && i < rel[line].size() ? rel[line][i] : 0.0;
     klPoints.append({x, k});
     relPoints.append({x, r});
-    top = std::max({top, k, r});
+    klTop = std::max(klTop, k);
+    relTop = std::max(relTop, r);
   }
   kl_->replace(klPoints);
   rel_->replace(relPoints);
-  marker_->replace(QList<QPointF>{{last, 0}, {last, top * 1.05}});
   const double first = series.positions.empty() ? 0 : static_cast<double>(series.positions.front());
-  setAxes(posChart_, first, std::max(first + 1, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())),
-          0, top > 0 ? top * 1.1 : 1, tr("query position"), tr("KL / rel. error"));
+  setRanges(posX_, klY_, first, std::max(first + 1, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())),
+            0, klTop > 0 ? klTop : 1);
+  setAxisRange(relY_, 0, niceRange(0, relTop > 0 ? relTop : 1).hi);
+  marker_->replace(QList<QPointF>{{last, 0}, {last, klY_->max()}});
 }
 
-void DriftView::hover(const QPointF& point, bool state, const QString& what) {
-  if (!state || !data_ || !data_->row) {
-    QToolTip::hideText();
-    return;
+void DriftView::selectQueryAt(double position) {
+  if (!data_ || data_->series.positions.empty() || !query_->isEnabled()) return;
+  // The series' i-th point is query row i (position T − Tq + i); take the nearest one.
+  const auto& positions = data_->series.positions;
+  size_t best = 0;
+  for (size_t i = 1; i < positions.size(); ++i) {
+    if (std::abs(static_cast<double>(positions[i]) - position) < std::abs(static_cast<double>(positions[best]) - position)) best = i;
   }
-  const auto j = static_cast<size_t>(std::clamp<double>(std::round(point.x()), 0,
-                                                         static_cast<double>(data_->row->original.scores.size() - 1)));
-  const AttentionRowCase& c = currentCase();
-  QString text = tr("key position %1").arg(j);
-  if (static_cast<qsizetype>(j) < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[static_cast<qsizetype>(j)]);
-  text += tr("\ns = %1, ŝ = %2\nP = %3, P̂ = %4")
-              .arg(data_->row->original.scores[j], 0, 'g', 5)
-              .arg(c.scores[j], 0, 'g', 5)
-              .arg(data_->row->original.probabilities[j], 0, 'g', 5)
-              .arg(c.probabilities[j], 0, 'g', 5);
-  (void)what;
-  QToolTip::showText(QCursor::pos(), text, this);
+  query_->setValue(static_cast<int>(best));  // valueChanged → queryChanged
 }
 
 void DriftView::renderTo(QPainter& painter, const QRectF& target) {
@@ -330,9 +344,9 @@ void DriftView::renderTo(QPainter& painter, const QRectF& target) {
   painter.restore();
   const double h = target.height() - infoHeight;
   const double y0 = target.top() + infoHeight;
-  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), h * 0.375));
-  renderChart(probChart_, painter, QRectF(target.left(), y0 + h * 0.375, target.width(), h * 0.375));
-  renderChart(posChart_, painter, QRectF(target.left(), y0 + h * 0.75, target.width(), h * 0.25));
+  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), h / 3));
+  renderChart(probChart_, painter, QRectF(target.left(), y0 + h / 3, target.width(), h / 3));
+  renderChart(posChart_, painter, QRectF(target.left(), y0 + 2 * h / 3, target.width(), h / 3));
 }
 
 QString DriftView::toCsv() const {

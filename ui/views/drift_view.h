@@ -18,8 +18,11 @@ class QComboBox;
 class QLabel;
 class QLineSeries;
 class QSpinBox;
+class QValueAxis;
 
 namespace kvscope::ui {
+
+class InteractiveChartView;
 
 /// What the drift view shows, computed off the GUI thread.
 struct DriftData {
@@ -53,6 +56,11 @@ class DriftView : public QWidget, public ExportableView {
   QLineSeries* scoreCase() { return flushed(scoreCase_); }
   QLineSeries* probabilityCase() { return flushed(probCase_); }
   QLineSeries* klSeries() { return flushed(kl_); }
+  QLineSeries* relSeries() { return flushed(rel_); }
+  /// The charts as shown (score, probability, drift along queries), for tests.
+  InteractiveChartView* scoreChartView() { return scoreView_; }
+  InteractiveChartView* probabilityChartView() { return probView_; }
+  InteractiveChartView* positionChartView() { return posView_; }
   QComboBox* caseBox() { return case_; }
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("drift"); }
@@ -84,7 +92,8 @@ class DriftView : public QWidget, public ExportableView {
   void rebuildSeries();
   [[nodiscard]] const AttentionRowCase& currentCase() const;
   [[nodiscard]] const std::vector<std::vector<double>>& currentRel() const;
-  void hover(const QPointF& point, bool state, const QString& what);
+  /// A click on the position chart: show the query row nearest to that position.
+  void selectQueryAt(double position);
 
   DriftDataPtr data_;
   QStringList tokenText_;
@@ -95,9 +104,16 @@ class DriftView : public QWidget, public ExportableView {
   QChart* scoreChart_;
   QChart* probChart_;
   QChart* posChart_;
-  QChartView* scoreView_;
-  QChartView* probView_;
-  QChartView* posView_;
+  InteractiveChartView* scoreView_;
+  InteractiveChartView* probView_;
+  InteractiveChartView* posView_;
+  QValueAxis* scoreX_;
+  QValueAxis* scoreY_;
+  QValueAxis* probX_;
+  QValueAxis* probY_;
+  QValueAxis* posX_;
+  QValueAxis* klY_;
+  QValueAxis* relY_;
   QLineSeries* scoreOriginal_;
   QLineSeries* scoreCase_;
   QLineSeries* probOriginal_;

@@ -11,9 +11,12 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/metrics/outliers.h"
 #include "ui/views/colour_map.h"
+#include "ui/widgets/chart_ticks.h"
 
 namespace kvscope::ui {
 
@@ -27,7 +30,7 @@ QString valueLabel(HeatmapValue v) {
   switch (v) {
     case HeatmapValue::Magnitude: return QStringLiteral("|x|");
     case HeatmapValue::Normalized: return QStringLiteral("|x| / σ(channel)");
-    case HeatmapValue::Error: return QStringLiteral("|x̂ − x|");
+    case HeatmapValue::Error: return QStringLiteral("|x′ − x|");
   }
   return {};
 }
@@ -40,7 +43,8 @@ QString formatTick(double v) { return QString::number(v, 'g', 3); }
 HeatmapCanvas::HeatmapCanvas(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
   setMinimumSize(360, 220);
-  setToolTip(tr("Hover a cell for its token, channel and value; click to select them."));
+  // No setToolTip here: a static tooltip would replace the per-cell readout that mouseMoveEvent
+  // shows once the mouse rests on a cell. The hint lives on the view's controls instead.
 }
 
 void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor,
@@ -151,7 +155,9 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.drawRect(plot);
 
   // Axes: channels down the left, tokens along the bottom.
-  const int channelStep = std::max(1, static_cast<int>(std::ceil(data_.channels / (plot.height() / (fm.height() * 1.6)))));
+  // Round steps on every axis (ui/widgets/chart_ticks.h), as on the charts.
+  const int channelStep = std::max(
+      1, static_cast<int>(niceTickInterval(data_.channels, std::max(1, static_cast<int>(plot.height() / (fm.height() * 1.6))))));
   for (int c = 0; c < data_.channels; c += channelStep) {
     const double y = plot.top() + (c + 0.5) * plot.height() / data_.channels;
     painter.drawText(QRectF(target.left(), y - fm.height() / 2, kLeft - 6, fm.height()),
@@ -162,9 +168,10 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.rotate(-90);
   painter.drawText(QRectF(-60, -fm.height() / 2, 120, fm.height()), Qt::AlignCenter, tr("channel"));
   painter.restore();
-  const int tickCount = std::max(2, static_cast<int>(plot.width() / 90));
-  for (int i = 0; i <= tickCount; ++i) {
-    const int token = static_cast<int>(std::lround(static_cast<double>(i) * (data_.tokens - 1) / tickCount));
+  const double tokenStep =
+      std::max(1.0, niceTickInterval(std::max(1, data_.tokens - 1), std::max(2, static_cast<int>(plot.width() / 90))));
+  for (double t = 0; t <= data_.tokens - 1 + 1e-9; t += tokenStep) {
+    const int token = static_cast<int>(std::lround(t));
     const double x = plot.left() + (token + 0.5) * plot.width() / data_.tokens;
     painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4));
     painter.drawText(QRectF(x - 40, plot.bottom() + 4, 80, fm.height()), Qt::AlignHCenter | Qt::AlignTop,
@@ -202,9 +209,19 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.drawRect(bar);
   const double hi = data_.maxValue;
   const double lo = logScale_ ? data_.minPositive : 0.0;
-  for (int i = 0; i <= 4; ++i) {
-    const double f = i / 4.0;
-    const double v = logScale_ && lo > 0 && hi > lo ? lo * std::pow(hi / lo, f) : lo + f * (hi - lo);
+  // Ticks at round values inside the scale: multiples of a nice step, or decades on a log scale.
+  std::vector<std::pair<double, double>> ticks;  // (fraction up the bar, value)
+  if (logScale_ && lo > 0 && hi > lo) {
+    for (double d = std::pow(10.0, std::ceil(std::log10(lo) - 1e-9)); d <= hi * (1 + 1e-9); d *= 10) {
+      ticks.emplace_back(std::log(d / lo) / std::log(hi / lo), d);
+    }
+  } else if (hi > lo) {
+    const double step = niceTickInterval(hi - lo, 5);
+    for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi * (1 + 1e-9); v += step) {
+      ticks.emplace_back((v - lo) / (hi - lo), v);
+    }
+  }
+  for (const auto& [f, v] : ticks) {
     const double y = bar.bottom() - f * bar.height();
     painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y));
     painter.drawText(QRectF(bar.right() + 5, y - fm.height() / 2, kColourLabels - 5, fm.height()),
@@ -241,7 +258,7 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
-    text += tr(", x̂ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
+    text += tr(", x′ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
   }
   return text;
 }
@@ -273,8 +290,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   value_ = new QComboBox(this);
   value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
   value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
-  value_->addItem(tr("error |x̂ − x|"), static_cast<int>(HeatmapValue::Error));
-  value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction error."));
+  value_->addItem(tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
+  value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction "
+                        "error (x′ is the value after quantizing and dequantizing)."));
   scale_ = new QComboBox(this);
   scale_->addItem(tr("linear"));
   scale_->addItem(tr("log"));
@@ -288,6 +306,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(new QLabel(tr("Scale"), this));
   controls->addWidget(scale_);
   controls->addStretch(1);
+  auto* hint = new QLabel(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."), this);
+  hint->setObjectName(QStringLiteral("heatmapHint"));
+  controls->addWidget(hint);
   profile_ = new QLabel(this);
   profile_->setWordWrap(true);
   profile_->setTextInteractionFlags(Qt::TextSelectableByMouse);

@@ -18,6 +18,8 @@
 #include <cmath>
 
 #include "ui/export/chart_render.h"
+#include "ui/widgets/chart_ticks.h"
+#include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
 
@@ -41,6 +43,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   QPen levelPen(QColor(127, 127, 127, 110));
   levelPen.setWidthF(1.0);
   levels_->setPen(levelPen);
+  levels_->setProperty("kvscopeNoReadout", true);  // a zig-zag through the levels, not a value per x
   QPen originalPen(QColor(31, 119, 180));
   originalPen.setWidthF(2.0);
   original_->setPen(originalPen);
@@ -53,9 +56,10 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
   xAxis_ = new QValueAxis(this);
   xAxis_->setTitleText(tr("value"));
+  keepNiceTicks(xAxis_, 8);
   linearAxis_ = new QValueAxis(this);
-  linearAxis_->setLabelFormat(QStringLiteral("%d"));
   linearAxis_->setTitleText(tr("count"));
+  keepNiceTicks(linearAxis_);
   logAxis_ = new QLogValueAxis(this);
   logAxis_->setBase(10);
   logAxis_->setLabelFormat(QStringLiteral("%g"));
@@ -66,8 +70,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
     s->attachAxis(xAxis_);
     s->attachAxis(linearAxis_);
   }
-  view_ = new QChartView(chart_, this);
-  view_->setRenderHint(QPainter::Antialiasing);
+  view_ = new InteractiveChartView(chart_, this);
 
   tensor_ = new QComboBox(this);
   tensor_->addItem(tr("K"), static_cast<int>(ViewTensor::Key));
@@ -280,7 +283,8 @@ void HistogramView::rebuildChart() {
   double xlo = data_.edges.empty() ? 0 : data_.edges.front();
   double xhi = data_.edges.empty() ? 1 : data_.edges.back();
   const double base = logCounts ? kLogFloor : 0.0;
-  const double yTop = logCounts ? top * 2 : top * 1.05;
+  // Round tops: a linear count axis ends on a tick, a log one on a decade.
+  const double yTop = logCounts ? std::pow(10.0, std::ceil(std::log10(top * 1.5))) : niceRange(0, top).hi;
   // Qt Charts strokes a line's whole path on every update, and a zig-zag through hundreds of
   // levels cost the GUI thread 20-120 ms per spec change: denser grids are named, not drawn.
   if (group_ && static_cast<int>(group_->levels.size()) <= kMaxDrawnLevels) {
@@ -295,7 +299,7 @@ void HistogramView::rebuildChart() {
   reconstructed_->replace(b);
   levels_->replace(levels);
 
-  xAxis_->setRange(xlo, xhi);
+  setAxisRange(xAxis_, xlo, xhi);
   QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
   QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
   if (!chart_->axes(Qt::Vertical).contains(wanted)) {
@@ -305,8 +309,12 @@ void HistogramView::rebuildChart() {
     chart_->addAxis(wanted, Qt::AlignLeft);
     for (QLineSeries* s : {levels_, original_, reconstructed_}) s->attachAxis(wanted);
   }
-  if (logCounts) logAxis_->setRange(base, yTop);
-  else linearAxis_->setRange(0, yTop);
+  if (logCounts) {
+    logAxis_->setRange(base, yTop);
+    logAxis_->setMinorTickCount(8);
+  } else {
+    setAxisRange(linearAxis_, 0, yTop);
+  }
   if (layer_) {
     const auto t = static_cast<ViewTensor>(tensor_->currentData().toInt());
     chart_->setTitle(tr("%1 · layer %2 · kv head %3 · %4 · %5")

@@ -24,6 +24,8 @@ class QSpinBox;
 
 namespace kvscope::ui {
 
+class InteractiveChartView;
+
 class HistogramView : public QWidget, public ExportableView {
   Q_OBJECT
 
@@ -51,6 +53,8 @@ class HistogramView : public QWidget, public ExportableView {
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* scopeBox() { return scope_; }
   QCheckBox* logBox() { return log_; }
+  QSpinBox* binsBox() { return bins_; }
+  InteractiveChartView* chartView() { return view_; }
   QChart* chart() {
     flush();
     return chart_;
@@ -80,7 +84,7 @@ class HistogramView : public QWidget, public ExportableView {
   [[nodiscard]] QString groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const;
 
   QChart* chart_;
-  QChartView* view_;
+  InteractiveChartView* view_;
   QLineSeries* original_;
   QLineSeries* reconstructed_;
   QLineSeries* levels_;

@@ -11,6 +11,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineSeries>
+#include <QCheckBox>
+#include <QLogValueAxis>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -22,8 +24,11 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <string_view>
 
 #include "ui/export/chart_render.h"
+#include "ui/widgets/chart_ticks.h"
+#include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
 
@@ -33,6 +38,7 @@ enum class Budget { None, Key, Value };
 
 struct Column {
   const char* header;
+  const char* tip;  ///< the metric's definition (quantization.md §6–7), shown on the header
   std::function<std::optional<double>(const HeadResult&)> get;
   Budget budget;
 };
@@ -45,16 +51,37 @@ std::optional<double> attention(const HeadResult& h, const AttentionMetrics Atte
 
 const std::vector<Column>& columns() {
   static const std::vector<Column> all{
-      {"K rel_error", [](const HeadResult& h) { return std::optional<double>(h.key.relError); }, Budget::None},
-      {"K sqnr_db", [](const HeadResult& h) { return h.key.sqnrDb; }, Budget::None},
-      {"V rel_error", [](const HeadResult& h) { return std::optional<double>(h.value.relError); }, Budget::None},
-      {"V sqnr_db", [](const HeadResult& h) { return h.value.sqnrDb; }, Budget::None},
-      {"key_only kl_mean", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::klMean); }, Budget::None},
-      {"key_only top1", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::top1Agreement); }, Budget::None},
-      {"key_only output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::outputRelError); }, Budget::Key},
-      {"value_only output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::valueOnly, &AttentionMetrics::outputRelError); }, Budget::Value},
-      {"joint kl_mean", [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::klMean); }, Budget::None},
-      {"joint output_rel_error", [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::outputRelError); }, Budget::None},
+      {"K rel_error",
+       "K relative error ‖K′ − K‖₂ / ‖K‖₂ over the kv head (quantization.md §7; K′ is K quantized and dequantized).",
+       [](const HeadResult& h) { return std::optional<double>(h.key.relError); }, Budget::None},
+      {"K sqnr_db",
+       "K signal-to-quantization-noise ratio 10·log10(ΣK² / Σ(K′ − K)²) in dB (§7); higher is better.",
+       [](const HeadResult& h) { return h.key.sqnrDb; }, Budget::None},
+      {"V rel_error",
+       "V relative error ‖V′ − V‖₂ / ‖V‖₂ over the kv head (§7).",
+       [](const HeadResult& h) { return std::optional<double>(h.value.relError); }, Budget::None},
+      {"V sqnr_db",
+       "V signal-to-quantization-noise ratio 10·log10(ΣV² / Σ(V′ − V)²) in dB (§7).",
+       [](const HeadResult& h) { return h.value.sqnrDb; }, Budget::None},
+      {"key_only kl_mean",
+       "key_only (K′, exact V): mean over query heads and queries of KL(P‖P′) = Σ P (ln P − ln P′), in nats (§6). "
+       "joint's KL is the same (V does not change P), so the table shows it once; the CSV has both.",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::klMean); }, Budget::None},
+      {"key_only top1",
+       "key_only: fraction of queries whose most-attended key is unchanged, argmax P = argmax P′ (§6).",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::top1Agreement); }, Budget::None},
+      {"key_only output_rel_error",
+       "key_only: mean over queries of ‖o′ − o‖₂ / ‖o‖₂, o = Σ P v the attention output (§6). The K budget bounds it.",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::keyOnly, &AttentionMetrics::outputRelError); }, Budget::Key},
+      {"value_only output_rel_error",
+       "value_only (exact K, V′): mean over queries of ‖o′ − o‖₂ / ‖o‖₂ (§6). The V budget bounds it.",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::valueOnly, &AttentionMetrics::outputRelError); }, Budget::Value},
+      {"joint kl_mean",
+       "joint (K′ and V′): mean KL(P‖P′) in nats; the same as key_only, since V does not change P (§6).",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::klMean); }, Budget::None},
+      {"joint output_rel_error",
+       "joint (K′ and V′): mean over queries of ‖o′ − o‖₂ / ‖o‖₂ (§6).",
+       [](const HeadResult& h) { return attention(h, &AttentionCases::joint, &AttentionMetrics::outputRelError); }, Budget::None},
   };
   return all;
 }
@@ -83,18 +110,30 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   table_->setToolTip(tr("Click a row to select that layer and kv head in every view; click a header to sort."));
+  table_->horizontalHeader()->setDefaultAlignment(Qt::AlignCenter);
+  // The selected (layer, kv head) stays highlighted whatever the order.
+  connect(table_->horizontalHeader(), &QHeaderView::sortIndicatorChanged, this, [this] { highlightSelection(); });
 
   chart_ = new QChart;
   applyPaletteTheme(chart_);
   chart_->setAnimationOptions(QChart::NoAnimation);
   chart_->legend()->setAlignment(Qt::AlignBottom);
-  chartView_ = new QChartView(chart_, this);
+  chartView_ = new InteractiveChartView(chart_, this);
   xAxis_ = new QBarCategoryAxis;
   xAxis_->setTitleText(tr("layer"));
-  yAxis_ = new QValueAxis;
+  yAxis_ = new QValueAxis(this);
+  keepNiceTicks(yAxis_);
+  yLog_ = new QLogValueAxis(this);
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(yAxis_, Qt::AlignLeft);
-  chartView_->setRenderHint(QPainter::Antialiasing);
+  logScale_ = new QCheckBox(tr("log scale"), this);
+  logScale_->setTristate(false);
+  logScale_->setToolTip(tr("Logarithmic metric axis, so that small bars (value_only beside key_only) and the budget "
+                           "lines stay visible. On by itself when the bars span two decades or more, until you set it."));
+  connect(logScale_, &QCheckBox::clicked, this, [this] {
+    logChosen_ = true;
+    rebuildChart();
+  });
 
   keyBudget_ = new QDoubleSpinBox(this);
   valueBudget_ = new QDoubleSpinBox(this);
@@ -113,6 +152,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(keyBudget_);
   controls->addWidget(new QLabel(tr("V budget"), this));
   controls->addWidget(valueBudget_);
+  controls->addWidget(logScale_);
   controls->addWidget(status_, 1);
   auto* splitter = new QSplitter(Qt::Vertical, this);
   splitter->addWidget(table_);
@@ -137,6 +177,8 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
     const QModelIndex source = proxy_->mapToSource(index);
     const int layer = model_->item(source.row(), 0)->data(Qt::UserRole).toInt();
     const int head = model_->item(source.row(), 1)->data(Qt::UserRole).toInt();
+    selectedLayer_ = layer;
+    selectedHead_ = head;
     emit selected(layer, head);
   });
   reset(0);
@@ -148,6 +190,30 @@ double SummaryView::valueBudget() const { return valueBudget_->value(); }
 void SummaryView::setBudgets(double key, double value) {
   keyBudget_->setValue(key);
   valueBudget_->setValue(value);
+}
+
+void SummaryView::setSelection(int layer, int kvHead) {
+  selectedLayer_ = layer;
+  selectedHead_ = kvHead;
+  highlightSelection();
+}
+
+void SummaryView::highlightSelection() {
+  for (int r = 0; r < proxy_->rowCount(); ++r) {
+    const QModelIndex source = proxy_->mapToSource(proxy_->index(r, 0));
+    if (model_->item(source.row(), 0)->data(Qt::UserRole).toInt() == selectedLayer_ &&
+        model_->item(source.row(), 1)->data(Qt::UserRole).toInt() == selectedHead_) {
+      table_->selectRow(r);
+      table_->scrollTo(proxy_->index(r, 0));
+      return;
+    }
+  }
+  table_->clearSelection();
+}
+
+int SummaryView::highlightedRow() const {
+  const QModelIndexList rows = table_->selectionModel() ? table_->selectionModel()->selectedRows() : QModelIndexList{};
+  return rows.isEmpty() ? -1 : rows.front().row();
 }
 
 void SummaryView::reset(int layers) {
@@ -177,9 +243,20 @@ bool SummaryView::hasAttention() const {
 
 void SummaryView::rebuildTable() {
   model_->clear();
-  QStringList headers{tr("layer"), tr("kv head")};
-  for (const Column& c : columns()) headers << QString::fromUtf8(c.header);
+  QStringList headers{tr("layer"), tr("kv\nhead")};
+  // Short lines (the case or tensor over the metric) keep the table within the window; the
+  // tooltips and the CSV carry the full metric names.
+  for (const Column& c : columns()) {
+    headers << QString::fromUtf8(c.header)
+                   .replace(QLatin1Char(' '), QLatin1Char('\n'))
+                   .replace(QStringLiteral("output_rel_error"), QStringLiteral("output\nrel_error"));
+  }
   model_->setHorizontalHeaderLabels(headers);
+  model_->setHeaderData(0, Qt::Horizontal, tr("The layer."), Qt::ToolTipRole);
+  model_->setHeaderData(1, Qt::Horizontal, tr("The kv head; its query heads share it."), Qt::ToolTipRole);
+  for (size_t i = 0; i < columns().size(); ++i) {
+    model_->setHeaderData(static_cast<int>(i) + 2, Qt::Horizontal, tr(columns()[i].tip), Qt::ToolTipRole);
+  }
   const QColor over(231, 76, 60, 90), within(46, 204, 113, 70);
   for (const LayerResult& l : layers_) {
     for (const HeadResult& h : l.heads) {
@@ -195,7 +272,9 @@ void SummaryView::rebuildTable() {
           item->setText(tr("skipped"));
           item->setToolTip(QString::fromStdString(h.skipReason));
         } else if (const auto v = c.get(h)) {
-          item->setText(QString::number(*v, 'g', 4));
+          // Three digits keep the table within the window; the tooltip and the CSV have them all.
+          item->setText(QString::number(*v, 'g', 3));
+          item->setToolTip(QString::number(*v, 'g', 9));
           item->setData(*v, Qt::UserRole);
           if (c.budget != Budget::None) {
             const double budget = c.budget == Budget::Key ? keyBudget() : valueBudget();
@@ -209,7 +288,17 @@ void SummaryView::rebuildTable() {
       model_->appendRow(row);
     }
   }
-  table_->resizeColumnsToContents();
+  // joint kl_mean equals key_only kl_mean by definition (V does not change P, §6): the CSV and
+  // report keep it, the table does not spend a column on it.
+  for (size_t i = 0; i < columns().size(); ++i) {
+    if (std::string_view(columns()[i].header) == "joint kl_mean") table_->setColumnHidden(static_cast<int>(i) + 2, true);
+  }
+  // The metric columns share the width the table has (no sideways scrolling at 1600×1000); the
+  // layer and kv head columns take what their numbers need.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  highlightSelection();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
                        ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)
                        : (expected_ > 0 ? tr("all %1 layers evaluated").arg(expected_) : tr("no dump")));
@@ -227,6 +316,10 @@ void SummaryView::rebuildChart() {
   auto* jointSet = attentionMetrics ? new QBarSet(tr("joint")) : nullptr;
   QStringList categories;
   double top = std::max(keyBudget(), valueBudget());
+  double positiveLo = 0;  // the smallest positive bar or budget, for the log axis floor
+  for (double b : {keyBudget(), valueBudget()}) {
+    if (b > 0) positiveLo = positiveLo > 0 ? std::min(positiveLo, b) : b;
+  }
   for (const LayerResult& l : layers_) {
     double k = 0, v = 0, j = 0;
     int n = 0;
@@ -246,6 +339,9 @@ void SummaryView::rebuildChart() {
     *valueSet << v;
     if (jointSet) *jointSet << j;
     top = std::max({top, k, v, j});
+    for (double x : {k, v, j}) {
+      if (x > 0) positiveLo = positiveLo > 0 ? std::min(positiveLo, x) : x;
+    }
     categories << QString::number(l.layer);
   }
   auto* bars = new QBarSeries;
@@ -256,9 +352,27 @@ void SummaryView::rebuildChart() {
   QBarCategoryAxis* xAxis = xAxis_;
   QValueAxis* yAxis = yAxis_;
   xAxis->append(categories);
-  yAxis->setRange(0, top * 1.1);
+  // A log axis when the bars span decades (value_only ≈ 0.1 beside key_only ≈ 10), unless the
+  // user chose; zero bars sit at the axis floor.
+  if (!logChosen_) logScale_->setChecked(positiveLo > 0 && top / positiveLo >= 100);
+  const bool log = logScale_->isChecked();
+  QAbstractAxis* wanted = log ? static_cast<QAbstractAxis*>(yLog_) : yAxis;
+  QAbstractAxis* other = log ? static_cast<QAbstractAxis*>(yAxis) : yLog_;
+  if (chart_->axes(Qt::Vertical).contains(other)) {
+    chart_->removeAxis(other);
+    other->setParent(this);  // removeAxis hands ownership back; kept for the next switch
+  }
+  if (!chart_->axes(Qt::Vertical).contains(wanted)) chart_->addAxis(wanted, Qt::AlignLeft);
+  if (log) {
+    setDecadeRange(yLog_, (positiveLo > 0 ? positiveLo : top / 100) / 1.5, top * 1.5);
+  } else {
+    setAxisRange(yAxis, 0, niceRange(0, top).hi);
+  }
+  const QString metric = attentionMetrics ? tr("output_rel_error") : tr("rel_error");
+  yAxis->setTitleText(metric);
+  yLog_->setTitleText(metric + tr(" (log)"));
   bars->attachAxis(xAxis);
-  bars->attachAxis(yAxis);
+  bars->attachAxis(wanted);
   // Budget lines across the bars: on a category axis, category i sits at x = i.
   const double x0 = -0.5, x1 = static_cast<double>(categories.size()) - 0.5;
   const auto budgetLine = [&](double y, const QString& name, const QColor& colour, Qt::PenStyle style) {
@@ -272,7 +386,7 @@ void SummaryView::rebuildChart() {
     line->setPen(pen);
     chart_->addSeries(line);
     line->attachAxis(xAxis);
-    line->attachAxis(yAxis);
+    line->attachAxis(wanted);
   };
   budgetLine(keyBudget(), tr("K budget"), keySet->color().darker(150), Qt::DashLine);
   budgetLine(valueBudget(), tr("V budget"), valueSet->color().darker(150), Qt::DotLine);

@@ -11,6 +11,8 @@
 #include "ui/export/exportable.h"
 
 class QBarSeries;
+class QCheckBox;
+class QLogValueAxis;
 class QChart;
 class QBarCategoryAxis;
 class QValueAxis;
@@ -23,6 +25,8 @@ class QStandardItemModel;
 class QTableView;
 
 namespace kvscope::ui {
+
+class InteractiveChartView;
 
 class SummaryView : public QWidget, public ExportableView {
   Q_OBJECT
@@ -40,6 +44,12 @@ class SummaryView : public QWidget, public ExportableView {
   void setBudgets(double key, double value);
   [[nodiscard]] double keyBudget() const;
   [[nodiscard]] double valueBudget() const;
+  /// Highlights the row of (layer, kv head), whatever the sort order.
+  void setSelection(int layer, int kvHead);
+  /// The highlighted row of the table as shown (sorted), -1 when none.
+  [[nodiscard]] int highlightedRow() const;
+  QCheckBox* logScaleBox() { return logScale_; }
+  InteractiveChartView* chartView() { return chartView_; }
   QTableView* table() { return table_; }
   QStandardItemModel* model() { return model_; }
 
@@ -57,6 +67,7 @@ class SummaryView : public QWidget, public ExportableView {
  private:
   void rebuildTable();
   void rebuildChart();
+  void highlightSelection();
   [[nodiscard]] bool hasAttention() const;
 
   std::vector<LayerResult> layers_;
@@ -65,9 +76,14 @@ class SummaryView : public QWidget, public ExportableView {
   QSortFilterProxyModel* proxy_;
   QTableView* table_;
   QChart* chart_;
-  QChartView* chartView_;
+  InteractiveChartView* chartView_;
   QBarCategoryAxis* xAxis_;
   QValueAxis* yAxis_;
+  QLogValueAxis* yLog_;
+  QCheckBox* logScale_;
+  bool logChosen_ = false;  ///< the user set the log box; no more automatic choice
+  int selectedLayer_ = 0;
+  int selectedHead_ = 0;
   QDoubleSpinBox* keyBudget_;
   QDoubleSpinBox* valueBudget_;
   QLabel* status_;

@@ -4,6 +4,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFontMetrics>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -13,9 +14,11 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/quant/format_table.h"
+#include "core/quant/presets.h"
 
 namespace kvscope::ui {
 
@@ -23,6 +26,63 @@ namespace {
 
 // Percentile slider in steps of 0.001 from 0.800 to 1.000.
 constexpr int kClipMin = 800, kClipMax = 1000;
+
+// Group sizes are powers of two in practice (32, 64, 128): the arrows double and halve.
+class PowerOfTwoSpinBox : public QSpinBox {
+ public:
+  using QSpinBox::QSpinBox;
+  void stepBy(int steps) override {
+    int v = value();
+    for (; steps > 0; --steps) v = v <= 0 ? 1 : nextPowerOfTwo(v);
+    for (; steps < 0; ++steps) v = v <= 1 ? 0 : previousPowerOfTwo(v);
+    setValue(std::clamp(v, minimum(), maximum()));
+  }
+
+ private:
+  static int nextPowerOfTwo(int v) {
+    int p = 1;
+    while (p <= v && p < (1 << 29)) p <<= 1;
+    return p;
+  }
+  static int previousPowerOfTwo(int v) {
+    int p = 1;
+    while ((p << 1) < v) p <<= 1;
+    return p;
+  }
+};
+
+// Every error of a spec string, not only the parser's first: the format alone, then each
+// option on that format, then the whole string (for errors between options).
+QStringList specErrors(const std::string& text) {
+  QStringList errors;
+  const auto add = [&errors](const Status& s) {
+    const QString m = QString::fromStdString(s.message());
+    if (!m.isEmpty() && !errors.contains(m)) errors << m;
+  };
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (parts.empty()) return errors;
+  auto base = parseSpec(parts.front());
+  if (!base) {
+    add(base.status());
+    return errors;  // every option would repeat the format's error
+  }
+  for (size_t i = 1; i < parts.size(); ++i) {
+    auto one = parseSpec(parts.front() + "," + parts[i]);
+    if (!one) add(one.status());
+  }
+  if (errors.isEmpty()) {
+    auto all = parseSpec(text);
+    if (!all) add(all.status());
+  }
+  return errors;
+}
 
 QString formatItemText(const FormatInfo& f) {
   const QString name = QString::fromUtf8(f.name.data(), static_cast<qsizetype>(f.name.size()));
@@ -82,10 +142,11 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   axis_->setToolTip(tr("Which values share one scale: the whole tensor, one head, one token or one channel."));
   form->addRow(tr("Granularity"), axis_);
 
-  group_ = new QSpinBox(this);
+  group_ = new PowerOfTwoSpinBox(this);
   group_->setRange(0, 1 << 20);
   group_->setSpecialValueText(tr("whole axis"));
-  group_->setToolTip(tr("Split each token's channels (or each channel's tokens) into runs of this many values; 0 keeps one run."));
+  group_->setToolTip(tr("Split each token's channels (or each channel's tokens) into runs of this many values; 0 keeps one "
+                        "run. The arrows step through powers of two; any size can be typed."));
   form->addRow(tr("Group size"), group_);
 
   clip_ = new QComboBox(this);
@@ -97,11 +158,14 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   clipP_->setRange(kClipMin, kClipMax);
   clipP_->setToolTip(tr("The fraction of each group's values that stays inside the clipped range."));
   clipLabel_ = new QLabel(this);
+  clipLabel_->setMinimumWidth(QFontMetrics(clipLabel_->font()).horizontalAdvance(QStringLiteral("0.000")) + 4);
+  clipP_->setMinimumWidth(140);
+  form->addRow(tr("Clipping"), clip_);
+  // The percentile slider gets a row of its own: beside the combo it was ~50 px wide.
   auto* clipRow = new QHBoxLayout;
-  clipRow->addWidget(clip_);
   clipRow->addWidget(clipP_, 1);
   clipRow->addWidget(clipLabel_);
-  form->addRow(tr("Clipping"), clipRow);
+  form->addRow(tr("Percentile"), clipRow);
 
   outliers_ = new QDoubleSpinBox(this);
   outliers_->setDecimals(4);
@@ -146,6 +210,7 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   text_ = new QLineEdit(this);
   text_->setObjectName(QStringLiteral("specText"));
   text_->setToolTip(tr("The canonical spec string; edit it and press Enter to set the controls."));
+  text_->setMinimumWidth(160);
   form->addRow(tr("Spec"), text_);
   message_ = new QLabel(this);
   message_->setWordWrap(true);
@@ -178,7 +243,10 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   connect(text_, &QLineEdit::returnPressed, this, &SpecPanel::applyText);
   connect(text_, &QLineEdit::editingFinished, this, &SpecPanel::applyText);
 
-  spec_ = defaultSpec(FormatId::Int, 4);
+  // Open on what llama.cpp users run: q8_0 keys and q4_0 values, stored as llama.cpp stores them.
+  // TODO: llama.cpp's rotated form (rot=hadamard:N) once the spec grammar on main has it.
+  auto initial = parseSpec(isKey_ ? "q8_0" : "q4_0");
+  spec_ = initial ? *initial : defaultSpec(FormatId::Int, 8);
   toControls();
 }
 
@@ -299,13 +367,36 @@ void SpecPanel::updateEnabled() {
 }
 
 void SpecPanel::updateTextAndMessage() {
+  const QString canonical = QString::fromStdString(toString(spec_));
   if (!text_->hasFocus() || !text_->isModified()) {
-    text_->setText(QString::fromStdString(toString(spec_)));
+    text_->setText(canonical);
     text_->setModified(false);
+    // Show the spec from its start (setText leaves the cursor, and the view, at the end).
+    text_->setCursorPosition(0);
   }
+  text_->setToolTip(tr("In force: %1\nEdit the canonical spec string and press Enter to set the controls.").arg(canonical));
   const Status status = validateSpec(spec_, context_);
   valid_ = status.isOk();
   message_->setText(valid_ ? QString() : QString::fromStdString(status.message()));
+}
+
+QString SpecPanel::rejectionText(const QString& typed) const {
+  QStringList lines = specErrors(typed.toStdString());
+  if (lines.isEmpty()) lines << tr("not a spec");
+  // A preset name is not a spec: point at the presets that match what was typed.
+  QStringList presets;
+  const QString lower = typed.trimmed().toLower();
+  for (const Preset& p : presetTable()) {
+    const QString name = QString::fromUtf8(p.name.data(), static_cast<qsizetype>(p.name.size()));
+    if (!lower.isEmpty() && (name.startsWith(lower) || lower.startsWith(name) || name.contains(lower))) presets << name;
+  }
+  QString text = lines.join(QLatin1Char('\n'));
+  if (!presets.isEmpty()) {
+    text += tr("\n“%1” looks like a preset: %2 (Presets menu; a preset sets both K and V).")
+                .arg(typed.trimmed(), presets.join(QStringLiteral(", ")));
+  }
+  text += tr("\nStill in force: %1").arg(QString::fromStdString(toString(spec_)));
+  return text;
 }
 
 void SpecPanel::applyText() {
@@ -314,14 +405,13 @@ void SpecPanel::applyText() {
   const std::string text = text_->text().trimmed().toStdString();
   auto parsed = parseSpec(text);
   if (!parsed) {
-    valid_ = false;
-    message_->setText(QString::fromStdString(parsed.status().message()));
+    // The previous spec stays applied (and valid); the message says so.
+    message_->setText(rejectionText(QString::fromStdString(text)));
     return;
   }
   QuantSpec s = *parsed;
   if (!isKey_ && s.prerope) {
-    message_->setText(tr("prerope applies to keys only"));
-    valid_ = false;
+    message_->setText(tr("prerope applies to keys only") + tr("\nStill in force: %1").arg(QString::fromStdString(toString(spec_))));
     return;
   }
   spec_ = s;

@@ -48,6 +48,7 @@ class SpecPanel : public QWidget {
   QCheckBox* symmetricBox() { return symmetric_; }
   QCheckBox* preRopeBox() { return prerope_; }
   QCheckBox* hadamardBox() { return hadamard_; }
+  QSlider* clipSlider() { return clipP_; }
   QComboBox* clipBox() { return clip_; }
 
  signals:
@@ -62,6 +63,8 @@ class SpecPanel : public QWidget {
   void updateEnabled();
   void updateTextAndMessage();
   void applyText();
+  /// Every error of a rejected string, presets it resembles, and the spec still in force.
+  [[nodiscard]] QString rejectionText(const QString& typed) const;
 
   bool isKey_;
   QuantSpec spec_;

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/widgets/chart_ticks.h"
+
+#include <QLogValueAxis>
+#include <QObject>
+#include <QVariant>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvscope::ui {
+
+double niceTickInterval(double span, int maxTicks) {
+  if (!(span > 0) || !std::isfinite(span)) return 1.0;
+  maxTicks = std::max(1, maxTicks);
+  const double raw = span / maxTicks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    // A small tolerance: 0.3 / 3 must give 0.1, not 0.2 because of rounding.
+    if (m * magnitude >= raw * (1 - 1e-9)) return m * magnitude;
+  }
+  return 10 * magnitude;
+}
+
+int tickDecimals(double interval) {
+  if (!(interval > 0) || !std::isfinite(interval)) return 0;
+  for (int d = 0; d < 12; ++d) {
+    const double scaled = interval * std::pow(10.0, d);
+    if (std::abs(scaled - std::round(scaled)) < 1e-6 * std::max(1.0, scaled)) return d;
+  }
+  return 12;
+}
+
+NiceRange niceRange(double lo, double hi, int maxTicks) {
+  NiceRange r;
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return r;
+  if (hi < lo) std::swap(lo, hi);
+  if (hi - lo <= 0) {
+    if (lo == 0) return r;
+    // One value: a unit of its own magnitude around it.
+    const double half = std::pow(10.0, std::floor(std::log10(std::abs(lo))));
+    lo -= half;
+    hi += half;
+  }
+  r.interval = niceTickInterval(hi - lo, maxTicks);
+  r.lo = std::floor(lo / r.interval + 1e-9) * r.interval;
+  r.hi = std::ceil(hi / r.interval - 1e-9) * r.interval;
+  if (r.hi <= r.lo) r.hi = r.lo + r.interval;
+  return r;
+}
+
+namespace {
+
+constexpr const char* kMaxTicks = "kvscopeMaxTicks";
+
+void applyTicksFor(QValueAxis* axis, int maxTicks, double lo, double hi) {
+  const double span = hi - lo;
+  const double interval = niceTickInterval(span > 0 ? span : 1.0, maxTicks);
+  axis->setTickType(QValueAxis::TicksDynamic);
+  axis->setTickAnchor(0.0);
+  axis->setTickInterval(interval);
+  // Large round numbers read better without an exponent; tiny ones need it.
+  const double top = std::max(std::abs(lo), std::abs(hi));
+  if (top > 0 && (top >= 1e7 || top < 1e-4)) axis->setLabelFormat(QStringLiteral("%.3g"));
+  else axis->setLabelFormat(QStringLiteral("%.") + QString::number(tickDecimals(interval)) + QStringLiteral("f"));
+}
+
+void applyTicks(QValueAxis* axis, int maxTicks) { applyTicksFor(axis, maxTicks, axis->min(), axis->max()); }
+
+}  // namespace
+
+void keepNiceTicks(QValueAxis* axis, int maxTicks) {
+  axis->setProperty(kMaxTicks, maxTicks);
+  applyTicks(axis, maxTicks);
+  QObject::connect(axis, &QValueAxis::rangeChanged, axis, [axis, maxTicks] { applyTicks(axis, maxTicks); });
+}
+
+void setAxisRange(QValueAxis* axis, double lo, double hi) {
+  const QVariant maxTicks = axis->property(kMaxTicks);
+  if (maxTicks.isValid() && hi > lo) applyTicksFor(axis, maxTicks.toInt(), lo, hi);
+  axis->setRange(lo, hi);
+}
+
+void setDecadeRange(QLogValueAxis* axis, double lo, double hi) {
+  if (!(lo > 0) || !std::isfinite(lo)) lo = 1e-3;
+  if (!(hi > lo) || !std::isfinite(hi)) hi = lo * 10;
+  const double a = std::pow(10.0, std::floor(std::log10(lo) + 1e-9));
+  double b = std::pow(10.0, std::ceil(std::log10(hi) - 1e-9));
+  if (b <= a) b = a * 10;
+  axis->setBase(10);
+  axis->setLabelFormat(QStringLiteral("%g"));
+  axis->setRange(a, b);
+  // One label per decade: QLogValueAxis puts ticks at base^k, its minor ticks in between.
+  axis->setMinorTickCount(8);
+}
+
+}  // namespace kvscope::ui
