@@ -540,13 +540,14 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   valuePanel_->setContext(context);
   QString fallbackNote;
   if (undo_->count() == 0) {
-    // llama.cpp rotates quantized caches in Hadamard blocks of the largest power of two that
-    // divides the head dim (docs/engines.md). Where the spec grammar has rot=hadamard:N, the
+    // llama.cpp (since PR #21038) rotates quantized caches when D % 64 = 0: K by the Hadamard
+    // matrix of the largest power of two dividing D, V by 64×64 blocks (docs/engines.md). The
     // untouched defaults take that form for this dump; elsewhere they stay plain.
     const int block = info.headDim > 0 ? (info.headDim & -info.headDim) : 0;
     auto key = parseSpec("q8_0,rot=hadamard:" + std::to_string(block));
-    auto value = parseSpec("q4_0,rot=hadamard:" + std::to_string(block));
-    if (block > 1 && key && value && validateSpec(*key, context).isOk() && validateSpec(*value, context).isOk()) {
+    auto value = parseSpec("q4_0,rot=hadamard:64");
+    if (info.headDim % 64 == 0 && key && value && validateSpec(*key, context).isOk() &&
+        validateSpec(*value, context).isOk()) {
       applySpecState(SpecState{*key, *value, false});
     }
   }

@@ -244,7 +244,7 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   connect(text_, &QLineEdit::editingFinished, this, &SpecPanel::applyText);
 
   // Open on what llama.cpp users run: q8_0 keys and q4_0 values, stored as llama.cpp stores them.
-  // TODO: llama.cpp's rotated form (rot=hadamard:N) once the spec grammar on main has it.
+  // The main window gives them llama.cpp's rotation once it knows the head dim.
   auto initial = parseSpec(isKey_ ? "q8_0" : "q4_0");
   spec_ = initial ? *initial : defaultSpec(FormatId::Int, 8);
   toControls();
