@@ -49,6 +49,18 @@ TEST(FuzzRegressions, SpecInputsAreHandled) {
   std::printf("[ replayed ] %d spec inputs\n", replay("spec", fuzz::fuzzSpec));
 }
 
+TEST(FuzzRegressions, EngineInputsAreHandled) {
+  std::printf("[ replayed ] %d engine inputs\n", replay("engine", fuzz::fuzzEngine));
+}
+
+TEST(FuzzEntries, EngineStringsPassEveryProperty) {
+  // Accepted and refused strings alike: the property is about how each is handled.
+  for (const char* text : {"llama.cpp", "llama.cpp -ctk q4_0 -ctv q8_0", "llama-server --cache-type-k=q5_1 -fa on",
+                           "LLAMA_ATTN_ROT_DISABLE=1 llama.cpp -ctk iq4_nl", "llama.cpp -m 'a b' -c 4096 -ctk f32",
+                           "llama.cpp -fa off -ctv q4_0", "llama.cpp -ctk q3_K", "vllm", "", "'", "A=1", "llama.cpp -ctk"})
+    EXPECT_EQ(run(fuzz::fuzzEngine, text), "") << text;
+}
+
 TEST(FuzzEntries, ValidInputsPassEveryProperty) {
   // The properties themselves must hold for good input, or the fuzzers report noise.
   test::TempDir dir;
