@@ -5,6 +5,7 @@
 #             test_core_reliability generates (valid, truncated, bit-flipped, misshapen ...)
 #   mapping/  mapping files, good and bad
 #   spec/     spec strings: every preset's K and V spec and one per format and option
+#   engine/   engine strings (docs/engines.md): llama.cpp flags, good and refused
 # Needs a normal build with kvscope-cli and test_core_reliability (build/rel or $KVSCOPE_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ if [ -z "$bin" ]; then
   for b in build/rel build/release build/core; do [ -x "$b/app/kvscope-cli" ] && { bin=$b; break; }; done
 fi
 [ -n "$bin" ] || { echo "no normal build with kvscope-cli found; set KVSCOPE_BUILD" >&2; exit 2; }
-mkdir -p "$out/dump" "$out/mapping" "$out/spec"
+mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine"
 
 # Dumps: synth (shapes kept tiny so libFuzzer's mutations reach the structure, not the data).
 cli="$bin/app/kvscope-cli"
@@ -87,3 +88,22 @@ none
 int4,sinks=0,residual=0,group=0,outliers=0
 SPECS
 echo "spec: $i seeds"
+
+# Engine strings, one per file.
+e="$out/engine"
+i=0
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  printf '%s' "$line" >"$e/engine-$i.txt"
+  i=$((i + 1))
+done <<'ENGINES'
+llama.cpp
+llama.cpp -ctk q4_0 -ctv q8_0
+llama-server --cache-type-k=q5_1 --cache-type-v q5_0 -fa on
+LLAMA_ATTN_ROT_DISABLE=1 llama.cpp -ctk iq4_nl -ctv q4_1 -fa auto
+LLAMA_ARG_CACHE_TYPE_K=q8_0 LLAMA_ARG_FLASH_ATTN=off llama-cli -m 'my model.gguf' -c 4096 -ngl 99 -ctk f32 -ctv bf16
+llama.cpp -fa off -ctv q4_0
+llama.cpp --cache-type-k q3_K
+vllm --kv-cache-dtype fp8
+ENGINES
+echo "engine: $i seeds"

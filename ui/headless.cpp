@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "core/engine/engine.h"
 #include "core/quant/presets.h"
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
@@ -35,14 +36,24 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     if (!mapping) return mapping.status();
     out.mapping = *mapping;
   }
-  if (!options.preset.isEmpty()) {
+  if (!options.preset.isEmpty() && !options.engine.isEmpty()) {
+    return Status::invalidArgument("give --preset or --engine, not both");
+  }
+  if (!options.preset.isEmpty() || !options.engine.isEmpty()) {
     if (!options.key.isEmpty() || !options.value.isEmpty()) {
-      return Status::invalidArgument("--preset cannot be combined with --key/--value");
+      return Status::invalidArgument(std::string(options.preset.isEmpty() ? "--engine" : "--preset") +
+                                     " cannot be combined with --key/--value");
     }
-    auto specs = presetSpecs(options.preset.toStdString());
-    if (!specs) return specs.status();
-    out.key = specs->key;
-    out.value = specs->value;
+    // Checked now (unknown names, refused flags); resolved for the dump's shape once it is open.
+    if (!options.preset.isEmpty() && findPreset(options.preset.toStdString()) == nullptr) {
+      return resolvePreset(options.preset.toStdString(), {}).status();
+    }
+    if (!options.engine.isEmpty()) {
+      auto check = resolveEngine(options.engine.toStdString(), {});
+      if (!check) return check.status().withContext("--engine");
+    }
+    out.preset = options.preset;
+    out.engine = options.engine;
   } else if (!options.key.isEmpty() || !options.value.isEmpty()) {
     if (options.key.isEmpty() || options.value.isEmpty()) {
       return Status::invalidArgument("--key and --value go together (or use --preset)");
@@ -69,8 +80,9 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     return Status::invalidArgument("--size: expected WxH between 16 and 20000, e.g. 1600x1000; got '" +
                                    options.size.toStdString() + "'");
   }
-  if (!out.exportDir.isEmpty() && !out.key && out.session.isEmpty() && out.screenshot.isEmpty()) {
-    return Status::invalidArgument("--export-dir needs --key and --value, --preset or --load-session");
+  if (!out.exportDir.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty() &&
+      out.session.isEmpty() && out.screenshot.isEmpty()) {
+    return Status::invalidArgument("--export-dir needs --key and --value, --preset, --engine or --load-session");
   }
   if (!out.dump.isEmpty() && !QFileInfo::exists(out.dump)) {
     return Status::ioError(out.dump.toStdString() + ": no such file");
@@ -84,6 +96,8 @@ void startInteractive(MainWindow& window, const Launch& launch) {
     if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
   }
   if (launch.key) window.setSpecs(*launch.key, *launch.value);
+  if (!launch.preset.isEmpty()) window.applyPreset(launch.preset);
+  if (!launch.engine.isEmpty()) window.applyEngine(launch.engine);
   if (!launch.dump.isEmpty()) window.openDump(launch.dump, launch.mapping);
   else if (launch.session.isEmpty()) window.openSample();
 }

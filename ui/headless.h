@@ -22,6 +22,7 @@ struct LaunchOptions {
   QString dump;
   QString mapping;
   QString key, value, preset;
+  QString engine;  ///< an engine string (core/engine/engine.h), another way to give both specs
   QString session;
   QString exportDir;
   QStringList views;
@@ -35,6 +36,8 @@ struct Launch {
   QString dump;  ///< empty = the built-in sample
   std::optional<Mapping> mapping;
   std::optional<QuantSpec> key, value;
+  QString preset;  ///< resolved for the dump once it is open (presets depend on its shape)
+  QString engine;  ///< the same for an engine string
   QString session;
   QString exportDir;
   QStringList views;

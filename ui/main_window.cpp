@@ -20,6 +20,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QLineEdit>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
@@ -47,6 +48,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/e2e.h"
 #include "core/model/record.h"
+#include "core/engine/engine.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
 #include "core/report/eval.h"
@@ -263,9 +265,25 @@ void MainWindow::buildDocks() {
   auto* specTabs = new SteadyTabWidget(this);
   specTabs->addTab(keyPanel_, tr("Key"));
   specTabs->addTab(valuePanel_, tr("Value"));
+  // An engine's own flags (docs/engines.md) as another way to set both specs.
+  engineField_ = new QLineEdit(this);
+  engineField_->setObjectName(QStringLiteral("engineField"));
+  engineField_->setPlaceholderText(tr("engine flags, e.g. llama.cpp -ctk q4_0 -ctv q8_0"));
+  engineField_->setToolTip(tr("An engine's KV cache flags: Enter sets the key and value specs to what that "
+                              "engine stores for this dump (docs/engines.md)."));
+  engineField_->setClearButtonEnabled(true);
+  engineNotes_ = new QLabel(this);
+  engineNotes_->setObjectName(QStringLiteral("engineNotes"));
+  engineNotes_->setWordWrap(true);
+  engineNotes_->setVisible(false);
+  connect(engineField_, &QLineEdit::returnPressed, this, [this] {
+    if (!engineField_->text().trimmed().isEmpty()) applyEngine(engineField_->text());
+  });
   auto* specBox = new QWidget(this);
   auto* specLayout = new QVBoxLayout(specBox);
   specLayout->setContentsMargins(0, 0, 0, 0);
+  specLayout->addWidget(engineField_);
+  specLayout->addWidget(engineNotes_);
   specLayout->addWidget(specTabs);
   specLayout->addWidget(storage_);
   auto* scroll = new QScrollArea(this);
@@ -391,14 +409,14 @@ void MainWindow::buildMenus() {
   edit->addAction(undo);
   edit->addAction(redo);
 
-  QMenu* presets = menuBar()->addMenu(tr("&Presets"));
+  presetMenu_ = menuBar()->addMenu(tr("&Presets"));
   for (const Preset& p : presetTable()) {
     const QString name = QString::fromUtf8(p.name.data(), static_cast<qsizetype>(p.name.size()));
-    QAction* a = presets->addAction(name, this, [this, name] { applyPreset(name); });
-    a->setToolTip(QString::fromUtf8(p.description.data(), static_cast<qsizetype>(p.description.size())));
-    a->setStatusTip(a->toolTip());
+    QAction* a = presetMenu_->addAction(name, this, [this, name] { applyPreset(name); });
+    a->setData(name);
   }
-  presets->setToolTipsVisible(true);
+  presetMenu_->setToolTipsVisible(true);
+  refreshPresetMenu();
 
   QMenu* nav = menuBar()->addMenu(tr("&Navigate"));
   nav->addAction(tr("Next layer"), QKeySequence(tr("Alt+Down")), this, [this] { stepLayer(1); });
@@ -579,6 +597,12 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   e2eSpecs_.reset();
   const QString e2eWhy = e2eUnavailableReason();
   budget_->setE2eAvailable(e2eWhy.isEmpty(), e2eWhy);
+  refreshPresetMenu();
+  if (pendingSetting_) {
+    const PendingSetting setting = *pendingSetting_;
+    pendingSetting_.reset();
+    applySetting(setting);
+  }
   updateStorage();
   emit dumpOpened();
   recomputeTimer_.stop();
@@ -595,15 +619,94 @@ void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value, const QS
   recordSpecChange(what.isEmpty() ? tr("K and V settings") : what, nullptr);
 }
 
-bool MainWindow::applyPreset(const QString& name) {
-  auto specs = presetSpecs(name.toStdString());
+void MainWindow::refreshPresetMenu() {
+  if (presetMenu_ == nullptr) return;
+  std::optional<KvShape> shape;
+  if (dump_) shape = KvShape{dump_->info().headDim, dump_->info().layers, dump_->info().kvHeads};
+  for (QAction* a : presetMenu_->actions()) {
+    const std::string name = a->data().toString().toStdString();
+    const Preset* p = findPreset(name);
+    if (p == nullptr) continue;
+    QString tip = QString::fromUtf8(p->description.data(), static_cast<qsizetype>(p->description.size()));
+    QString label = q(name);
+    if (shape) {
+      // What the preset stores for this dump, as `kvscope-cli presets --dump` prints it.
+      auto r = resolvePreset(name, *shape);
+      auto specs = r ? parseResolved(*r, "preset " + name) : Expected<PresetSpecs>(r.status());
+      if (specs) {
+        label += QStringLiteral("  —  K %1 · V %2").arg(q(toString(specs->key)), q(toString(specs->value)));
+        for (const std::string& n : r->notes) tip += QStringLiteral("\n") + q(n);
+      } else {
+        label += tr("  —  not applicable to this dump");
+        tip += QStringLiteral("\n") + q(specs.status().message());
+      }
+      a->setEnabled(specs.hasValue());
+    } else if (p->rule != nullptr) {
+      tip += QStringLiteral("\nK: %1\nV: %2").arg(q(std::string(p->keySpec)), q(std::string(p->valueSpec)));
+    }
+    a->setText(label);
+    a->setToolTip(tip);
+    a->setStatusTip(tip);
+  }
+}
+
+bool MainWindow::applySetting(const PendingSetting& setting) {
+  const DumpInfo& info = dump_->info();
+  const KvShape shape{info.headDim, info.layers, info.kvHeads};
+  const std::string text = setting.text.toStdString();
+  auto r = setting.isEngine ? resolveEngine(text, shape) : resolvePreset(text, shape);
+  auto specs = r ? parseResolved(*r, setting.isEngine ? "engine '" + text + "'" : "preset " + text)
+                 : Expected<PresetSpecs>(r.status());
+  if (setting.isEngine) {
+    QStringList lines;
+    if (specs) {
+      for (const std::string& n : r->notes) lines << q(n);
+    } else {
+      lines << q(specs.status().message());
+    }
+    engineNotes_->setText(lines.join(QLatin1Char('\n')));
+    engineNotes_->setVisible(!lines.isEmpty());
+  }
   if (!specs) {
-    showError(tr("preset"), q(specs.status().message()));
+    showError(setting.isEngine ? tr("engine") : tr("preset"), q(specs.status().message()));
     return false;
   }
-  setSpecs(specs->key, specs->value, tr("preset %1").arg(name));
-  showStatus(tr("Preset %1.").arg(name));
+  const QString what = (setting.isEngine ? tr("engine %1") : tr("preset %1")).arg(setting.text);
+  setSpecs(specs->key, specs->value, what);
+  showStatus(tr("%1: K %2, V %3.")
+                 .arg(setting.text, q(toString(specs->key)), q(toString(specs->value))));
   return true;
+}
+
+bool MainWindow::applyPreset(const QString& name) {
+  if (findPreset(name.toStdString()) == nullptr) {
+    showError(tr("preset"), q(resolvePreset(name.toStdString(), {}).status().message()));
+    return false;
+  }
+  const PendingSetting setting{false, name};
+  if (!dump_) {
+    pendingSetting_ = setting;  // resolved for the dump once it is open
+    return true;
+  }
+  return applySetting(setting);
+}
+
+bool MainWindow::applyEngine(const QString& text) {
+  if (engineField_->text() != text) engineField_->setText(text);
+  // Flags are checked now; what they store depends on the dump's head dim.
+  auto check = resolveEngine(text.toStdString(), {});
+  if (!check) {
+    engineNotes_->setText(q(check.status().message()));
+    engineNotes_->setVisible(true);
+    showError(tr("engine"), q(check.status().message()));
+    return false;
+  }
+  const PendingSetting setting{true, text};
+  if (!dump_) {
+    pendingSetting_ = setting;
+    return true;
+  }
+  return applySetting(setting);
 }
 
 void MainWindow::select(int layer, int kvHead) {

@@ -20,6 +20,7 @@
 
 class QLabel;
 class QDialog;
+class QLineEdit;
 class QMenu;
 class QUndoStack;
 class QProgressBar;
@@ -83,8 +84,12 @@ class MainWindow : public QMainWindow {
   static QStringList recentFiles();
   /// Where Ctrl+S writes the session (the last one saved or loaded; empty: it asks).
   [[nodiscard]] const QString& sessionPath() const { return sessionPath_; }
-  /// Applies a §9 preset by name; false (and an error message) when unknown.
+  /// Applies a §9 preset by name, resolved for the open dump (or for the next one opened when
+  /// none is open); false (and an error message) when unknown or not applicable to the dump.
   bool applyPreset(const QString& name);
+  /// Applies an engine string (core/engine/engine.h), e.g. "llama.cpp -ctk q4_0 -ctv q8_0", the
+  /// same way; the engine field shows the notes (ignored flags, the rotation rule) or the error.
+  bool applyEngine(const QString& text);
   void select(int layer, int kvHead);
   /// Runs the budget search in the background; the budget view shows the result.
   void runSearch(const SearchOptions& options);
@@ -186,6 +191,19 @@ class MainWindow : public QMainWindow {
   bool summaryPending_ = false;
   QString lastError_;
   QString pendingSessionMessage_;
+  /// A preset or engine string applied before a dump was open: resolved when one opens.
+  struct PendingSetting {
+    bool isEngine = false;
+    QString text;
+  };
+  std::optional<PendingSetting> pendingSetting_;
+  /// Resolves a preset or engine string for the open dump and applies it.
+  bool applySetting(const PendingSetting& setting);
+  /// Shows what each preset resolves to for the open dump in the Presets menu.
+  void refreshPresetMenu();
+  QMenu* presetMenu_ = nullptr;
+  QLineEdit* engineField_ = nullptr;
+  QLabel* engineNotes_ = nullptr;
 
   DatasetPanel* dataset_;
   SpecPanel* keyPanel_;

@@ -20,7 +20,7 @@ namespace {
 struct Options {
   std::string dump, mapping;
   int layers = 0, kvHeads = 0, headDim = 0;
-  std::string key, value, preset;
+  SpecChoice spec;
   std::string memory = "80GiB", weights = "0";
   int64_t context = 0, batch = 1;
   bool decode = false;
@@ -28,7 +28,7 @@ struct Options {
   std::string json;
 };
 
-Expected<CapacityRequest> buildRequest(const Options& o) {
+Expected<CapacityRequest> buildRequest(const Options& o, ResolvedSpecs& resolved) {
   CapacityRequest r;
   const bool shapeGiven = o.layers > 0 || o.kvHeads > 0 || o.headDim > 0;
   if (!o.dump.empty() && shapeGiven) {
@@ -50,10 +50,11 @@ Expected<CapacityRequest> buildRequest(const Options& o) {
   if (o.context > 0) r.context = o.context;
   if (r.context <= 0) r.context = 4096;
   r.batch = o.batch;
-  auto specs = resolveSpecs(o.key, o.value, o.preset);
+  auto specs = resolveSpecs(o.spec, KvShape{r.shape.headDim, r.shape.layers, r.shape.kvHeads});
   if (!specs) return specs.status();
-  r.key = specs->key;
-  r.value = specs->value;
+  r.key = specs->specs.key;
+  r.value = specs->specs.value;
+  resolved = *specs;
   auto memory = parseByteSize(o.memory, "--memory");
   if (!memory) return memory.status();
   auto weights = parseByteSize(o.weights, "--weights");
@@ -183,9 +184,10 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--layers", o->layers, "number of layers (without --dump)");
   sub.add_option("--kv-heads", o->kvHeads, "number of kv heads (without --dump)");
   sub.add_option("--head-dim", o->headDim, "head dimension (without --dump)");
-  sub.add_option("--key", o->key, "spec string for keys");
-  sub.add_option("--value", o->value, "spec string for values");
-  sub.add_option("--preset", o->preset, "a named K/V setting instead of --key/--value");
+  sub.add_option("--key", o->spec.key, "spec string for keys");
+  sub.add_option("--value", o->spec.value, "spec string for values");
+  sub.add_option("--preset", o->spec.preset, "a named K/V setting instead of --key/--value");
+  addEngineOptions(sub, o->spec);
   sub.add_option("--memory", o->memory, "accelerator memory (default 80GiB)");
   sub.add_option("--weights", o->weights, "memory taken by weights (default 0), e.g. 16GiB");
   sub.add_option("--context", o->context,
@@ -197,8 +199,15 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--device", o->device, "datasheet figures of h100, h200, a100, l4 or rtx4090");
   sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
   return [o]() -> int {
-    auto request = buildRequest(*o);
+    ResolvedSpecs resolved;
+    auto request = buildRequest(*o, resolved);
     if (!request) return fail(request.status());
+    const KvShape shape{request->shape.headDim, request->shape.layers, request->shape.kvHeads};
+    if (o->spec.explain) {
+      std::cout << explainText(o->spec, resolved, shape);
+      return kExitOk;
+    }
+    if (!o->spec.engine.empty()) printNotes(resolved);
     auto report = planCapacity(*request);
     if (!report) return fail(report.status());
     if (!o->json.empty()) {

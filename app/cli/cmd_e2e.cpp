@@ -21,9 +21,7 @@ namespace {
 struct Options {
   std::string model;
   std::string dump;
-  std::string key;
-  std::string value;
-  std::string preset;
+  SpecChoice spec;
   std::string sweep;
   std::string json;
 };
@@ -38,6 +36,7 @@ std::string textReport(const E2eResult& r) {
   std::ostringstream os;
   os << "model " << (r.model.empty() ? "?" : r.model) << ", " << r.tokens << " tokens replayed\n";
   if (!r.preset.empty()) os << "preset " << r.preset << "\n";
+  if (!r.engine.empty()) os << "engine " << r.engine << "\n";
   os << "key:   " << r.key.specText << " (" << fmt(r.key.bitsPerElement, "%.3f") << " bits/element; "
      << r.key.storage << ")\n";
   os << "value: " << r.value.specText << " (" << fmt(r.value.bitsPerElement, "%.3f") << " bits/element; "
@@ -81,18 +80,24 @@ std::string sweepTable(const std::vector<E2eResult>& results, const std::vector<
   return os.str();
 }
 
-Expected<std::vector<SweepEntry>> entriesFrom(const Options& o) {
-  const bool specs = !o.key.empty() || !o.value.empty();
-  const int ways = (specs ? 1 : 0) + (o.preset.empty() ? 0 : 1) + (o.sweep.empty() ? 0 : 1);
+/// The settings to replay with, for the model's shape (presets and engines depend on it).
+/// `resolved` receives the single setting's resolution (for --explain and notes).
+Expected<std::vector<SweepEntry>> entriesFrom(const Options& o, const KvShape& shape, ResolvedSpecs& resolved) {
+  const SpecChoice& c = o.spec;
+  const bool specs = !c.key.empty() || !c.value.empty();
+  const int ways = (specs ? 1 : 0) + (c.preset.empty() ? 0 : 1) + (c.engine.empty() ? 0 : 1) +
+                   (o.sweep.empty() ? 0 : 1);
   if (ways != 1)
-    return Status::invalidArgument("give exactly one of: --key SPEC --value SPEC, --preset NAME, or --sweep LIST");
-  if (!o.sweep.empty()) return parseSweep(o.sweep);
-  auto resolved = resolveSpecs(o.key, o.value, o.preset);
-  if (!resolved) return resolved.status();
+    return Status::invalidArgument(
+        "give exactly one of: --key SPEC --value SPEC, --preset NAME, --engine \"ENGINE FLAGS\", or --sweep LIST");
+  if (!o.sweep.empty()) return parseSweep(o.sweep, shape);
+  auto r = resolveSpecs(c, shape);
+  if (!r) return r.status();
   SweepEntry e;
-  e.label = o.preset;
-  e.key = resolved->key;
-  e.value = resolved->value;
+  e.label = r->label;
+  e.key = r->specs.key;
+  e.value = r->specs.value;
+  resolved = std::move(*r);
   return std::vector<SweepEntry>{e};
 }
 
@@ -100,18 +105,28 @@ CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
   sub.add_option("dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
-  sub.add_option("--key", o->key, "spec string for keys");
-  sub.add_option("--value", o->value, "spec string for values");
-  sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
+  sub.add_option("--key", o->spec.key, "spec string for keys");
+  sub.add_option("--value", o->spec.value, "spec string for values");
+  sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets')");
+  addEngineOptions(sub, o->spec);
   sub.add_option("--sweep", o->sweep,
                  "several settings: 'KEY:VALUE;KEY:VALUE;…' (a preset name or one spec for both also works), "
                  "or a file with one entry per line");
   sub.add_option("--json", o->json, "write the JSON result to FILE ('-' = standard output)");
   return [o]() -> int {
-    auto entries = entriesFrom(*o);
-    if (!entries) return fail(entries.status());
     auto model = Checkpoint::load(o->model);
     if (!model) return fail(model.status());
+    const ModelConfig& cfg = (*model)->config();
+    const KvShape shape{cfg.headDim(), cfg.layers, cfg.kvHeads};
+    ResolvedSpecs resolved;
+    auto entries = entriesFrom(*o, shape, resolved);
+    if (!entries) return fail(entries.status());
+    if (o->spec.explain) {
+      if (!o->sweep.empty()) return fail(Status::invalidArgument("--explain explains --preset or --engine, not --sweep"));
+      std::cout << explainText(o->spec, resolved, shape);
+      return kExitOk;
+    }
+    if (!o->spec.engine.empty()) printNotes(resolved);
     auto dump = openDump(o->dump, "");
     if (!dump) return fail(dump.status());
     auto rec = readRecording(**dump, cancellationProgress());
@@ -123,7 +138,8 @@ CommandSetup setup = [](CLI::App& sub) {
     for (const SweepEntry& e : *entries) {
       auto r = runE2e(*model, *rec, *baseline, e.key, e.value, cancellationProgress());
       if (!r) return fail(r.status().withContext(e.label.empty() ? o->dump : e.label));
-      if (!o->preset.empty()) r->preset = o->preset;
+      if (!o->spec.preset.empty()) r->preset = o->spec.preset;
+      if (!o->spec.engine.empty()) r->engine = o->spec.engine;
       labels.push_back(e.label.empty() ? r->key.specText + " : " + r->value.specText : e.label);
       results.push_back(std::move(*r));
     }

@@ -15,9 +15,7 @@ namespace {
 
 struct Options {
   std::string dump;
-  std::string key;
-  std::string value;
-  std::string preset;
+  SpecChoice spec;
   std::string mapping;
   std::string layers = "all";
   int sequence = 0;
@@ -28,13 +26,12 @@ struct Options {
 };
 
 /// Builds EvalOptions from the command line; every error names the option and what is allowed.
-Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
+Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const ResolvedSpecs& specs) {
   EvalOptions options;
-  auto specs = resolveSpecs(o.key, o.value, o.preset);
-  if (!specs) return specs.status();
-  options.key = specs->key;
-  options.value = specs->value;
-  options.preset = o.preset;
+  options.key = specs.specs.key;
+  options.value = specs.specs.value;
+  options.preset = o.spec.preset;
+  options.engine = o.spec.engine;
   auto layers = parseLayerList(o.layers, info.layers);
   if (!layers) return layers.status();
   options.layers = *layers;
@@ -51,9 +48,10 @@ Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
-  sub.add_option("--key", o->key, "spec string for keys, e.g. int4,axis=channel,group=32");
-  sub.add_option("--value", o->value, "spec string for values, e.g. int4,axis=token,group=32");
-  sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
+  sub.add_option("--key", o->spec.key, "spec string for keys, e.g. int4,axis=channel,group=32");
+  sub.add_option("--value", o->spec.value, "spec string for values, e.g. int4,axis=token,group=32");
+  sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets --dump DUMP')");
+  addEngineOptions(sub, o->spec);
   sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--layers", o->layers, "layers to evaluate: all (default) or a list like 0,2,5-7");
   sub.add_option("--sequence", o->sequence, "sequence (batch index) to evaluate (default 0)");
@@ -68,7 +66,16 @@ CommandSetup setup = [](CLI::App& sub) {
     }
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());
-    auto options = evalOptions(*o, (*dump)->info());
+    const DumpInfo& info = (*dump)->info();
+    const KvShape shape{info.headDim, info.layers, info.kvHeads};
+    auto specs = resolveSpecs(o->spec, shape);
+    if (!specs) return fail(specs.status());
+    if (o->spec.explain) {
+      std::cout << explainText(o->spec, *specs, shape);
+      return kExitOk;
+    }
+    if (!o->spec.engine.empty()) printNotes(*specs);
+    auto options = evalOptions(*o, info, *specs);
     if (!options) return fail(options.status());
     auto report = evaluate(**dump, *options, cancellationProgress());
     if (!report) return fail(report.status());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli presets`: the named K/V settings of quantization.md §9 with their canonical specs
-// and storage at a stated reference shape.
+// `kvscope-cli presets`: the named K/V settings of quantization.md §9. With --dump, what each
+// resolves to for that dump (llama.cpp's rotation depends on the head dim) and its storage at
+// the dump's shape; without, each rule as written and storage at a stated reference shape.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -15,8 +16,9 @@
 namespace kvscope::cli {
 namespace {
 
-// Reference shape for bits per element: a Llama-3-8B-like layer (8 kv heads, head dim 128) at a
-// 32k-token context. Kept tokens and group remainders make bits per element depend on the shape.
+// Reference shape for bits per element without a dump: a Llama-3-8B-like layer (8 kv heads,
+// head dim 128) at a 32k-token context. Kept tokens and group remainders make bits per element
+// depend on the shape.
 constexpr int kRefKvHeads = 8;
 constexpr int kRefTokens = 32768;
 constexpr int kRefHeadDim = 128;
@@ -27,41 +29,99 @@ std::string fixed4(double v) {
   return buf;
 }
 
-CommandSetup setup = [](CLI::App& sub) {
-  auto json = std::make_shared<bool>(false);
-  sub.add_flag("--json", *json, "print JSON instead of a table");
-  return [json]() -> int {
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    std::string text = "bits per element at the reference shape KVH=" + std::to_string(kRefKvHeads) +
-                       ", T=" + std::to_string(kRefTokens) + ", D=" + std::to_string(kRefHeadDim) + "\n\n";
-    for (const Preset& p : presetTable()) {
-      auto specs = presetSpecs(p.name);
-      if (!specs) return fail(specs.status());
-      const double kb = storageFor(specs->key, kRefKvHeads, kRefTokens, kRefHeadDim).bitsPerElement();
-      const double vb = storageFor(specs->value, kRefKvHeads, kRefTokens, kRefHeadDim).bitsPerElement();
-      rows.push_back({{"name", p.name},
-                      {"key", toString(specs->key)},
-                      {"value", toString(specs->value)},
-                      {"key_bits_per_element", kb},
-                      {"value_bits_per_element", vb},
-                      {"description", p.description}});
-      text += std::string(p.name) + "\n  key:   " + toString(specs->key) + "  (" + fixed4(kb) +
-              " bits/element)\n  value: " + toString(specs->value) + "  (" + fixed4(vb) +
-              " bits/element)\n  " + std::string(p.description) + "\n";
-    }
-    if (*json) {
-      nlohmann::ordered_json doc;
-      doc["reference_shape"] = {{"kv_heads", kRefKvHeads}, {"tokens", kRefTokens}, {"head_dim", kRefHeadDim}};
-      doc["presets"] = std::move(rows);
-      std::cout << doc.dump(2) << "\n";
-    } else {
-      std::cout << text;
-    }
-    return kExitOk;
-  };
+struct Options {
+  bool json = false;
+  std::string dump;
+  std::string mapping;
 };
 
-const Registrar registrar{"presets", "list the named K/V settings with their specs and bits per element", setup};
+int run(const Options& o) {
+  int kvHeads = kRefKvHeads, tokens = kRefTokens, headDim = kRefHeadDim;
+  KvShape shape;  // unknown without a dump: shape-dependent rows print their rule
+  std::shared_ptr<const Dump> dump;
+  if (!o.dump.empty()) {
+    auto d = openDump(o.dump, o.mapping);
+    if (!d) return fail(d.status());
+    dump = *d;
+    const DumpInfo& info = dump->info();
+    kvHeads = info.kvHeads;
+    tokens = info.tokens;
+    headDim = info.headDim;
+    shape = {info.headDim, info.layers, info.kvHeads};
+  }
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string text = dump ? "for " + o.dump + ": D = " + std::to_string(headDim) + ", " + std::to_string(kvHeads) +
+                                " kv heads, " + std::to_string(shape.layers) + " layers, T = " +
+                                std::to_string(tokens) + "\n\n"
+                          : "bits per element at the reference shape KVH=" + std::to_string(kRefKvHeads) +
+                                ", T=" + std::to_string(kRefTokens) + ", D=" + std::to_string(kRefHeadDim) +
+                                "; presets marked 'depends on D' resolve per dump (presets --dump FILE)\n\n";
+  for (const Preset& p : presetTable()) {
+    nlohmann::ordered_json row;
+    row["name"] = p.name;
+    text += std::string(p.name) + "\n";
+    const bool shaped = p.rule != nullptr;
+    if (shaped && !dump) {
+      // The rule in words: no single spec describes it.
+      row["depends_on_shape"] = true;
+      row["key_rule"] = p.keySpec;
+      row["value_rule"] = p.valueSpec;
+      text += "  key:   " + std::string(p.keySpec) + "  (depends on D)\n  value: " + std::string(p.valueSpec) +
+              "  (depends on D)\n";
+    } else {
+      auto resolved = resolvePreset(p.name, dump ? shape : KvShape{kRefHeadDim, 0, kRefKvHeads});
+      auto specs = resolved ? parseResolved(*resolved, std::string("preset ").append(p.name))
+                            : Expected<PresetSpecs>(resolved.status());
+      row["depends_on_shape"] = shaped;
+      if (!specs) {
+        // Not applicable to this dump (e.g. quarot-4 on a head dim that is not a power of two).
+        row["error"] = specs.status().message();
+        text += "  not applicable: " + specs.status().message() + "\n";
+      } else {
+        const double kb = storageFor(specs->key, kvHeads, tokens, headDim).bitsPerElement();
+        const double vb = storageFor(specs->value, kvHeads, tokens, headDim).bitsPerElement();
+        row["key"] = toString(specs->key);
+        row["value"] = toString(specs->value);
+        row["key_bits_per_element"] = kb;
+        row["value_bits_per_element"] = vb;
+        if (resolved && !resolved->notes.empty()) row["notes"] = resolved->notes;
+        text += "  key:   " + toString(specs->key) + "  (" + fixed4(kb) + " bits/element)\n  value: " +
+                toString(specs->value) + "  (" + fixed4(vb) + " bits/element)\n";
+        if (dump && resolved) {
+          for (const std::string& n : resolved->notes) text += "  " + n + "\n";
+        }
+      }
+    }
+    row["description"] = p.description;
+    text += "  " + std::string(p.description) + "\n";
+    rows.push_back(std::move(row));
+  }
+  if (o.json) {
+    nlohmann::ordered_json doc;
+    if (dump) {
+      doc["dump"] = {{"path", o.dump}, {"kv_heads", kvHeads}, {"tokens", tokens}, {"head_dim", headDim},
+                     {"layers", shape.layers}};
+    } else {
+      doc["reference_shape"] = {{"kv_heads", kRefKvHeads}, {"tokens", kRefTokens}, {"head_dim", kRefHeadDim}};
+    }
+    doc["presets"] = std::move(rows);
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
+CommandSetup setup = [](CLI::App& sub) {
+  auto o = std::make_shared<Options>();
+  sub.add_flag("--json", o->json, "print JSON instead of a table");
+  sub.add_option("--dump", o->dump, "resolve each preset for this dump (head dim, kv heads, layers)");
+  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  return [o]() -> int { return run(*o); };
+};
+
+const Registrar registrar{"presets", "list the named K/V settings; with --dump, what each resolves to for it",
+                          setup};
 
 }  // namespace
 }  // namespace kvscope::cli

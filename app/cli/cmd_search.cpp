@@ -23,6 +23,7 @@ struct Options {
   std::string queries = "all";
   int sequence = 0;
   std::string json;
+  SpecChoice baseline;  ///< --engine or --preset: the setting the choice must beat
 };
 
 Expected<SearchOptions> searchOptions(const Options& o, const DumpInfo& info) {
@@ -75,11 +76,27 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
   sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
+  sub.add_option("--preset", o->baseline.preset, "a named K/V setting the choice must beat (a baseline)");
+  addEngineOptions(sub, o->baseline);
   return [o]() -> int {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());
-    auto options = searchOptions(*o, (*dump)->info());
+    const DumpInfo& info = (*dump)->info();
+    auto options = searchOptions(*o, info);
     if (!options) return fail(options.status());
+    if (!o->baseline.engine.empty() || !o->baseline.preset.empty()) {
+      const KvShape shape{info.headDim, info.layers, info.kvHeads};
+      auto base = resolveSpecs(o->baseline, shape);
+      if (!base) return fail(base.status());
+      if (o->baseline.explain) {
+        std::cout << explainText(o->baseline, *base, shape);
+        return kExitOk;
+      }
+      if (!o->baseline.engine.empty()) printNotes(*base);
+      options->baseline = SearchBaseline{base->label, toString(base->specs.key), toString(base->specs.value)};
+    } else if (o->baseline.explain) {
+      return fail(Status::invalidArgument("--explain explains --engine or --preset; give one"));
+    }
     auto result = searchBudgets(**dump, *options, cancellationProgress());
     if (!result) return fail(result.status());
     if (!o->json.empty()) {

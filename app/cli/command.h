@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/io/dump.h"
+#include "core/engine/engine.h"
 #include "core/quant/presets.h"
 #include "core/util/status.h"
 
@@ -54,10 +55,28 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
 /// Writes `text` to `path`: "-" is standard output, anything else is written atomically.
 Status writeOutput(const std::string& path, const std::string& text);
 
-/// The K and V specs of `--key SPEC --value SPEC` or `--preset NAME` (exactly one of the two
-/// ways); errors name the option and what is allowed.
-Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& value,
-                                   const std::string& preset);
+/// Where a command's K and V specs come from: `--key SPEC --value SPEC`, `--preset NAME` or
+/// `--engine "ENGINE FLAGS…"` (exactly one way), and `--explain`.
+struct SpecChoice {
+  std::string key, value, preset, engine;
+  bool explain = false;  ///< print what the choice resolves to for the dump, and why, then stop
+};
+/// Adds `--engine` and `--explain` to a subcommand (its --key/--value/--preset stay its own).
+void addEngineOptions(CLI::App& sub, SpecChoice& choice);
+
+/// The specs a SpecChoice resolves to for a dump's shape, with the resolution's notes.
+struct ResolvedSpecs {
+  PresetSpecs specs;
+  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them
+  std::string label;   ///< the preset name or engine string; empty for --key/--value
+};
+/// Resolves `choice` for `shape` (presets and engines depend on it); errors name the option and
+/// what is allowed.
+Expected<ResolvedSpecs> resolveSpecs(const SpecChoice& choice, const KvShape& shape);
+/// The --explain text: what the choice resolved to at `shape`, and every note.
+std::string explainText(const SpecChoice& choice, const ResolvedSpecs& resolved, const KvShape& shape);
+/// Prints the resolution's notes to standard error ("kvscope-cli: note: …").
+void printNotes(const ResolvedSpecs& resolved);
 
 /// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);

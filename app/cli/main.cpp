@@ -389,21 +389,61 @@ Status writeOutput(const std::string& path, const std::string& text) {
   return writeFileAtomic(path, text);
 }
 
-Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& value,
-                                   const std::string& preset) {
-  if (!preset.empty()) {
-    if (!key.empty() || !value.empty())
-      return Status::invalidArgument("give either --key and --value, or --preset, not both");
-    return presetSpecs(preset);
+void addEngineOptions(CLI::App& sub, SpecChoice& choice) {
+  sub.add_option("--engine", choice.engine,
+                 "an engine's own flags instead of --key/--value, e.g. \"llama.cpp -ctk q4_0 -ctv q8_0\" "
+                 "(docs/engines.md)");
+  sub.add_flag("--explain", choice.explain,
+               "print what --preset or --engine resolves to for this dump, and why, then stop");
+}
+
+Expected<ResolvedSpecs> resolveSpecs(const SpecChoice& c, const KvShape& shape) {
+  const bool specs = !c.key.empty() || !c.value.empty();
+  const int ways = (specs ? 1 : 0) + (c.preset.empty() ? 0 : 1) + (c.engine.empty() ? 0 : 1);
+  if (ways > 1) {
+    return Status::invalidArgument("give one of --key and --value, --preset or --engine, not both");
   }
-  if (key.empty() || value.empty())
-    return Status::invalidArgument("give both --key SPEC and --value SPEC, or --preset NAME "
-                                   "(run 'kvscope-cli presets' for the list)");
-  auto k = parseSpec(key);
+  ResolvedSpecs out;
+  if (!c.preset.empty() || !c.engine.empty()) {
+    const bool isPreset = !c.preset.empty();
+    auto r = isPreset ? resolvePreset(c.preset, shape) : resolveEngine(c.engine, shape);
+    if (!r) return isPreset ? r.status() : r.status().withContext("--engine");
+    out.label = isPreset ? c.preset : c.engine;
+    auto parsed = parseResolved(*r, isPreset ? "preset " + c.preset : "--engine '" + c.engine + "'");
+    if (!parsed) return parsed.status();
+    out.specs = *parsed;
+    out.strings = std::move(*r);
+    return out;
+  }
+  if (c.key.empty() || c.value.empty())
+    return Status::invalidArgument("give both --key SPEC and --value SPEC, --preset NAME "
+                                   "(run 'kvscope-cli presets' for the list) or --engine \"ENGINE FLAGS\"");
+  auto k = parseSpec(c.key);
   if (!k) return k.status().withContext("--key");
-  auto v = parseSpec(value);
+  auto v = parseSpec(c.value);
   if (!v) return v.status().withContext("--value");
-  return PresetSpecs{*k, *v};
+  out.specs = PresetSpecs{*k, *v};
+  out.strings = ResolvedKv{c.key, c.value, {}};
+  return out;
+}
+
+std::string explainText(const SpecChoice& c, const ResolvedSpecs& r, const KvShape& shape) {
+  std::string out;
+  if (!c.engine.empty()) {
+    out += "engine: " + c.engine + "\n";
+  } else if (!c.preset.empty()) {
+    out += "preset: " + c.preset + "\n";
+  }
+  out += "for D = " + std::to_string(shape.headDim) + ", " + std::to_string(shape.kvHeads) + " kv heads, " +
+         std::to_string(shape.layers) + " layers:\n";
+  out += "key:   " + toString(r.specs.key) + "\n";
+  out += "value: " + toString(r.specs.value) + "\n";
+  for (const std::string& n : r.strings.notes) out += "  " + n + "\n";
+  return out;
+}
+
+void printNotes(const ResolvedSpecs& r) {
+  for (const std::string& n : r.strings.notes) std::cerr << "kvscope-cli: note: " << n << "\n";
 }
 
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {

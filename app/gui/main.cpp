@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// kvscope: the desktop app. `kvscope [DUMP] [--mapping M] [--key S --value S | --preset P]`
+// kvscope: the desktop app. `kvscope [DUMP] [--mapping M] [--key S --value S | --preset P | --engine FLAGS]`
 // opens a window; with --export-dir it writes the chosen views and exits without one.
 #include <QApplication>
 #include <QCommandLineParser>
@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   const QCommandLineOption value(QStringLiteral("value"), QStringLiteral("Value spec."), QStringLiteral("spec"));
   const QCommandLineOption preset(QStringLiteral("preset"), QStringLiteral("Preset name (see kvscope-cli presets)."),
                                   QStringLiteral("name"));
+  const QCommandLineOption engine(QStringLiteral("engine"),
+                                  QStringLiteral("An engine's KV cache flags, e.g. \"llama.cpp -ctk q4_0 -ctv q8_0\"."),
+                                  QStringLiteral("flags"));
   // Not "--session": QGuiApplication takes -session for X11 session management.
   const QCommandLineOption session(QStringLiteral("load-session"), QStringLiteral("Session file to restore."),
                                    QStringLiteral("file"));
@@ -53,7 +56,7 @@ int main(int argc, char** argv) {
                                      QStringLiteral("file"));
   const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-4)."),
                                QStringLiteral("index"), QStringLiteral("-1"));
-  parser.addOptions({mapping, key, value, preset, session, exportDir, views, size, screenshot, tab});
+  parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, screenshot, tab});
   parser.process(app);
 
   kvscope::ui::LaunchOptions options;
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   options.key = parser.value(key);
   options.value = parser.value(value);
   options.preset = parser.value(preset);
+  options.engine = parser.value(engine);
   options.session = parser.value(session);
   options.exportDir = parser.value(exportDir);
   options.views = parser.value(views).split(QLatin1Char(','), Qt::SkipEmptyParts);

@@ -100,7 +100,7 @@ bool evictFromPageCache(const std::string& path) {
 
 Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& preset,
                                 const std::string& tempDir, const Progress& progress) {
-  auto specs = presetSpecs(preset);
+  auto specs = presetSpecs(preset, KvShape{shape.dim, shape.layers, shape.kvHeads});
   if (!specs) return specs.status();
   auto dir = ScratchDir::create(tempDir, "kvscope-bench-eval-");
   if (!dir) return dir.status();

@@ -321,10 +321,11 @@ std::string e2eToJson(const E2eResult& r) {
            {"positions", positions},
            {"layers", layers}};
   if (!r.preset.empty()) out["preset"] = r.preset;
+  if (!r.engine.empty()) out["engine"] = r.engine;
   return out.dump(2) + "\n";
 }
 
-Expected<std::vector<SweepEntry>> parseSweep(const std::string& text) {
+Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvShape& shape) {
   std::string body = text;
   std::error_code ec;
   if (!text.empty() && std::filesystem::is_regular_file(text, ec)) {
@@ -353,7 +354,7 @@ Expected<std::vector<SweepEntry>> parseSweep(const std::string& text) {
     const auto colon = item.find(':');
     if (colon == std::string::npos) {
       if (findPreset(item) != nullptr) {
-        auto specs = presetSpecs(item);
+        auto specs = presetSpecs(item, shape);
         if (!specs) return specs.status();
         e.key = specs->key;
         e.value = specs->value;

@@ -11,6 +11,7 @@
 
 #include "core/model/checkpoint.h"
 #include "core/model/record.h"
+#include "core/quant/presets.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -63,6 +64,7 @@ struct E2eResult {
   E2eTensorInfo key;
   E2eTensorInfo value;
   std::string preset;                 ///< empty when specs were given directly
+  std::string engine;                 ///< the engine string the specs came from; empty otherwise
   E2eSummary summary;
   std::vector<E2ePosition> positions;
   std::vector<E2eLayer> layers;
@@ -98,6 +100,7 @@ struct SweepEntry {
   QuantSpec key;
   QuantSpec value;
 };
-Expected<std::vector<SweepEntry>> parseSweep(const std::string& text);
+/// Presets resolve for `shape` (the recording's head dim, layers and kv heads).
+Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvShape& shape);
 
 }  // namespace kvscope

@@ -1,23 +1,46 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Named K/V settings that approximate published systems (quantization.md §9), in one table
-// read by the CLI (`--preset`, `presets`), the GUI and the tests.
+// Named K/V settings that approximate published systems (quantization.md §9, §10), in one table
+// read by the CLI (`--preset`, `presets`), the GUI, search and the tests. A preset may depend on
+// the dump's shape (llama.cpp rotates only when the head dim is a multiple of 64): it resolves,
+// for a shape, to K and V spec strings and the notes that say why.
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
 namespace kvscope {
 
+/// The part of a dump's shape a preset or an engine rule reads (§9). 0 = unknown.
+struct KvShape {
+  int headDim = 0;  ///< D
+  int layers = 0;   ///< layer count
+  int kvHeads = 0;  ///< kv heads
+};
+
+/// What a preset or an engine string resolves to for one shape: spec strings (a plan's syntax,
+/// §12, is allowed where plans are accepted) and, in words, why.
+struct ResolvedKv {
+  std::string key;                 ///< spec string for keys
+  std::string value;               ///< spec string for values
+  std::vector<std::string> notes;  ///< the rule applied, e.g. "D = 96 is not a multiple of 64: …"
+};
+
+/// A shape-dependent preset's rule: the specs for `shape`, or an error naming what the shape lacks.
+using PresetRule = Expected<ResolvedKv> (*)(const KvShape& shape);
+
 /// One row of the preset table.
 struct Preset {
   std::string_view name;         ///< e.g. "kivi-2"
-  std::string_view keySpec;      ///< spec string for keys, as §9 writes it
-  std::string_view valueSpec;    ///< spec string for values
-  std::string_view description;  ///< the system it approximates and how
+  std::string_view keySpec;      ///< spec string for keys; for a shape-dependent preset, its rule in words
+  std::string_view valueSpec;    ///< spec string for values; for a shape-dependent preset, its rule in words
+  std::string_view description;  ///< the system it approximates, and from which code
+  PresetRule rule = nullptr;     ///< set when the specs depend on the shape
 };
 
 /// All presets, in the order §9 lists them.
@@ -27,12 +50,18 @@ const Preset* findPreset(std::string_view name);
 /// "kivi-2, kivi-4, …": every preset name, for error messages.
 std::string presetNameList();
 
+/// A preset's spec strings for `shape`; an unknown name is an error listing the known ones, and
+/// a shape-dependent preset needs the shape fields its rule reads.
+Expected<ResolvedKv> resolvePreset(std::string_view name, const KvShape& shape);
+
 /// A preset's parsed key and value specs.
 struct PresetSpecs {
   QuantSpec key;
   QuantSpec value;
 };
-/// Parses a preset's specs; an unknown name is an error listing the known ones.
-Expected<PresetSpecs> presetSpecs(std::string_view name);
+/// Parses a preset's specs for `shape` (see resolvePreset).
+Expected<PresetSpecs> presetSpecs(std::string_view name, const KvShape& shape);
+/// Parses resolved spec strings; errors name `origin` (a preset or an engine string).
+Expected<PresetSpecs> parseResolved(const ResolvedKv& resolved, std::string_view origin);
 
 }  // namespace kvscope

@@ -320,6 +320,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
   rep.key = options.key;
   rep.value = options.value;
   rep.preset = options.preset;
+  rep.engine = options.engine;
   rep.lastQueries = options.lastQueries;
   rep.nonFinite = options.nonFinite;
   // Storage does not depend on the data and every layer has the same shape, so bytes per token

@@ -36,6 +36,7 @@ struct EvalOptions {
   QuantSpec key;                 ///< spec applied to keys
   QuantSpec value;               ///< spec applied to values
   std::string preset;            ///< preset name the specs came from (recorded only; may be empty)
+  std::string engine;            ///< engine string the specs came from (recorded only; may be empty)
   std::vector<int> layers;       ///< layers to evaluate, ascending; empty = all
   int sequence = 0;              ///< batch index B
   int lastQueries = 0;           ///< 0 = all queries, N = the last N (AttentionInput::lastQueries)
@@ -74,6 +75,7 @@ struct EvalReport {
   QuantSpec key;
   QuantSpec value;
   std::string preset;            ///< empty when the specs were given directly
+  std::string engine;            ///< the engine string the specs came from; empty otherwise
   StorageCount keyStorage;       ///< storage of one layer's K tensor (the same for every layer)
   StorageCount valueStorage;     ///< storage of one layer's V tensor
   double bytesPerTokenBaseline = 0;   ///< fp16 K+V bytes per token over all L layers

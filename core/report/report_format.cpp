@@ -132,6 +132,7 @@ Json reportJson(const EvalReport& r) {
   j["summary"] = std::move(summary);
   // Extras (§8 allows them): how the report was made, and what was left out.
   if (!r.preset.empty()) j["preset"] = r.preset;
+  if (!r.engine.empty()) j["engine"] = r.engine;
   Json evaluated = Json::array();
   for (const LayerResult& layer : r.layers) evaluated.push_back(layer.layer);
   j["options"] = {{"layers", std::move(evaluated)},
@@ -193,6 +194,7 @@ std::string toText(const EvalReport& r) {
       << " layers, " << d.kvHeads << " kv heads, " << d.heads << " heads, " << d.tokens << " tokens, "
       << d.queries << " queries, head dim " << d.headDim << "\n";
   if (!r.preset.empty()) out << "preset: " << r.preset << "\n";
+  if (!r.engine.empty()) out << "engine: " << r.engine << "\n";
   out << "key:    " << toString(r.key) << "  (" << fixed(r.keyBitsPerElement(), 4) << " bits/element)\n";
   out << "value:  " << toString(r.value) << "  (" << fixed(r.valueBitsPerElement(), 4) << " bits/element)\n";
   out << "bytes per token (all " << d.layers << " layers): " << fixed(r.bytesPerTokenQuantized, 1) << " vs "

@@ -258,7 +258,7 @@ std::string budgetText(const Budget& budget) {
   return buf;
 }
 
-std::vector<std::string> defaultCandidates() {
+std::vector<std::string> defaultCandidates(const KvShape& shape) {
   std::vector<std::string> out;
   for (int b : {2, 3, 4, 5, 6, 8}) {
     for (const char* g : {",group=32", ",group=64", ""}) out.push_back("int" + std::to_string(b) + g);
@@ -278,8 +278,10 @@ std::vector<std::string> defaultCandidates() {
     out.emplace_back(s);
   }
   for (const Preset& p : presetTable()) {
-    out.emplace_back(p.keySpec);
-    out.emplace_back(p.valueSpec);
+    auto r = resolvePreset(p.name, shape);
+    if (!r) continue;  // e.g. quarot-4 on a head dim that is not a power of two
+    out.push_back(r->key);
+    out.push_back(r->value);
   }
   // Remove duplicates by canonical string, keeping the first.
   std::vector<std::string> unique;
@@ -335,6 +337,7 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   if (options.lastQueries < 0) return Status::invalidArgument("search: lastQueries must be ≥ 0");
   SearchResult result;
   result.dump = info;
+  if (options.baseline) result.baselineLabel = options.baseline->label;
   result.lastQueries = options.lastQueries;
   result.perLayer = options.perLayer;
   if (options.layers.empty()) {
@@ -351,8 +354,14 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   // Candidates: parsed once, duplicates (by canonical string) dropped.
   std::vector<QuantSpec> specs;
   {
-    const std::vector<std::string> texts =
-        options.candidates.empty() ? defaultCandidates() : options.candidates;
+    std::vector<std::string> texts =
+        options.candidates.empty() ? defaultCandidates({info.headDim, info.layers, info.kvHeads})
+                                    : options.candidates;
+    // The baseline's specs are measured like any candidate (added when the list lacks them).
+    if (options.baseline) {
+      texts.push_back(options.baseline->keySpec);
+      texts.push_back(options.baseline->valueSpec);
+    }
     std::set<std::string> seen;
     for (const std::string& t : texts) {
       auto s = parseSpec(t);
@@ -470,6 +479,17 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
     choice.searched = true;
     choice.budget = *budget;
     decide(choice, isKey ? keyCands : valueCands);
+    if (options.baseline) {
+      auto spec = parseSpec(isKey ? options.baseline->keySpec : options.baseline->valueSpec);
+      const std::string canonical = spec ? toString(*spec) : std::string();
+      for (size_t i = 0; i < choice.candidates.size(); ++i) {
+        if (choice.candidates[i].spec == canonical) choice.baseline = static_cast<int>(i);
+      }
+      if (choice.baseline >= 0 && choice.found) {
+        const CandidateResult& b = choice.candidates[static_cast<size_t>(choice.baseline)];
+        choice.beatsBaseline = choice.bitsPerElement < b.bitsPerElement;
+      }
+    }
     if (!choice.found) {
       result.notes.push_back(std::string("no ") + (isKey ? "key" : "value") +
                              " candidate meets " + budgetText(*budget) + " on every searched layer");

@@ -11,6 +11,7 @@
 
 #include "core/attention/attention.h"
 #include "core/io/dump.h"
+#include "core/quant/presets.h"
 #include "core/util/status.h"
 
 namespace kvscope {
@@ -43,11 +44,20 @@ Expected<Budget> parseBudget(std::string_view text, std::string_view option);
 std::string budgetText(const Budget& budget);
 
 /// The built-in candidate spec strings: formats × bit widths × axes × group sizes, then every
-/// preset's key and value spec (duplicates removed by canonical string).
-std::vector<std::string> defaultCandidates();
+/// preset's key and value spec as it resolves for `shape` (presets that do not apply to the
+/// shape are left out; duplicates removed by canonical string).
+std::vector<std::string> defaultCandidates(const KvShape& shape);
 /// Parses a candidate file: one spec per line, `#` starts a comment, blank lines ignored.
 /// Errors name `origin` and the line.
 Expected<std::vector<std::string>> parseCandidateList(std::string_view text, std::string_view origin);
+
+/// A setting the search must beat (e.g. what an engine's flags store): its K and V specs are
+/// measured with the candidates, and the result says whether the choice is cheaper.
+struct SearchBaseline {
+  std::string label;      ///< e.g. the engine string "llama.cpp -ctk q4_0 -ctv q8_0"
+  std::string keySpec;    ///< spec string for keys
+  std::string valueSpec;  ///< spec string for values
+};
 
 /// What to search.
 struct SearchOptions {
@@ -58,6 +68,7 @@ struct SearchOptions {
   std::vector<int> layers;     ///< layers to search, ascending; empty = all
   int sequence = 0;            ///< batch index
   int lastQueries = 0;         ///< 0 = all queries, N = the last N
+  std::optional<SearchBaseline> baseline;  ///< measured alongside; the result compares against it
 };
 
 /// One candidate for one tensor.
@@ -85,6 +96,10 @@ struct TensorChoice {
   double margin = 0;              ///< budget.margin(worst)
   std::vector<int> limitingLayers;  ///< layers whose own cheapest passing candidate is this one
   std::vector<CandidateResult> candidates;  ///< every candidate, ascending bits (Pareto plot)
+  int baseline = -1;              ///< index into `candidates` of the baseline's spec; -1 without one
+  /// With a baseline: the chosen spec meets the budget with fewer bits per element than the
+  /// baseline (false when the baseline is itself the cheapest passing candidate or none passes).
+  bool beatsBaseline = false;
 };
 
 /// One layer's own choice (the cheapest candidate meeting the budget on that layer alone).
@@ -126,6 +141,7 @@ struct SearchResult {
   double bytesPerTokenChosen = 0;    ///< chosen specs (per layer in --per-layer mode), same layers
   std::vector<JointLayer> joint;     ///< the chosen pair per layer (empty when nothing was found)
   std::optional<AttentionCases> jointSummary;  ///< over all joint (layer, kv head) entries
+  std::string baselineLabel;         ///< the baseline's label; empty without one
   std::vector<std::string> notes;
 };
 

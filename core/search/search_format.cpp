@@ -59,6 +59,20 @@ nlohmann::ordered_json choiceJson(const TensorChoice& c, const std::vector<int>&
     cands.push_back(e);
   }
   j["candidates"] = cands;
+  if (c.baseline >= 0) {
+    const CandidateResult& b = c.candidates[static_cast<size_t>(c.baseline)];
+    nlohmann::ordered_json base;
+    base["spec"] = b.spec;
+    base["bits_per_element"] = number(b.bitsPerElement);
+    if (b.skipped.empty()) {
+      base["metric"] = number(b.worst);
+      base["meets"] = b.meets;
+    } else {
+      base["skipped"] = b.skipped;
+    }
+    base["beaten"] = c.beatsBaseline;
+    j["baseline"] = base;
+  }
   return j;
 }
 
@@ -89,6 +103,20 @@ void choiceText(std::ostringstream& out, const char* name, const TensorChoice& c
   } else {
     out << "  NO CANDIDATE MEETS THE BUDGET\n";
   }
+  if (c.baseline >= 0) {
+    const CandidateResult& b = c.candidates[static_cast<size_t>(c.baseline)];
+    out << "  baseline: " << b.spec << " at " << fmt("%.3f", b.bitsPerElement) << " bits/element, ";
+    if (!b.skipped.empty()) {
+      out << "skipped (" << b.skipped << ")\n";
+    } else {
+      out << "worst " << fmt("%.4g", b.worst) << (b.meets ? " (meets the budget)" : " (misses the budget)");
+      if (c.beatsBaseline) {
+        out << "; the choice saves " << fmt("%.3f", b.bitsPerElement - c.bitsPerElement) << " bits/element\n";
+      } else {
+        out << "; nothing cheaper meets the budget\n";
+      }
+    }
+  }
   out << "  candidates (bits/element, worst metric):\n";
   for (const CandidateResult& r : c.candidates) {
     out << "    " << fmt("%7.3f", r.bitsPerElement) << "  ";
@@ -111,6 +139,7 @@ nlohmann::ordered_json searchJson(const SearchResult& r) {
                {"tokens", r.dump.tokens},     {"queries", r.dump.queries},
                {"head_dim", r.dump.headDim}};
   j["layers"] = r.layers;
+  if (!r.baselineLabel.empty()) j["baseline"] = r.baselineLabel;
   j["queries"] = r.lastQueries > 0 ? nlohmann::ordered_json("last:" + std::to_string(r.lastQueries))
                                    : nlohmann::ordered_json("all");
   j["key"] = choiceJson(r.key, r.layers, "key_only");
@@ -149,7 +178,9 @@ std::string searchToText(const SearchResult& r) {
   out << "dump: " << r.dump.path << " (" << r.dump.layers << " layers, " << r.dump.kvHeads
       << " kv heads, " << r.dump.tokens << " tokens); searched " << r.layers.size()
       << " layers, queries " << (r.lastQueries > 0 ? "last " + std::to_string(r.lastQueries) : "all")
-      << "\n\n";
+      << "\n";
+  if (!r.baselineLabel.empty()) out << "baseline to beat: " << r.baselineLabel << "\n";
+  out << "\n";
   choiceText(out, "K", r.key);
   out << "\n";
   choiceText(out, "V", r.value);

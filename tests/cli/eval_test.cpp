@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/quant/spec.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
@@ -52,8 +53,8 @@ TEST_F(CliEval, PresetJsonOnStandardOutputParsesWithEveryHead) {
   Json j = Json::parse(r.out);
   EXPECT_EQ(j["kvscope_report"], 1);
   EXPECT_EQ(j["preset"], "kivi-2");
-  EXPECT_EQ(j["key"]["spec"], "int2,residual=128,axis=channel,group=32");
-  // T = 96 < residual: everything is kept, 16 bits per element.
+  EXPECT_EQ(j["key"]["spec"], toString(*parseSpec("int2,axis=channel,group=32,chunk=128")));
+  // T = 96 < 128: the key chunk never fills and every value is in the residual, 16 bits per element.
   EXPECT_EQ(j["key"]["bits_per_element"], 16.0);
   ASSERT_EQ(j["layers"].size(), 3u);
   for (const auto& l : j["layers"]) {
@@ -134,10 +135,21 @@ TEST(CliPresets, JsonListsEveryPresetWithBitsAtTheReferenceShape) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   Json j = Json::parse(r.out);
   EXPECT_EQ(j["reference_shape"]["tokens"], 32768);
-  ASSERT_EQ(j["presets"].size(), 17u);
+  ASSERT_EQ(j["presets"].size(), 23u);
   EXPECT_EQ(j["presets"][0]["name"], "kivi-2");
-  // See tests/core/quant/pipeline/storage_test.cpp for the hand computation.
-  EXPECT_EQ(j["presets"][0]["key_bits_per_element"], 3.05078125);
+  // chunk=128 divides T = 32768: every key is quantized, 2 payload bits + a 16-bit scale and a
+  // 16-bit min per group of 32 tokens = 2 + 32/32 = 3 bits per element.
+  EXPECT_EQ(j["presets"][0]["key_bits_per_element"], 3.0);
+  // Shape-dependent rows give their rule without a dump.
+  bool sawRule = false;
+  for (const auto& p : j["presets"]) {
+    if (p["name"] == "llamacpp-q4_0") {
+      sawRule = true;
+      EXPECT_TRUE(p["depends_on_shape"].get<bool>());
+      EXPECT_NE(p["key_rule"].get<std::string>().find("D % 64 = 0"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(sawRule);
   auto text = test::runCli("presets");
   ASSERT_EQ(text.exitCode, 0);
   EXPECT_NE(text.out.find("kvquant-3-1pct"), std::string::npos);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
 #include "core/quant/spec.h"
@@ -139,6 +140,37 @@ inline std::string fuzzSpec(const uint8_t* data, size_t size) {
   if (!again) return "toString gave '" + canonical + "', which parseSpec rejects: " + again.status().message();
   if (!(*again == *spec)) return "'" + std::string(text) + "' -> '" + canonical + "' re-parses to a different spec";
   if (toString(*again) != canonical) return "canonical string is not stable: '" + canonical + "'";
+  return "";
+}
+
+/// Resolves the bytes as an engine string (core/engine/engine.h) for an unknown shape and three
+/// head dims: refusals explain themselves; an accepted string is accepted at every shape (no
+/// engine refuses by shape today), resolves the same way twice, and gives specs that parse and
+/// validate for the shape.
+inline std::string fuzzEngine(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto unknown = resolveEngine(text, {});
+  if (auto bad = checkFailure(unknown.status(), "resolveEngine", ""); !bad.empty()) return bad;
+  for (const KvShape& shape : {KvShape{128, 2, 2}, KvShape{96, 2, 2}, KvShape{64, 1, 1}}) {
+    auto r = resolveEngine(text, shape);
+    if (r.hasValue() != unknown.hasValue()) {
+      return "accepted for one shape and refused for another: " +
+             (r ? unknown.status().message() : r.status().message());
+    }
+    if (!r) {
+      if (auto bad = checkFailure(r.status(), "resolveEngine", ""); !bad.empty()) return bad;
+      continue;
+    }
+    auto again = resolveEngine(text, shape);
+    if (!again || again->key != r->key || again->value != r->value || again->notes != r->notes)
+      return "resolving twice gave different results";
+    for (const auto& [spec, isKey] : {std::pair{r->key, true}, std::pair{r->value, false}}) {
+      auto parsed = parseSpec(spec);
+      if (!parsed) return "engine gave '" + spec + "', which parseSpec rejects: " + parsed.status().message();
+      const Status st = validateSpec(*parsed, SpecContext{isKey, shape.kvHeads, shape.headDim, true});
+      if (!st.isOk()) return "engine gave '" + spec + "', invalid for its shape: " + st.message();
+    }
+  }
   return "";
 }
 
