@@ -267,13 +267,20 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
     OutlierOptions oo;
     oo.threshold = th::kOutlierRatio;
     oo.topTokens = 0;
+    // Heads are independent: each fills its own lists, merged in head order (deterministic).
+    struct HeadFound {
+      std::vector<Scored> bias, massive, outliers;
+    };
+    std::vector<HeadFound> found(static_cast<size_t>(info.kvHeads));
+#pragma omp parallel for schedule(dynamic, 1)
     for (int g = 0; g < info.kvHeads; ++g) {
+      HeadFound& hf = found[static_cast<size_t>(g)];
       // A k_proj bias is added before RoPE: the pre-RoPE key shows it undisturbed by rotation.
       std::set<int> biasChannels;
-      if (preRope) findBias(*preRope, layer, g, "key_pre_rope", bias, biasChannels);
-      else findBias(*key, layer, g, "key", bias, biasChannels);
-      findMassive(tokenNorms(*key, g), layer, g, "key", massive);
-      findMassive(tokenNorms(*value, g), layer, g, "value", massive);
+      if (preRope) findBias(*preRope, layer, g, "key_pre_rope", hf.bias, biasChannels);
+      else findBias(*key, layer, g, "key", hf.bias, biasChannels);
+      findMassive(tokenNorms(*key, g), layer, g, "key", hf.massive);
+      findMassive(tokenNorms(*value, g), layer, g, "value", hf.massive);
       const TensorOutliers prof = profileHead(*key, g, oo);
       for (const ChannelStat& c : prof.outlierChannels) {
         if (c.persistence < th::kOutlierPersistence) continue;
@@ -288,7 +295,13 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
         s.evidence.channel = c.channel;
         s.evidence.tensor = "key";
         s.evidence.numbers = {{"max_abs", c.maxAbs}, {"ratio", c.ratio}, {"persistence", c.persistence}};
-        outliers.push_back(std::move(s));
+        hf.outliers.push_back(std::move(s));
+      }
+    }
+    for (HeadFound& hf : found) {
+      for (auto [from, to] : {std::pair{&hf.bias, &bias}, std::pair{&hf.massive, &massive},
+                              std::pair{&hf.outliers, &outliers}}) {
+        to->insert(to->end(), std::make_move_iterator(from->begin()), std::make_move_iterator(from->end()));
       }
     }
 

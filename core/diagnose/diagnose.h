@@ -30,13 +30,13 @@ inline constexpr double kOutlierRatio = 6.0;
 /// outlier_channels: and it is among a token's top 1 % of |x| on at least this fraction of tokens.
 inline constexpr double kOutlierPersistence = 0.5;
 /// low_entropy_heads: a query head's mean attention entropy (nats) is at most this.
-inline constexpr double kLowEntropyNats = 0.25;
+inline constexpr double kLowEntropyNats = 0.1;
 /// side_sensitivity: K's and V's probe output_rel_error differ by at least this factor.
 inline constexpr double kSideRatio = 4.0;
 /// The probe quantizes both sides with this spec (one 4-bit per-token candidate).
 inline constexpr const char* kProbeSpec = "int4,axis=token";
 /// The probe and the entropies use the last this many queries of each layer.
-inline constexpr int kProbeQueries = 16;
+inline constexpr int kProbeQueries = 8;
 /// Evidence entries kept per finding (strongest first); Finding::matches counts them all.
 inline constexpr int kMaxEvidence = 8;
 }  // namespace diagnose_thresholds

@@ -162,9 +162,10 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
   const double total = static_cast<double>(nl) *
                        static_cast<double>((map.key.mapped ? nc : 0) + (map.value.mapped ? nc : 0) + 1);
   double step = 0;
-  auto sub = [&](double base) {
-    return Progress([&progress, base, total](double f, std::string_view) {
-      return report(progress, (base + f) / total, "sensitivity map");
+  // Maps a sub-task's [0, 1] onto steps [from, to] of the whole run.
+  auto sub = [&](double from, double to) {
+    return Progress([&progress, from, to, total](double f, std::string_view) {
+      return report(progress, (from + (to - from) * f) / total, "sensitivity map");
     });
   };
 
@@ -202,7 +203,7 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
     baseInput.softmaxScale = info.softmaxScale;
     baseInput.lastQueries = options.lastQueries;
     std::shared_ptr<const AttentionBaseline> baseline;
-    if (auto b = prepareAttentionBaseline(baseInput, kBaselineBytes, sub(step)); b) {
+    if (auto b = prepareAttentionBaseline(baseInput, kBaselineBytes, sub(step, step + 1)); b) {
       baseline = *b;
     } else if (b.status().code() != StatusCode::ResourceLimit) {
       return b.status().withContext(where);
@@ -227,7 +228,7 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
         qin.tensor = isKey ? &*key : &*value;
         qin.preRope = isKey && preRope ? &*preRope : nullptr;
         qin.rope = rope;
-        if (Status st = quantizeTensorInto(qin, specs[c], q, sub(step - 1)); !st.isOk()) {
+        if (Status st = quantizeTensorInto(qin, specs[c], q, sub(step - 1, step - 0.7)); !st.isOk()) {
           if (st.code() == StatusCode::Cancelled) return st;
           cand.skipped = where + ": " + st.message();  // e.g. a spec this layer's data refuses
           continue;
@@ -235,8 +236,8 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
         AttentionInput ain = baseInput;
         (isKey ? ain.keyHat : ain.valueHat) = &q.reconstruction;
         const AttentionCaseSelection which{isKey, !isKey, false};
-        auto m = baseline ? attentionMetrics(ain, which, *baseline, sub(step - 1))
-                          : attentionMetrics(ain, which, sub(step - 1));
+        auto m = baseline ? attentionMetrics(ain, which, *baseline, sub(step - 0.7, step))
+                          : attentionMetrics(ain, which, sub(step - 0.7, step));
         if (!m) return m.status().withContext(where + ": " + cand.spec);
         for (int g = 0; g < info.kvHeads; ++g) {
           const AttentionCases& h = (*m)[static_cast<size_t>(g)];
