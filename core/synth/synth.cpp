@@ -42,7 +42,7 @@ constexpr int kMassiveSinkTokens = 4;
 constexpr double kMassiveSinkRatioFirst = 1000.0;
 constexpr double kMassiveSinkRatioLast = 100.0;
 // low-entropy: a one-hot head's query scores its previous token this far above zero (scaled).
-constexpr double kOneHotScore = 24.0;
+constexpr double kOneHotScore = 40.0;
 
 uint64_t splitmix(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -384,23 +384,37 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
 
 namespace {
 
-// low-entropy: a previous-token head. Its query is the noise part of the previous token's key
-// (replayed from that key row's stream, outlier pairs left out), rotated to that token's
-// position and scaled so it scores kOneHotScore: the other keys' noise is independent, so they
-// score about kOneHotScore/sqrt(D) and the head puts nearly all its mass on one token.
+// low-entropy: a previous-token head. Its query is the noise part n of the previous token's key
+// (replayed from that key row's stream), kept to the low-frequency pairs that hold no locality
+// vector and no outlier, made orthogonal to the sink direction, rotated to that token's position
+// and scaled so it scores kOneHotScore there. Against any other key it meets only that key's
+// independent noise (and the slowly rotating channel means), so the head puts nearly all its
+// mass on one token.
 void oneHotQuery(const SynthOptions& o, const HeadModel& m, int layer, int sequence, int g,
                  int64_t pos, double softmaxScale, const std::vector<double>& freq, float* q) {
   const int d = o.headDim;
   const int64_t target = pos > 0 ? pos - 1 : 0;
   Rng rk(mix({o.seed, kKeyRow, uint64_t(layer), uint64_t(sequence), uint64_t(g), uint64_t(target)}));
+  std::vector<double> n(size_t(d), 0.0);
+  for (int c = 0; c < d; ++c) n[size_t(c)] = m.scale[size_t(c)] * rk.normal();
+  std::vector<char> keep(size_t(d), 0);
+  for (int p = d / 4; p < d / 2; ++p) {
+    auto [a, b] = pairChannels(p, d, o.ropeStyle);
+    keep[size_t(a)] = !m.quiet[size_t(a)];
+    keep[size_t(b)] = !m.quiet[size_t(b)];
+  }
+  double ns = 0;
+  for (int c = 0; c < d; ++c) {
+    if (!keep[size_t(c)]) n[size_t(c)] = 0;
+    ns += n[size_t(c)] * m.sink[size_t(c)];
+  }
   double n2 = 0;
   for (int c = 0; c < d; ++c) {
-    const double noise = m.scale[size_t(c)] * rk.normal();
-    q[c] = m.quiet[size_t(c)] ? 0.0f : float(noise);
-    n2 += double(q[c]) * q[c];
+    n[size_t(c)] -= ns * m.sink[size_t(c)];  // s is a unit vector
+    n2 += n[size_t(c)] * n[size_t(c)];
   }
   const double alpha = kOneHotScore / (softmaxScale * std::max(n2, 1e-12));
-  for (int c = 0; c < d; ++c) q[c] = float(alpha * q[c]);
+  for (int c = 0; c < d; ++c) q[c] = float(alpha * n[size_t(c)]);
   std::vector<double> cosv, sinv;
   ropeAngles(target, freq, cosv, sinv);
   rope(q, d, cosv, sinv, o.ropeStyle);
