@@ -221,13 +221,37 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   }
   if (stop()) return {};
 
-  // Each row's entries past its position stay zero (causal mask); only those are cleared.
+  // value_only on a baseline needs nothing but P, which the baseline keeps: no softmax at all.
+  if (base && !needKeys && !base->prob.empty()) {
+    ConstMapF prob(base->prob.data(), rows, ncol);
+    ConstMapF out(base->out.data(), rows, d);
+    ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
+    MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
+    deltaV = vhAll.topRows(ncol) - vg;
+    MapF diffValue(grow(ws.diffValue, rows * d), rows, d);
+    diffValue.noalias() = prob * deltaV;
+    Partial part;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double rv = relativeError(diffValue.row(r).data(), out.row(r).data(), d);
+      part.relValue += rv;
+      if (rowsOut) {
+        const int64_t hh = r / nq, i = i0 + r % nq;
+        const size_t at = static_cast<size_t>((g * s.group + hh) * s.selected + (i - s.firstQuery));
+        rowsOut->relValueOnly[at] = rv;
+      }
+    }
+    return part;
+  }
+
+  // Each row's entries past its position stay zero (causal mask); only those are cleared. On a
+  // baseline, key_only never reads P (only P̂ − P), so it is not written.
+  const bool writeProb = !base || needValues;
   MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
   MapF deltaProb(needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
   MapF probHat(which.joint ? grow(ws.probHat, rows * ncol) : nullptr, which.joint ? rows : 0, ncol);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
-    prob.row(r).tail(ncol - nk).setZero();
+    if (writeProb) prob.row(r).tail(ncol - nk).setZero();
     if (needKeys) deltaProb.row(r).tail(ncol - nk).setZero();
     if (which.joint) probHat.row(r).tail(ncol - nk).setZero();
   }
@@ -259,7 +283,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
       fill->rowMax[static_cast<size_t>(r)] = m1;
       fill->rowSum[static_cast<size_t>(r)] = z1;
     }
-    prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
+    if (writeProb) prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
     if (!needKeys) continue;
 
     auto ddh = dd.head(nk);
@@ -298,6 +322,7 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   if (fill) {
     fill->scores.assign(ownScores, ownScores + rows * ncol);
     fill->out.assign(ownOut, ownOut + rows * d);
+    fill->prob.assign(prob.data(), prob.data() + rows * ncol);
   }
   MapF diffKey(needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
   MapF diffValue(which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr, which.valueOnly ? rows : 0, d);
@@ -484,7 +509,7 @@ Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
     const int64_t i0 = s.firstQuery + c * s.chunk;
     const int64_t i1 = std::min(s.queries, i0 + s.chunk);
     const double rows = static_cast<double>(s.group * (i1 - i0));
-    bytes += rows * (4.0 * static_cast<double>(s.tokens - s.queries + i1) + 4.0 * s.dim + 16.0);
+    bytes += rows * (8.0 * static_cast<double>(s.tokens - s.queries + i1) + 4.0 * s.dim + 16.0);
   }
   bytes *= static_cast<double>(s.kvHeads);
   if (bytes > static_cast<double>(maxBytes)) {
