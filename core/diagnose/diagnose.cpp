@@ -438,7 +438,8 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
     }
     if (!pow2) {
       advice += "vLLM's int4_per_token_head refuses head sizes that are not a power of two, and "
-                "kvscope's rot=hadamard needs one; ";
+                "kvscope's rot=hadamard needs one (use rot=random, or rot=hadamard:N with N a power of "
+                "two dividing D); ";
     }
     advice += "compare unrotated specs (rot=none) with per-channel keys for this model";
     f.advice = advice;
