@@ -49,22 +49,22 @@ const char* findingKindName(FindingKind kind);
 
 /// One place the finding was seen. Fields that do not apply stay -1 / empty.
 struct Evidence {
-  int layer = -1;
-  int kvHead = -1;
-  int queryHead = -1;
-  int channel = -1;
-  int64_t token = -1;
+  int layer = -1;      ///< the dump's layer index
+  int kvHead = -1;     ///< kv head (for a query head: the kv head it reads)
+  int queryHead = -1;  ///< query head (attention findings)
+  int channel = -1;    ///< channel of the head dim
+  int64_t token = -1;  ///< token position
   std::string tensor;  ///< "key", "key_pre_rope", "value", "attention"
   std::vector<std::pair<std::string, double>> numbers;  ///< named figures, e.g. {"mean", 302.1}
 };
 
 /// One finding.
 struct Finding {
-  FindingKind kind = FindingKind::KeyBias;
+  FindingKind kind = FindingKind::KeyBias;  ///< what it is about
   std::string summary;  ///< one sentence: what was found
   std::string advice;   ///< what to do about it
   int matches = 0;      ///< places matching (evidence keeps the strongest kMaxEvidence)
-  std::vector<Evidence> evidence;
+  std::vector<Evidence> evidence;  ///< strongest first
 };
 
 /// What to diagnose.
@@ -75,8 +75,8 @@ struct DiagnoseOptions {
 
 /// Everything a diagnosis produced.
 struct Diagnosis {
-  DumpInfo dump;
-  std::vector<int> layers;
+  DumpInfo dump;                   ///< the dump's metadata
+  std::vector<int> layers;         ///< the layers checked
   std::vector<Finding> findings;   ///< in FindingKind order, only kinds that were found
   std::vector<std::string> notes;  ///< what could not be checked and why
 };

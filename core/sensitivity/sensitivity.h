@@ -56,13 +56,13 @@ struct SensitivitySide {
 
 /// Everything a sensitivity run produced.
 struct SensitivityMap {
-  DumpInfo dump;
-  std::vector<int> layers;  ///< mapped layers (the map's first extent)
-  int sequence = 0;
-  int lastQueries = 0;
-  SensitivitySide key;
-  SensitivitySide value;
-  std::vector<std::string> notes;
+  DumpInfo dump;                   ///< the dump's metadata
+  std::vector<int> layers;         ///< mapped layers (the map's first extent)
+  int sequence = 0;                ///< batch index
+  int lastQueries = 0;             ///< as requested (0 = all)
+  SensitivitySide key;             ///< K, key_only
+  SensitivitySide value;           ///< V, value_only
+  std::vector<std::string> notes;  ///< for people (e.g. a baseline that was too large)
 };
 
 /// Maps a dump. Each layer is read once, its original attention computed once, and each
