@@ -27,7 +27,8 @@ std::function<int()> setupSynth(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--seed", options->seed, "Seed (same seed, same file)")->capture_default_str();
   sub.add_option("--dtype", *dtype, "Element type on disk: fp16 or fp32")->capture_default_str();
-  sub.add_option("--profile", options->profile, "llama or bias-outlier")->capture_default_str();
+  sub.add_option("--profile", options->profile,
+                 "llama, bias-outlier, qwen2-bias, massive-sinks or low-entropy")->capture_default_str();
   sub.add_option("--model", options->model, "Model name attribute")->capture_default_str();
   sub.add_option("--rope-style", *rope, "half or interleaved")->capture_default_str();
   sub.add_option("--rope-theta", options->ropeTheta, "RoPE base")->capture_default_str();

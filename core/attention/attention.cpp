@@ -250,13 +250,40 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   }
   if (stop()) return {};
 
-  // Each row's entries past its position stay zero (causal mask); only those are cleared.
+  // value_only on a baseline needs nothing but P, which the baseline keeps: no softmax at all.
+  if (base && !needKeys && !base->prob.empty()) {
+    // The float P the softmax below would write: the same float64 values, rounded the same way.
+    MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
+    prob = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+               base->prob.data(), rows, ncol).cast<float>();
+    ConstMapF out(base->out.data(), rows, d);
+    ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
+    MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
+    deltaV = vhAll.topRows(ncol) - vg;
+    MapF diffValue(grow(ws.diffValue, rows * d), rows, d);
+    diffValue.noalias() = prob * deltaV;
+    Partial part;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double rv = relativeError(diffValue.row(r).data(), out.row(r).data(), d);
+      part.relValue += rv;
+      if (rowsOut) {
+        const int64_t hh = r / nq, i = i0 + r % nq;
+        const size_t at = static_cast<size_t>((g * s.group + hh) * s.selected + (i - s.firstQuery));
+        rowsOut->relValueOnly[at] = rv;
+      }
+    }
+    return part;
+  }
+
+  // Each row's entries past its position stay zero (causal mask); only those are cleared. On a
+  // baseline, key_only never reads P (only P̂ − P), so it is not written.
+  const bool writeProb = !base || needValues;
   MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
   MapF deltaProb(needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
   MapF probHat(which.joint ? grow(ws.probHat, rows * ncol) : nullptr, which.joint ? rows : 0, ncol);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
-    prob.row(r).tail(ncol - nk).setZero();
+    if (writeProb) prob.row(r).tail(ncol - nk).setZero();
     if (needKeys) deltaProb.row(r).tail(ncol - nk).setZero();
     if (which.joint) probHat.row(r).tail(ncol - nk).setZero();
   }
@@ -266,29 +293,40 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   Partial part;
   double* rowKl = grow(ws.rowKl, rows);
   std::fill(rowKl, rowKl + rows, 0.0);
+  if (fill) fill->prob.assign(static_cast<size_t>(rows * ncol), 0.0);
+  const bool storedProb = base && !base->prob.empty();
   for (int64_t r = 0; r < rows; ++r) {
     if (r % 32 == 31 && stop()) return {};
     const int64_t i = i0 + r % nq;
     const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
     auto sdh = sd.head(nk);
     sdh = scores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
-    auto ph = p.head(nk);
     double m1 = 0, z1 = 0;
-    if (base) {
+    const double* phData = p.data();
+    if (storedProb) {  // the baseline's P: the values the branches below would compute
       m1 = base->rowMax[static_cast<size_t>(r)];
-      ph = (sdh - m1).exp();
       z1 = base->rowSum[static_cast<size_t>(r)];
+      phData = base->prob.data() + r * ncol;
     } else {
-      m1 = sdh.maxCoeff();
-      ph = (sdh - m1).exp();
-      z1 = ph.sum();
+      auto pw = p.head(nk);
+      if (base) {
+        m1 = base->rowMax[static_cast<size_t>(r)];
+        pw = (sdh - m1).exp();
+        z1 = base->rowSum[static_cast<size_t>(r)];
+      } else {
+        m1 = sdh.maxCoeff();
+        pw = (sdh - m1).exp();
+        z1 = pw.sum();
+      }
+      pw /= z1;
     }
-    ph /= z1;
+    Eigen::Map<const Eigen::ArrayXd> ph(phData, nk);
     if (fill) {
       fill->rowMax[static_cast<size_t>(r)] = m1;
       fill->rowSum[static_cast<size_t>(r)] = z1;
+      std::copy(phData, phData + nk, fill->prob.data() + r * ncol);
     }
-    prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
+    if (writeProb) prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
     if (!needKeys) continue;
 
     auto ddh = dd.head(nk);
@@ -523,7 +561,7 @@ Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
     const int64_t i0 = s.firstQuery + c * s.chunk;
     const int64_t i1 = std::min(s.queries, i0 + s.chunk);
     const double rows = static_cast<double>(s.group * (i1 - i0));
-    bytes += rows * (4.0 * static_cast<double>(s.tokens - s.queries + i1) + 4.0 * s.dim + 16.0);
+    bytes += rows * (12.0 * static_cast<double>(s.tokens - s.queries + i1) + 4.0 * s.dim + 16.0);
   }
   bytes *= static_cast<double>(s.kvHeads);
   if (bytes > static_cast<double>(maxBytes)) {

@@ -62,7 +62,7 @@ Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& inp
 class AttentionBaseline;
 
 /// Computes the baseline of `input` (keyHat and valueHat are ignored). Fails with
-/// ResourceLimit when it would hold more than `maxBytes` (about 4·H·Tq'·T bytes).
+/// ResourceLimit when it would hold more than `maxBytes` (about 12·H·Tq'·T bytes: float scores, float64 probabilities).
 Expected<std::shared_ptr<const AttentionBaseline>> prepareAttentionBaseline(
     const AttentionInput& input, size_t maxBytes = size_t{1} << 30, const Progress& progress = {});
 

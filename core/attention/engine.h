@@ -37,6 +37,7 @@ struct ItemBaseline {
   std::vector<float> out;      ///< [rows, D] P·V
   std::vector<double> rowMax;  ///< per row: max of the scaled scores
   std::vector<double> rowSum;  ///< per row: Σ exp(s − max)
+  std::vector<double> prob;    ///< [rows, ncol] P in float64 (zero past each row's position)
 };
 
 /// Computes the selected cases of §6 per kv head; fills `rows` when it is not null. With

@@ -12,7 +12,9 @@
 #include "core/bench/measure.h"
 #include "core/io/dump.h"
 #include "core/quant/presets.h"
+#include "core/diagnose/diagnose.h"
 #include "core/report/eval.h"
+#include "core/sensitivity/sensitivity.h"
 #include "core/synth/synth.h"
 
 namespace kvscope::bench {
@@ -127,6 +129,42 @@ Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& prese
   if (!report) return report.status();
   figures.seconds = nowSeconds() - t0;
   figures.cpuSeconds = processCpuSeconds() - c0;
+  figures.peakRssBytes = peakRssBytes();
+  return figures;
+}
+
+Expected<SensitivityFigures> benchSensitivity(const DumpShape& shape, const std::string& tempDir,
+                                              const Progress& progress) {
+  auto dir = ScratchDir::create(tempDir, "kvscope-bench-sensitivity-");
+  if (!dir) return dir.status();
+  auto generated = generate(*dir, shape, progress);
+  if (!generated) return generated.status().withContext("generating the sensitivity dump");
+  SensitivityFigures figures;
+  figures.shape = shape;
+  figures.candidates = static_cast<int>(sensitivityCandidates().size());
+  figures.generateSeconds = generated->seconds;
+  malloc_trim(0);
+  resetPeakRss();
+  {
+    const double c0 = processCpuSeconds();
+    const double t0 = nowSeconds();
+    auto dump = Dump::open(generated->path);
+    if (!dump) return dump.status();
+    auto map = sensitivityMap(**dump, SensitivityOptions{}, progress);
+    if (!map) return map.status();
+    figures.seconds = nowSeconds() - t0;
+    figures.cpuSeconds = processCpuSeconds() - c0;
+  }
+  {
+    const double c0 = processCpuSeconds();
+    const double t0 = nowSeconds();
+    auto dump = Dump::open(generated->path);
+    if (!dump) return dump.status();
+    auto dx = diagnose(**dump, DiagnoseOptions{}, progress);
+    if (!dx) return dx.status();
+    figures.diagnoseSeconds = nowSeconds() - t0;
+    figures.diagnoseCpuSeconds = processCpuSeconds() - c0;
+  }
   figures.peakRssBytes = peakRssBytes();
   return figures;
 }

@@ -45,6 +45,23 @@ struct EvalFigures {
 Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& preset,
                                 const std::string& tempDir, const Progress& progress = {});
 
+/// The sensitivity map (default ladder) and the diagnosis of one generated dump.
+struct SensitivityFigures {
+  DumpShape shape;
+  int candidates = 0;            ///< candidates per side
+  double generateSeconds = 0;
+  double seconds = 0;            ///< Dump::open + sensitivityMap, wall clock
+  double cpuSeconds = 0;
+  double diagnoseSeconds = 0;    ///< Dump::open + diagnose, wall clock
+  double diagnoseCpuSeconds = 0;
+  int64_t peakRssBytes = 0;      ///< the process's peak RSS during both
+};
+
+/// Generates a dump of `shape` under `tempDir`, maps it with sensitivityCandidates() and
+/// diagnoses it, deletes it.
+Expected<SensitivityFigures> benchSensitivity(const DumpShape& shape, const std::string& tempDir,
+                                              const Progress& progress = {});
+
 /// Opening a large dump (metadata only).
 struct OpenFigures {
   DumpShape shape;

@@ -23,7 +23,7 @@ namespace kvscope::bench {
 
 const std::vector<std::string>& suiteGroups() {
   static const std::vector<std::string> groups{"quantize", "attention", "interactive", "eval",
-                                               "open"};
+                                               "open", "sensitivity"};
   return groups;
 }
 
@@ -65,6 +65,8 @@ constexpr double kInteractiveSeconds = 0.050;
 constexpr double kEvalSeconds = 60.0;
 constexpr double kEvalRssSlack = 300.0 * 1024 * 1024;
 constexpr double kOpenSeconds = 1.0;
+constexpr double kSensitivitySeconds = 180.0;  // issue 21: the default ladder on the 8B shape
+constexpr double kDiagnoseSeconds = 20.0;
 constexpr double kOpenRss = 100.0 * 1024 * 1024;
 
 std::string percent(double ratio) {
@@ -135,6 +137,7 @@ class SuiteRunner {
       if (g == "interactive") interactive();
       if (g == "eval") KVS_RETURN_IF_ERROR(eval());
       if (g == "open") KVS_RETURN_IF_ERROR(open());
+      if (g == "sensitivity") KVS_RETURN_IF_ERROR(sensitivity());
     }
     return Status::ok();
   }
@@ -371,6 +374,53 @@ class SuiteRunner {
     return Status::ok();
   }
 
+  Status sensitivity() {
+    DumpShape shape;
+    if (options_.quick) {
+      shape.layers = 2;
+      shape.tokens = 1024;
+      shape.queries = 16;
+    }
+    const std::string shapeStr = "L=" + std::to_string(shape.layers) + " H=" +
+                                 std::to_string(shape.heads) + " Tq=" +
+                                 std::to_string(shape.queries) + " " +
+                                 shapeText(shape.kvHeads, shape.tokens, shape.dim);
+    const std::string mapTarget = "< " + fixed(kSensitivitySeconds, 0) + " s";
+    const std::string dxTarget = "< " + fixed(kDiagnoseSeconds, 0) + " s";
+    trimHeap();
+    auto figures = benchSensitivity(shape, tempDir(), subProgress());
+    if (!figures) {
+      if (figures.status().code() == StatusCode::Cancelled) return figures.status();
+      result_.rows.push_back(notRun("sensitivity", "map (default ladder)", shapeStr, mapTarget, figures.status()));
+      result_.rows.push_back(notRun("sensitivity", "diagnose", shapeStr, dxTarget, figures.status()));
+      return Status::ok();
+    }
+    SuiteRow map;
+    map.group = "sensitivity";
+    map.name = "map (default ladder)";
+    map.shape = shapeStr;
+    map.seconds = map.medianSeconds = figures->seconds;
+    map.cpuSeconds = figures->cpuSeconds;
+    map.runs = 1;
+    map.figures = {{"seconds", figures->seconds}, {"generate_seconds", figures->generateSeconds},
+                   {"candidates", static_cast<double>(figures->candidates)},
+                   {"peak_rss_bytes", static_cast<double>(figures->peakRssBytes)}};
+    map.measured = fixed(figures->seconds, 1) + " s, " + std::to_string(figures->candidates) + " specs × K, V";
+    map.target = mapTarget;
+    map.verdict = judge(figures->seconds < kSensitivitySeconds);
+    SuiteRow dx = map;
+    dx.name = "diagnose";
+    dx.seconds = dx.medianSeconds = figures->diagnoseSeconds;
+    dx.cpuSeconds = figures->diagnoseCpuSeconds;
+    dx.figures = {{"seconds", figures->diagnoseSeconds}};
+    dx.measured = fixed(figures->diagnoseSeconds, 1) + " s";
+    dx.target = dxTarget;
+    dx.verdict = judge(figures->diagnoseSeconds < kDiagnoseSeconds);
+    result_.rows.push_back(std::move(map));
+    result_.rows.push_back(std::move(dx));
+    return Status::ok();
+  }
+
   Status open() {
     DumpShape shape;
     // Llama-3-8B-shaped at 80k tokens: key, key_pre_rope and value in fp16 make 16.1 GB.
@@ -443,7 +493,7 @@ Expected<SuiteResult> runSuite(const SuiteOptions& options) {
     const auto& all = suiteGroups();
     if (std::find(all.begin(), all.end(), g) == all.end()) {
       return Status::invalidArgument("unknown benchmark group '" + g +
-                                     "' (allowed: quantize, attention, interactive, eval, open)");
+                                     "' (allowed: quantize, attention, interactive, eval, open, sensitivity)");
     }
   }
   for (const std::string& g : suiteGroups()) {

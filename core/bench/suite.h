@@ -12,7 +12,7 @@
 namespace kvscope::bench {
 
 /// The groups, in the order they are reported: "quantize", "attention", "interactive", "eval",
-/// "open" ("open" runs first, in a process that has done nothing else yet).
+/// "open", "sensitivity" ("open" runs first, in a process that has done nothing else yet).
 const std::vector<std::string>& suiteGroups();
 
 /// The spec strings the quantize group times, in order.

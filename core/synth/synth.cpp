@@ -29,6 +29,20 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kSinkMagnitude = 16.0;  // |S·s| added to the sink token's key
 constexpr double kLocalityNorm = 4.0;    // |c|
 constexpr double kBias = 400.0;          // the bias-outlier channel's constant
+// qwen2-bias: ‖b_k‖ of the k_proj bias over a layer's KVH·D entries. Qwen2.5-7B carries ≈ 605 at
+// layer 0 and ≈ 921 at its last layer against a median of ≈ 22 in the others (llama.cpp issue
+// #21385; docs/dump-format.md).
+constexpr double kQwenBiasFirst = 605.0;
+constexpr double kQwenBiasLast = 921.0;
+constexpr double kQwenBiasOther = 22.0;
+constexpr int kQwenBiasChannelsPerHead = 2;  // the large bias sits in a few channels per head
+// massive-sinks: the first tokens' key and value norms are 1000× (token 0) down to 100× (the
+// last of them) the median token norm (Sun et al. 2024 report 100–10,000× in hidden states).
+constexpr int kMassiveSinkTokens = 4;
+constexpr double kMassiveSinkRatioFirst = 1000.0;
+constexpr double kMassiveSinkRatioLast = 100.0;
+// low-entropy: a one-hot head's query scores its previous token this far above zero (scaled).
+constexpr double kOneHotScore = 40.0;
 
 uint64_t splitmix(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -85,7 +99,9 @@ enum Stream : uint64_t {
   kQueryRow,
   kValueScale,
   kToken,
-  kMassive
+  kMassive,
+  kProfileBias,  // streams of the extra profiles, after the ones the default output uses
+  kMassiveSink
 };
 
 /// Channels of RoPE pair i (frequency theta^(-2i/D)).
@@ -135,9 +151,19 @@ struct HeadModel {
   std::vector<double> outlierValue;  // their signed magnitude
   std::vector<char> quiet;  // channels of pairs holding an outlier (queries stay small there)
   int bias = -1;
+  std::vector<int> biasChannels;     // qwen2-bias: the large k_proj bias channels
+  std::vector<double> biasValues;    // their bias
+  int massiveKeyChannel = -1;        // massive-sinks: where the first tokens' key norm sits
+  int massiveValueChannel = -1;      // and their value norm
+  double keyNorm = 0, valueNorm = 0; // expected token norms without the massive entries
 };
 
+bool hasRegularOutliers(const SynthOptions& o) {
+  return o.profile != "qwen2-bias" && o.profile != "massive-sinks";
+}
+
 std::vector<int> regularOutliers(const SynthOptions& o, int layer, int kvHead) {
+  if (!hasRegularOutliers(o)) return {};
   const int d = o.headDim, pairs = d / 2;
   // Low-frequency pairs, excluding the lowest (reserved for the bias-outlier channel).
   const int span = std::max(2, d / 8);
@@ -178,12 +204,32 @@ HeadModel headModel(const SynthOptions& o, int layer, int kvHead) {
     m.outlierValue.push_back((ro.uniform() < 0.5 ? -1.0 : 1.0) * factor * 5.0);
   }
   m.bias = synthBiasChannel(o, layer);
+  if (o.profile == "qwen2-bias") {
+    m.biasChannels = synthBiasChannels(o, layer);
+    Rng rb(mix({o.seed, kProfileBias, L, G}));
+    const double per = synthKeyBiasNorm(o, layer) /
+                       std::sqrt(double(o.kvHeads) * double(m.biasChannels.empty() ? d : m.biasChannels.size()));
+    if (m.biasChannels.empty()) {
+      for (int c = 0; c < d; ++c) m.mean[size_t(c)] += (rb.uniform() < 0.5 ? -per : per);
+    } else {
+      for (size_t i = 0; i < m.biasChannels.size(); ++i) m.biasValues.push_back(rb.uniform() < 0.5 ? -per : per);
+    }
+  }
+  if (o.profile == "massive-sinks") {
+    m.massiveKeyChannel = pairChannels(d / 2 - 1, d, o.ropeStyle).first;
+    Rng rc(mix({o.seed, kMassiveSink, L, G}));
+    m.massiveValueChannel = int(rc.next() % uint64_t(d));
+  }
   // Both channels of an outlier's RoPE pair are kept out of c and s: after rotation the partner
   // carries part of the outlier, which would otherwise leak into the sink and locality scores.
   m.quiet.assign(size_t(d), false);
   for (int p = 0; p < d / 2; ++p) {
     auto [a, b] = pairChannels(p, d, o.ropeStyle);
-    const bool hit = a == m.bias || b == m.bias ||
+    auto isBias = [&](int c) {
+      return std::find(m.biasChannels.begin(), m.biasChannels.end(), c) != m.biasChannels.end();
+    };
+    const bool hit = a == m.bias || b == m.bias || isBias(a) || isBias(b) ||
+                     a == m.massiveKeyChannel || b == m.massiveKeyChannel ||
                      std::find(m.outliers.begin(), m.outliers.end(), a) != m.outliers.end() ||
                      std::find(m.outliers.begin(), m.outliers.end(), b) != m.outliers.end();
     m.quiet[size_t(a)] = m.quiet[size_t(b)] = hit;
@@ -209,12 +255,64 @@ HeadModel headModel(const SynthOptions& o, int layer, int kvHead) {
   }
   for (auto& x : m.local) x *= kLocalityNorm / std::sqrt(std::max(nl, 1e-12));
   for (auto& x : m.sink) x *= 1.0 / std::sqrt(std::max(nk, 1e-12));
+  if (o.profile == "massive-sinks") {
+    double k2 = kLocalityNorm * kLocalityNorm, v2 = 0;
+    for (int c = 0; c < d; ++c) {
+      k2 += m.mean[size_t(c)] * m.mean[size_t(c)] + m.scale[size_t(c)] * m.scale[size_t(c)];
+      v2 += m.valueScale[size_t(c)] * m.valueScale[size_t(c)];
+    }
+    m.keyNorm = std::sqrt(k2);
+    m.valueNorm = std::sqrt(v2);
+  }
   return m;
+}
+
+/// massive-sinks: the norm ratio of first token `j` (log-spaced from 1000× down to 100×).
+double massiveSinkRatio(int j, int count) {
+  if (count <= 1) return kMassiveSinkRatioFirst;
+  const double f = double(j) / double(count - 1);
+  return kMassiveSinkRatioFirst * std::pow(kMassiveSinkRatioLast / kMassiveSinkRatioFirst, f);
 }
 
 }  // namespace
 
-std::vector<std::string> synthProfiles() { return {"llama", "bias-outlier"}; }
+std::vector<std::string> synthProfiles() {
+  return {"llama", "bias-outlier", "qwen2-bias", "massive-sinks", "low-entropy"};
+}
+
+double synthKeyBiasNorm(const SynthOptions& o, int layer) {
+  if (o.profile != "qwen2-bias") return 0;
+  if (layer == 0) return kQwenBiasFirst;
+  if (layer == o.layers - 1) return kQwenBiasLast;
+  return kQwenBiasOther;
+}
+
+std::vector<int> synthBiasChannels(const SynthOptions& o, int layer) {
+  if (o.profile == "bias-outlier") {
+    const int c = synthBiasChannel(o, layer);
+    return c >= 0 ? std::vector<int>{c} : std::vector<int>{};
+  }
+  if (o.profile != "qwen2-bias" || (layer != 0 && layer != o.layers - 1)) return {};
+  // The first channel of the lowest-frequency pairs (k_proj's bias is added before RoPE).
+  std::vector<int> out;
+  for (int i = 0; i < kQwenBiasChannelsPerHead && i < o.headDim / 2; ++i)
+    out.push_back(pairChannels(o.headDim / 2 - 1 - i, o.headDim, o.ropeStyle).first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int synthMassiveSinkCount(const SynthOptions& o) {
+  if (o.profile != "massive-sinks") return 0;
+  return std::max(1, std::min(kMassiveSinkTokens, o.tokens / 4));
+}
+
+std::vector<int> synthOneHotHeads(const SynthOptions& o, int layer) {
+  (void)layer;  // the same heads in every layer
+  if (o.profile != "low-entropy") return {};
+  std::vector<int> out{0};
+  if (o.heads >= 2) out.push_back(o.heads / 2);
+  return out;
+}
 
 Status validateSynthOptions(const SynthOptions& o) {
   auto bad = [](const std::string& m) { return Status::invalidArgument("synth: " + m); };
@@ -233,7 +331,11 @@ Status validateSynthOptions(const SynthOptions& o) {
   if (!(o.ropeTheta > 1.0)) return bad("rope theta must be greater than 1");
   auto profiles = synthProfiles();
   if (std::find(profiles.begin(), profiles.end(), o.profile) == profiles.end())
-    return bad("unknown profile '" + o.profile + "' (known: llama, bias-outlier)");
+  {
+    std::string known;
+    for (const std::string& p : profiles) known += (known.empty() ? "" : ", ") + p;
+    return bad("unknown profile '" + o.profile + "' (known: " + known + ")");
+  }
   return Status::ok();
 }
 
@@ -244,7 +346,7 @@ int synthBiasChannel(const SynthOptions& o, int layer) {
 
 std::vector<int> synthOutlierChannels(const SynthOptions& o, int layer, int kvHead) {
   std::vector<int> out = regularOutliers(o, layer, kvHead);
-  if (int b = synthBiasChannel(o, layer); b >= 0) out.push_back(b);
+  for (int b : synthBiasChannels(o, layer)) out.push_back(b);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -282,10 +384,48 @@ SynthLayer synthLayer(const SynthOptions& o, int layer, int sequence) {
 
 namespace {
 
+// low-entropy: a previous-token head. Its query is the noise part n of the previous token's key
+// (replayed from that key row's stream), kept to the low-frequency pairs that hold no locality
+// vector and no outlier, made orthogonal to the sink direction, rotated to that token's position
+// and scaled so it scores kOneHotScore there. Against any other key it meets only that key's
+// independent noise (and the slowly rotating channel means), so the head puts nearly all its
+// mass on one token.
+void oneHotQuery(const SynthOptions& o, const HeadModel& m, int layer, int sequence, int g,
+                 int64_t pos, double softmaxScale, const std::vector<double>& freq, float* q) {
+  const int d = o.headDim;
+  const int64_t target = pos > 0 ? pos - 1 : 0;
+  Rng rk(mix({o.seed, kKeyRow, uint64_t(layer), uint64_t(sequence), uint64_t(g), uint64_t(target)}));
+  std::vector<double> n(size_t(d), 0.0);
+  for (int c = 0; c < d; ++c) n[size_t(c)] = m.scale[size_t(c)] * rk.normal();
+  std::vector<char> keep(size_t(d), 0);
+  for (int p = d / 4; p < d / 2; ++p) {
+    auto [a, b] = pairChannels(p, d, o.ropeStyle);
+    keep[size_t(a)] = !m.quiet[size_t(a)];
+    keep[size_t(b)] = !m.quiet[size_t(b)];
+  }
+  double ns = 0;
+  for (int c = 0; c < d; ++c) {
+    if (!keep[size_t(c)]) n[size_t(c)] = 0;
+    ns += n[size_t(c)] * m.sink[size_t(c)];
+  }
+  double n2 = 0;
+  for (int c = 0; c < d; ++c) {
+    n[size_t(c)] -= ns * m.sink[size_t(c)];  // s is a unit vector
+    n2 += n[size_t(c)] * n[size_t(c)];
+  }
+  const double alpha = kOneHotScore / (softmaxScale * std::max(n2, 1e-12));
+  for (int c = 0; c < d; ++c) q[c] = float(alpha * n[size_t(c)]);
+  std::vector<double> cosv, sinv;
+  ropeAngles(target, freq, cosv, sinv);
+  rope(q, d, cosv, sinv, o.ropeStyle);
+}
+
 SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCancel& cancel) {
   const int kvh = o.kvHeads, t = o.tokens, d = o.headDim, h = o.heads, tq = o.queries;
   const int group = h / kvh;
   const int massive = synthMassiveToken(o);
+  const int massiveSinks = synthMassiveSinkCount(o);
+  const std::vector<int> oneHot = synthOneHotHeads(o, layer);
   const double softmaxScale = 1.0 / std::sqrt(double(d));
   const uint64_t L = uint64_t(layer), B = uint64_t(sequence);
   std::vector<HeadModel> models;
@@ -312,6 +452,8 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
       for (size_t i = 0; i < m.outliers.size(); ++i)
         kp[m.outliers[i]] = float(m.outlierValue[i] * (1.0 + 0.08 * rk.normal()));
       if (m.bias >= 0) kp[m.bias] = float(kBias + 0.5 * rk.normal());
+      for (size_t i = 0; i < m.biasChannels.size(); ++i) kp[m.biasChannels[i]] += float(m.biasValues[i]);
+      if (j < massiveSinks) kp[m.massiveKeyChannel] = float(massiveSinkRatio(j, massiveSinks) * m.keyNorm);
       for (int c = 0; c < d; ++c) kp[c] = storageRound(kp[c], o.dtype);
       float* k = out.key.row(g, j);
       std::copy(kp, kp + d, k);
@@ -326,6 +468,8 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
       }
       if (j == kSynthSinkToken)
         for (int c = 0; c < d; ++c) v[c] *= 0.1f;  // sinks carry little value, as in real models
+      if (j < massiveSinks)
+        v[m.massiveValueChannel] = float(massiveSinkRatio(j, massiveSinks) * m.valueNorm);
       if (j == massive) {
         Rng rm(mix({o.seed, kMassive, L, uint64_t(g)}));
         for (int n = 0; n < 2; ++n)
@@ -350,8 +494,12 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
       const double localScore = 3.0 + 2.0 * rh.uniform();
       const double beta = sinkScore / (kSinkMagnitude * softmaxScale);
       const double gamma = localScore / (kLocalityNorm * kLocalityNorm * softmaxScale);
-      Rng rq(mix({o.seed, kQueryRow, L, B, uint64_t(qh), uint64_t(i)}));
       float* q = out.query.row(qh, i);
+      if (std::find(oneHot.begin(), oneHot.end(), qh) != oneHot.end()) {
+        oneHotQuery(o, m, layer, sequence, g, pos, softmaxScale, freq, q);
+        continue;
+      }
+      Rng rq(mix({o.seed, kQueryRow, L, B, uint64_t(qh), uint64_t(i)}));
       for (int c = 0; c < d; ++c) q[c] = float(gamma * m.local[size_t(c)] + 0.6 * rq.normal());
       for (int c = 0; c < d; ++c)
         if (m.quiet[size_t(c)]) q[c] *= 0.15f;
@@ -359,6 +507,10 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
       ropeAngles(pos, freq, cosv, sinv);
       rope(q, d, cosv, sinv, o.ropeStyle);
       for (int c = 0; c < d; ++c) q[c] += float(beta * m.sink[size_t(c)]);
+      if (massiveSinks > 0) {  // the massive entries' pair scores nothing (queries zero there)
+        auto [a, b] = pairChannels(d / 2 - 1, d, o.ropeStyle);
+        q[a] = q[b] = 0.0f;
+      }
     }
   }
   return out;

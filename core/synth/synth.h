@@ -27,7 +27,7 @@ struct SynthOptions {
   int sequences = 1;  ///< B; a batch axis is written when B > 1
   uint64_t seed = 1;  ///< same seed, same dump (bit for bit)
   DiskType dtype = DiskType::Float16;
-  std::string profile = "llama";  ///< "llama" or "bias-outlier"
+  std::string profile = "llama";  ///< one of synthProfiles()
   std::string model = "synthetic-llama";
   double ropeTheta = 10000.0;
   RopeStyle ropeStyle = RopeStyle::Half;
@@ -62,6 +62,21 @@ std::vector<int> synthOutlierChannels(const SynthOptions& options, int layer, in
 /// The "bias-outlier" profile's constant-bias key channel in `layer`, or -1 (other
 /// layers/profiles).
 int synthBiasChannel(const SynthOptions& options, int layer);
+
+/// The channels of `layer` holding a large constant key bias, ascending (the same in every kv
+/// head): bias-outlier's channel, or qwen2-bias's channels in its first and last layer.
+std::vector<int> synthBiasChannels(const SynthOptions& options, int layer);
+
+/// qwen2-bias: ‖b_k‖ of `layer`'s k_proj bias over its KVH·D entries (605 in layer 0, 921 in
+/// the last, 22 in the others); 0 for other profiles.
+double synthKeyBiasNorm(const SynthOptions& options, int layer);
+
+/// massive-sinks: how many first tokens carry 100–1000× key and value norms; 0 otherwise.
+int synthMassiveSinkCount(const SynthOptions& options);
+
+/// low-entropy: the query heads of `layer` that put nearly all attention on one token (the
+/// previous one), ascending; empty for other profiles.
+std::vector<int> synthOneHotHeads(const SynthOptions& options, int layer);
 
 /// The attention-sink token (always 0).
 inline constexpr int kSynthSinkToken = 0;

@@ -273,6 +273,97 @@ TEST(Synth, MassiveActivationTokenHasTheLargestValues) {
   }
 }
 
+// issue 21: the pathology profiles, checked against the figures they are calibrated to.
+TEST(SynthProfiles, Qwen2BiasPutsTheReportedBiasNormIntoTheBoundaryLayers) {
+  SynthOptions o = small();
+  o.layers = 4;
+  o.kvHeads = 4;  // Qwen2.5-7B's KVH
+  o.profile = "qwen2-bias";
+  EXPECT_DOUBLE_EQ(synthKeyBiasNorm(o, 0), 605.0);
+  EXPECT_DOUBLE_EQ(synthKeyBiasNorm(o, 3), 921.0);
+  EXPECT_DOUBLE_EQ(synthKeyBiasNorm(o, 1), 22.0);
+  EXPECT_TRUE(synthBiasChannels(o, 1).empty());
+  for (int l : {0, 3}) {
+    const std::vector<int> chans = synthBiasChannels(o, l);
+    ASSERT_EQ(chans.size(), 2u);
+    SynthLayer layer = synthLayer(o, l);
+    // ‖mean over tokens of the bias channels‖ over all kv heads ≈ ‖b_k‖ (the per-token noise
+    // averages out; a normal channel's mean is 0.3·N(0,1), below 1 % of the bias).
+    double n2 = 0;
+    for (int g = 0; g < o.kvHeads; ++g)
+      for (int c : chans) {
+        double mean = 0;
+        for (int j = 0; j < o.tokens; ++j) mean += layer.keyPreRope.at(g, j, c);
+        mean /= o.tokens;
+        n2 += mean * mean;
+      }
+    EXPECT_NEAR(std::sqrt(n2), synthKeyBiasNorm(o, l), 0.01 * synthKeyBiasNorm(o, l)) << l;
+  }
+  // No regular outlier channels: the bias is the profile's one feature.
+  EXPECT_TRUE(synthOutlierChannels(o, 1, 0).empty());
+  EXPECT_EQ(synthOutlierChannels(o, 0, 0), synthBiasChannels(o, 0));
+}
+
+TEST(SynthProfiles, MassiveSinksGiveTheFirstTokens100To1000TimesTheMedianNorm) {
+  SynthOptions o = small();
+  o.profile = "massive-sinks";
+  const int s = synthMassiveSinkCount(o);
+  ASSERT_EQ(s, 4);
+  SynthLayer layer = synthLayer(o, 1);
+  for (const Tensor3* t : {&layer.key, &layer.value}) {
+    for (int g = 0; g < o.kvHeads; ++g) {
+      std::vector<double> norms;
+      for (int j = 0; j < o.tokens; ++j) {
+        double n2 = 0;
+        for (int c = 0; c < o.headDim; ++c) n2 += double(t->at(g, j, c)) * t->at(g, j, c);
+        norms.push_back(std::sqrt(n2));
+      }
+      const double med = median(norms);
+      EXPECT_NEAR(norms[0] / med, 1000.0, 100.0);
+      EXPECT_NEAR(norms[size_t(s - 1)] / med, 100.0, 15.0);
+      for (int j = 1; j < s; ++j) EXPECT_LT(norms[size_t(j)], norms[size_t(j - 1)]);
+      for (int j = s; j < o.tokens; ++j) EXPECT_LT(norms[size_t(j)] / med, 20.0) << j;
+    }
+  }
+  // The massive entries sit where queries are zero: attention still goes where llama's does.
+  SynthOptions llama = small();
+  auto [sinkM, recentM] = attentionShares(layer, o, kSynthSinkToken, 8);
+  auto [sinkL, recentL] = attentionShares(synthLayer(llama, 1), llama, kSynthSinkToken, 8);
+  EXPECT_NEAR(sinkM, sinkL, 0.25);
+  EXPECT_GT(recentM, 0.0);
+  (void)recentL;
+}
+
+TEST(SynthProfiles, LowEntropyHeadsPutNearlyAllAttentionOnThePreviousToken) {
+  SynthOptions o = small();
+  o.headDim = 64;  // the one-hot margin grows with sqrt(D) (synth.cpp, oneHotQuery)
+  o.profile = "low-entropy";
+  const std::vector<int> heads = synthOneHotHeads(o, 0);
+  ASSERT_EQ(heads, (std::vector<int>{0, 2}));
+  SynthLayer layer = synthLayer(o, 0);
+  const double scale = 1.0 / std::sqrt(double(o.headDim));
+  const int group = o.heads / o.kvHeads;
+  for (int h = 0; h < o.heads; ++h) {
+    double onPrevious = 0;
+    for (int i = 0; i < o.queries; ++i) {
+      const int p = o.tokens - o.queries + i;
+      std::vector<double> s(size_t(p) + 1);
+      for (int j = 0; j <= p; ++j) {
+        double dot = 0;
+        for (int c = 0; c < o.headDim; ++c) dot += double(layer.query.at(h, i, c)) * layer.key.at(h / group, j, c);
+        s[size_t(j)] = dot * scale;
+      }
+      const double mx = *std::max_element(s.begin(), s.end());
+      double z = 0;
+      for (double& x : s) z += (x = std::exp(x - mx));
+      onPrevious += s[size_t(p - 1)] / z / o.queries;
+    }
+    const bool oneHot = std::find(heads.begin(), heads.end(), h) != heads.end();
+    if (oneHot) EXPECT_GT(onPrevious, 0.99) << "head " << h;
+    else EXPECT_LT(onPrevious, 0.5) << "head " << h;
+  }
+}
+
 TEST(Synth, RefusesBadOptions) {
   SynthOptions o = small();
   o.profile = "mistral";
