@@ -76,6 +76,9 @@ namespace kvscope::ui {
 
 namespace {
 
+/// The setting a dump opens on: what llama.cpp users run most (q8_0 keys, q4_0 values).
+constexpr const char* kDefaultEngine = "llama.cpp -ctk q8_0 -ctv q4_0";
+
 constexpr int kMaxRecent = 8;
 constexpr int kLayerCacheSize = 4;
 
@@ -558,15 +561,13 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   valuePanel_->setContext(context);
   QString fallbackNote;
   if (undo_->count() == 0) {
-    // llama.cpp (since PR #21038) rotates quantized caches when D % 64 = 0: K by the Hadamard
-    // matrix of the largest power of two dividing D, V by 64×64 blocks (docs/engines.md). The
-    // untouched defaults take that form for this dump; elsewhere they stay plain.
-    const int block = info.headDim > 0 ? (info.headDim & -info.headDim) : 0;
-    auto key = parseSpec("q8_0,rot=hadamard:" + std::to_string(block));
-    auto value = parseSpec("q4_0,rot=hadamard:64");
-    if (info.headDim % 64 == 0 && key && value && validateSpec(*key, context).isOk() &&
-        validateSpec(*value, context).isOk()) {
-      applySpecState(SpecState{*key, *value, false});
+    // The untouched defaults are what llama.cpp stores for `-ctk q8_0 -ctv q4_0` on this dump
+    // (its rotation included where the head dim takes one: docs/engines.md).
+    const KvShape shape{info.headDim, info.layers, info.kvHeads};
+    auto resolved = resolveEngine(kDefaultEngine, shape);
+    auto specs = resolved ? parseResolved(*resolved, kDefaultEngine) : Expected<PresetSpecs>(resolved.status());
+    if (specs && validateSpec(specs->key, context).isOk() && validateSpec(specs->value, context).isOk()) {
+      applySpecState(SpecState{specs->key, specs->value, false});
     }
   }
   if (undo_->count() == 0 && (!keyPanel_->isValid() || !valuePanel_->isValid())) {
