@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -199,7 +200,7 @@ struct Server {
   Status openStatus = Status::internal("the reader was asked to read before opening");
   float* shared = nullptr;
   size_t sharedBytes = 0;
-  int hangLayer = -1;  // tests only: KVSCOPE_TEST_READER_HANG_LAYER
+  std::optional<int> hangLayer;  // tests only: KVSCOPE_TEST_READER_HANG_LAYER
 };
 
 void serveOpen(Server& server, Parser& in, Writer& out) {

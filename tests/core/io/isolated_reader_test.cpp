@@ -230,7 +230,7 @@ TEST(IsolatedReader, AReadThatHangsTimesOutWithAnErrorAndTheNextReadGetsAFreshRe
   auto hung = r.read(1, TensorKind::Value, 0);
   ASSERT_FALSE(hung);
   EXPECT_EQ(hung.status().code(), StatusCode::InvalidData);
-  const std::string& m = hung.status().message();
+  const std::string m = hung.status().message();
   EXPECT_EQ(m.rfind(path + ": /layers/1/value: reading did not finish within 0.3 s", 0), 0u) << m;
   EXPECT_EQ(r.pid(), -1);  // the stuck reader was killed
   auto next = r.read(0, TensorKind::Value, 1);
@@ -273,7 +273,9 @@ TEST(IsolatedReader, FilesThatCrashOrHangLibhdf5InTheOpenAreErrorsNamingTheFile)
     // open's token read depends on the heap; its texts then fail to read instead.
     if (dump && entry.path().filename().string().find("token_text") != std::string::npos) {
       auto text = (*dump)->tokenText();
-      if (!text) EXPECT_EQ(text.status().message().rfind(file + ": ", 0), 0u) << text.status().message();
+      if (!text) {
+        EXPECT_EQ(text.status().message().rfind(file + ": ", 0), 0u) << text.status().message();
+      }
       ++checked;
       continue;
     }
