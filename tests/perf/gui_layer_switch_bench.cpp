@@ -9,6 +9,10 @@
 //
 //   kvscope-cli synth DUMP --layers 11 --kv-heads 8 --heads 32 --tokens 32768 --queries 64 --head-dim 128
 //   kvscope_gui_layer_switch_bench --dump DUMP [--switches 10] [--tab 0]
+//   kvscope_gui_layer_switch_bench --dump DUMP --tensor-reads 7
+//
+// --tensor-reads N times N reads of layer 0's key in this process and N through the isolated
+// reader (alternating; the reader started once, as an open dump has it) and prints the medians.
 //
 // kvscope-cli is found as the app finds it: $KVSCOPE_CLI (set here to the build's one when unset).
 #include <QApplication>
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/isolated_reader.h"
 #include "core/quant/spec.h"
 #include "ui/main_window.h"
 
@@ -69,8 +74,42 @@ double median(std::vector<double> v) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kvscope_gui_layer_switch_bench --dump FILE [--switches N] [--tab 0..4]\n");
+  std::fprintf(stderr, "usage: kvscope_gui_layer_switch_bench --dump FILE [--switches N] [--tab 0..4] "
+                       "[--tensor-reads N]\n");
   return 2;
+}
+
+int timeTensorReads(const std::string& path, int n) {
+  auto local = Dump::open(path);
+  OpenOptions options;
+  options.isolation.executable = qEnvironmentVariable("KVSCOPE_CLI").toStdString();
+  auto remote = Dump::open(path, options);
+  if (!local || !remote) {
+    std::fprintf(stderr, "%s\n", (local ? remote.status() : local.status()).message().c_str());
+    return 1;
+  }
+  std::vector<double> inProcess, isolated;
+  size_t bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    for (const Dump* d : {local->get(), remote->get()}) {
+      QElapsedTimer clock;
+      clock.start();
+      auto t = d->read(0, TensorKind::Key);
+      const double ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
+      if (!t) {
+        std::fprintf(stderr, "%s\n", t.status().message().c_str());
+        return 1;
+      }
+      bytes = t->data.size() * sizeof(float);
+      (d == local->get() ? inProcess : isolated).push_back(ms);
+    }
+  }
+  std::printf("layer 0 key, %.0f MiB as float32, %d reads each: in-process median %.0f ms (min %.0f), "
+              "through the reader median %.0f ms (min %.0f)\n",
+              static_cast<double>(bytes) / (1 << 20), n, median(inProcess),
+              *std::min_element(inProcess.begin(), inProcess.end()), median(isolated),
+              *std::min_element(isolated.begin(), isolated.end()));
+  return 0;
 }
 
 }  // namespace
@@ -82,16 +121,18 @@ int main(int argc, char** argv) {
   PaintClock app(argc, argv);
   QStandardPaths::setTestModeEnabled(true);  // leave the user's settings and recent files alone
   std::string dump;
-  int switches = 10, tab = 0;
+  int switches = 10, tab = 0, tensorReads = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool hasValue = i + 1 < argc;
     if (a == "--dump" && hasValue) dump = argv[++i];
     else if (a == "--switches" && hasValue) switches = std::atoi(argv[++i]);
     else if (a == "--tab" && hasValue) tab = std::atoi(argv[++i]);
+    else if (a == "--tensor-reads" && hasValue) tensorReads = std::atoi(argv[++i]);
     else return usage();
   }
   if (dump.empty() || switches < 1 || tab < 0 || tab > 4) return usage();
+  if (tensorReads > 0) return timeTensorReads(dump, tensorReads);
 
   MainWindow w(false);
   w.resize(1400, 900);
