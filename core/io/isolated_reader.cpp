@@ -406,7 +406,7 @@ Expected<std::shared_ptr<IsolatedReader>> IsolatedReader::start(const std::strin
   w.str(options.mapping ? options.mapping->origin : std::string());
   w.put<uint8_t>(options.allowExternalStorage);
   reader->openRequest_ = w.data();
-  std::lock_guard<std::mutex> lock(reader->turn_);
+  std::lock_guard<Turns> lock(reader->turn_);
   KVS_RETURN_IF_ERROR(reader->spawnAndOpen());
   return reader;
 }
@@ -426,12 +426,12 @@ IsolatedReader::~IsolatedReader() {
 }
 
 pid_t IsolatedReader::pid() const {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   return pid_;
 }
 
 int IsolatedReader::starts() const {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   return starts_;
 }
 
@@ -583,7 +583,7 @@ std::string IsolatedReader::describe(int layer, TensorKind kind, int sequence) c
 Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
     int layer, TensorKind kind, int sequence,
     const std::function<float*(const std::array<int64_t, 3>&)>& target) {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Read)).put<int32_t>(layer).put<int32_t>(static_cast<int32_t>(kind));
   w.put<int32_t>(sequence);
@@ -622,7 +622,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readInto(int layer, TensorKind 
 }
 
 Expected<std::vector<int64_t>> IsolatedReader::tokens(int sequence) {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Tokens)).put<int32_t>(sequence);
   auto reply = call(w.data(), "/tokens", false);
@@ -638,7 +638,7 @@ Expected<std::vector<int64_t>> IsolatedReader::tokens(int sequence) {
 }
 
 Expected<std::vector<std::string>> IsolatedReader::tokenText(int sequence) {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::TokenText)).put<int32_t>(sequence);
   auto reply = call(w.data(), "/token_text", false);
@@ -653,7 +653,7 @@ Expected<std::vector<std::string>> IsolatedReader::tokenText(int sequence) {
 }
 
 Expected<StoredData> IsolatedReader::storedData(int layer, TensorKind kind) {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Stored)).put<int32_t>(layer).put<int32_t>(static_cast<int32_t>(kind));
   auto reply = call(w.data(), describe(layer, kind, 0), false);
@@ -676,7 +676,7 @@ Expected<StoredData> IsolatedReader::storedData(int layer, TensorKind kind) {
 }
 
 Expected<std::vector<float>> IsolatedReader::logits(int sequence) {
-  std::lock_guard<std::mutex> lock(turn_);
+  std::lock_guard<Turns> lock(turn_);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Logits)).put<int32_t>(sequence);
   auto reply = call(w.data(), "/logits", false);

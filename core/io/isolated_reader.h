@@ -10,7 +10,9 @@
 #include <sys/types.h>
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,7 +37,8 @@ int serveDumpReader();
 IsolationOptions isolationFromEnvironment(const std::string& executable);
 
 /// The client of one reader process. Dump::open starts it for OpenOptions::isolation and forwards
-/// every call; thread-safe (calls take turns, as libhdf5 would make them anyway).
+/// every call; thread-safe: calls take turns in the order they came (libhdf5 would serialize
+/// them anyway), so a layer read from the GUI waits for at most one read of a background lane.
 class IsolatedReader {
  public:
   /// Starts a reader and opens `path` there. Errors: the open's own, or the crash or timeout.
@@ -78,11 +81,34 @@ class IsolatedReader {
   [[nodiscard]] std::string describe(int layer, TensorKind kind, int sequence) const;
   [[nodiscard]] int readTimeoutMs() const;
 
+  /// A mutex that serves waiters first come, first served (std::mutex may let one thread that
+  /// reads in a loop take it again and again).
+  class Turns {
+   public:
+    void lock() {
+      std::unique_lock<std::mutex> l(m_);
+      const uint64_t ticket = next_++;
+      cv_.wait(l, [&] { return serving_ == ticket; });
+    }
+    void unlock() {
+      {
+        std::lock_guard<std::mutex> l(m_);
+        ++serving_;
+      }
+      cv_.notify_all();
+    }
+
+   private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    uint64_t next_ = 0, serving_ = 0;
+  };
+
   std::string path_;
   std::string openRequest_;
   IsolationOptions isolation_;
   DumpInfo info_;
-  mutable std::mutex turn_;
+  mutable Turns turn_;
   pid_t pid_ = -1;
   int socket_ = -1;
   int memory_ = -1;       ///< the memfd the reader writes tensors into, kept across restarts

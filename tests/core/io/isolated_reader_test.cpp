@@ -109,13 +109,20 @@ void expectSameInfo(const DumpInfo& a, const DumpInfo& b) {
   EXPECT_EQ(a.warnings, b.warnings);
 }
 
-/// Waits until `pid` (a child of this process, not yet reaped) has died.
+/// Waits until every thread of `pid` (a child of this process, not yet reaped) has died: the
+/// leader shows as a zombie while its other threads, which share its descriptors, still exit.
 void waitUntilDead(pid_t pid) {
+  const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
   for (int i = 0; i < 5000; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string pidText, comm, state;
-    stat >> pidText >> comm >> state;
-    if (!stat || state == "Z" || state == "X") return;
+    bool alive = false;
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator(tasks, ec)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string pidText, comm, state;
+      stat >> pidText >> comm >> state;
+      if (stat && state != "Z" && state != "X") alive = true;
+    }
+    if (!alive) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   FAIL() << "process " << pid << " did not die";
