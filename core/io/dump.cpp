@@ -672,6 +672,10 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
 Dump::Dump(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Dump::~Dump() {
+  if (impl_->reader) {
+    impl_.reset();  // no HDF5 object here; the reader process closes its own
+    return;
+  }
   h5::Lock lock;
   impl_.reset();
 }
