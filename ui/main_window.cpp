@@ -65,7 +65,7 @@
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/spec_panel.h"
 #include "ui/widgets/steady_tab_widget.h"
-#include "ui/workers/dump_probe.h"
+#include "ui/workers/dump_reader.h"
 #include "ui/workers/job_runner.h"
 
 // The manual (docs/gui.md and its images) is compiled into kvscope_ui, a static library: its
@@ -512,10 +512,9 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
       [file, mapping](const Progress& progress) -> Expected<std::shared_ptr<Opened>> {
         OpenOptions options;
         options.mapping = mapping;
-        // A file that crashes or hangs libhdf5 must not take the window with it: the metadata is
-        // probed by kvscope-cli first, and every layer is read through it.
-        KVS_RETURN_IF_ERROR(probeDumpInSubprocess(file, mapping));
-        options.readDelegate = isolatedReadDelegate(file, mapping);
+        // A file that crashes or hangs libhdf5 must not take the window with it: the dump is
+        // opened, and every read of it served, by a kvscope-cli reader process.
+        options.isolation = readerIsolation();
         if (!report(progress, 0.2, "opening")) return Status::cancelled();
         auto dump = Dump::open(file, options);
         if (!dump) return dump.status();

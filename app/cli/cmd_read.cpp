@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `kvscope-cli read DUMP --layer L --tensor KIND --out FILE`: one layer tensor as raw float32, for
-// programs that must not parse an untrusted dump in their own process (the GUI reads its layers
-// this way: a crafted chunk index can crash libhdf5 inside H5Dread, and here that crash is the
-// CLI's read helper's, reported as exit 2).
+// programs that must not parse an untrusted dump in their own process (the read is served by the
+// crash-isolated reader, so a crafted chunk index that crashes libhdf5 is exit 2).
 #include <iostream>
 #include <string>
 #include <string_view>

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/io/h5.h"
+#include "core/io/isolated_reader.h"
 #include "core/quant/fp_types.h"
 
 namespace kvscope {
@@ -118,8 +119,7 @@ struct Dump::Impl {
   std::array<std::optional<TensorSource>, 4> sources;
   std::string logitsPath;
   std::vector<hsize_t> logitsDims, tokensDims, tokenTextDims;
-  ReadDelegate delegate;
-  bool serialReads = false;
+  std::shared_ptr<IsolatedReader> reader;  ///< set: every read goes to the reader process
 
   [[nodiscard]] Status bad(const std::string& what, const std::string& problem) const {
     return Status::invalidData(info.path + ": " + what + ": " + problem);
@@ -672,6 +672,10 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
 Dump::Dump(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Dump::~Dump() {
+  if (impl_->reader) {
+    impl_.reset();  // no HDF5 object here; the reader process closes its own
+    return;
+  }
   h5::Lock lock;
   impl_.reset();
 }
@@ -680,6 +684,14 @@ const DumpInfo& Dump::info() const { return impl_->info; }
 
 Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
                                                  const OpenOptions& options) {
+  if (!options.isolation.executable.empty()) {
+    auto reader = IsolatedReader::start(path, options);
+    if (!reader) return reader.status();
+    auto impl = std::make_unique<Impl>();
+    impl->info = (*reader)->info();
+    impl->reader = std::move(*reader);
+    return std::shared_ptr<const Dump>(new Dump(std::move(impl)));
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::ioError(path + ": cannot open: no such file");
@@ -698,8 +710,6 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
   if (!impl->file) return Status::ioError(path + ": cannot open: " + h5::lastErrorText());
   Status st = options.mapping ? openMapped(*impl, options) : openCanonical(*impl, options);
   if (!st) return st;
-  impl->delegate = options.readDelegate;
-  impl->serialReads = options.serialReads;
   DumpInfo& info = impl->info;
   if (info.softmaxScale <= 0) info.softmaxScale = 1.0 / std::sqrt(double(info.headDim));
   const int64_t available = memAvailableBytes();
@@ -754,8 +764,7 @@ Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int se
     rc = H5Dread(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data());
     if (rc >= 0) {
       const int64_t elements = static_cast<int64_t>(raw.size());
-      if (impl.serialReads || elements <= (int64_t{1} << 20)) {
-        // A process forked from a multithreaded one must not enter OpenMP at all.
+      if (elements <= (int64_t{1} << 20)) {
         for (int64_t i = 0; i < elements; ++i)
           target[i] = fp::fp16Value(raw[static_cast<size_t>(i)]);
       } else {
@@ -828,6 +837,7 @@ Expected<const TensorSource*> checkedSource(const Impl& impl, TensorKind kind, i
 
 Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int sequence,
                                                 float* out, int64_t capacity) const {
+  if (impl_->reader) return impl_->reader->readInto(layer, kind, sequence, out, capacity);
   const DumpInfo& info = impl_->info;
   auto checked = checkedSource(*impl_, kind, layer, sequence);
   if (!checked) return checked.status();
@@ -847,11 +857,11 @@ Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int 
 }
 
 Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {
+  if (impl_->reader) return impl_->reader->read(layer, kind, sequence);
   const DumpInfo& info = impl_->info;
   auto checked = checkedSource(*impl_, kind, layer, sequence);
   if (!checked) return checked.status();
   const TensorSource* src = *checked;
-  if (impl_->delegate) return impl_->delegate(layer, kind, sequence);
   h5::Lock lock;
   Tensor3 out;
   try {
@@ -868,6 +878,7 @@ constexpr size_t kMaxSequencesListed = size_t{1} << 20;
 }  // namespace
 
 Expected<StoredData> Dump::storedData(int layer, TensorKind kind) const {
+  if (impl_->reader) return impl_->reader->storedData(layer, kind);
   const DumpInfo& info = impl_->info;
   const auto& src = impl_->sources[static_cast<size_t>(kind)];
   if (!src) return Status::invalidArgument(info.path + ": the dump has no " + tensorKindName(kind));
@@ -948,6 +959,7 @@ Expected<StoredData> Dump::storedData(int layer, TensorKind kind) const {
 }
 
 Expected<std::vector<int64_t>> Dump::tokens(int sequence) const {
+  if (impl_->reader) return impl_->reader->tokens(sequence);
   const DumpInfo& info = impl_->info;
   if (!info.hasTokens) return std::vector<int64_t>{};
   if (sequence < 0 || sequence >= info.sequences)
@@ -972,6 +984,7 @@ Expected<std::vector<int64_t>> Dump::tokens(int sequence) const {
 }
 
 Expected<std::vector<std::string>> Dump::tokenText(int sequence) const {
+  if (impl_->reader) return impl_->reader->tokenText(sequence);
   const DumpInfo& info = impl_->info;
   if (!info.hasTokenText) return std::vector<std::string>{};
   if (sequence < 0 || sequence >= info.sequences)
@@ -1014,6 +1027,7 @@ Expected<std::vector<std::string>> Dump::tokenText(int sequence) const {
 }
 
 Expected<std::vector<float>> Dump::logits(int sequence) const {
+  if (impl_->reader) return impl_->reader->logits(sequence);
   const DumpInfo& info = impl_->info;
   if (!info.hasLogits) return Status::invalidArgument(info.path + ": the dump has no /logits");
   if (sequence < 0 || sequence >= info.sequences)

@@ -26,7 +26,8 @@ const char* tensorKindName(TensorKind kind);
 enum class RopeStyle { Half, Interleaved };
 const char* ropeStyleName(RopeStyle style);
 
-/// Everything known about a dump after opening it (no tensor data is read).
+/// Everything known about a dump after opening it (no tensor data is read). A reader process sends
+/// it field by field (writeInfo/readInfo in core/io/isolated_reader.cpp): a new field goes there too.
 struct DumpInfo {
   std::string path;
   std::string model;        ///< `model` attribute, empty when absent
@@ -58,16 +59,21 @@ struct DumpInfo {
   [[nodiscard]] int groupSize() const { return kvHeads > 0 ? heads / kvHeads : 0; }
 };
 
-/// Performs Dump::read somewhere else, e.g. in a helper process so that a crash inside libhdf5
-/// on a corrupt chunk index becomes an error (kvscope-cli). Called with valid arguments only.
-using ReadDelegate = std::function<Expected<Tensor3>(int layer, TensorKind kind, int sequence)>;
+/// Where Dump::open parses the file. libhdf5 1.10 can crash or loop on crafted files, in an open
+/// or in a data read, and kvscope cannot validate below it; a reader process (core/io/
+/// isolated_reader.h) takes the crash or the hang, and the caller gets an error naming the file.
+struct IsolationOptions {
+  std::string executable;      ///< program with a reader mode (kvscope-cli); empty: this process
+  int openTimeoutMs = 30000;   ///< the open, with the token reads that follow it
+  int readTimeoutMs = 30000;   ///< one read, plus 1 s per 32 MiB of the dump's largest tensor
+  std::function<bool()> cancelled;  ///< polled while waiting for the reader; true abandons the wait
+};
 
 /// Options for Dump::open.
 struct OpenOptions {
   std::optional<Mapping> mapping;     ///< read a non-canonical file through this mapping
   bool allowExternalStorage = false;  ///< external links, external raw storage, virtual datasets
-  ReadDelegate readDelegate;          ///< when set, Dump::read calls it instead of libhdf5
-  bool serialReads = false;           ///< no OpenMP inside reads (a process forked from OpenMP)
+  IsolationOptions isolation;         ///< parse in a reader process (every read of the dump too)
 };
 
 /// What the file really stores of one layer's tensor. HDF5 allocates a chunk only when it is
@@ -108,8 +114,8 @@ class Dump {
 
   /// Reads one layer's tensor of one sequence as float32 [heads, tokens, dim] (hyperslab read).
   [[nodiscard]] Expected<Tensor3> read(int layer, TensorKind kind, int sequence = 0) const;
-  /// Like read(), into caller memory of `capacity` floats; returns [heads, tokens, dim]. Never
-  /// delegated (the CLI's read helper uses it to fill its shared buffer without a copy).
+  /// Like read(), into caller memory of `capacity` floats; returns [heads, tokens, dim] (the
+  /// reader process fills its shared memory this way, without a copy).
   [[nodiscard]] Expected<std::array<int64_t, 3>> readInto(int layer, TensorKind kind,
                                                           int sequence, float* out,
                                                           int64_t capacity) const;

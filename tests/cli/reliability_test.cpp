@@ -544,7 +544,7 @@ TEST(CliHostileInputs, AFileThatCrashesLibhdf5OnlyWhenReadingDataGivesExit2NotAC
 namespace kvscope {
 namespace {
 
-// The read helper changes where the data is read, not what: the reports are byte-identical.
+// The isolated reader changes where the data is read, not what: the reports are byte-identical.
 TEST(CliReadIsolation, ReportsAreIdenticalWithAndWithoutTheReadHelper) {
   test::TempDir dir;
   const std::string dump = dir.file("d.h5");

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// GUI layer-switch benchmark (issue 17 item 4): opens a dump in the real MainWindow (offscreen
+// unless a platform is chosen), then switches to the next layer N times and measures, for each
+// switch, the time from the selection (what a click in the dataset tree or Page Down does) to the
+// last repaint of a widget on the visible tab once the new layer's views are ready. A switch to a
+// layer not in the window's layer cache reads its tensors (through the crash-isolated reader
+// when kvscope-cli is at hand), so give the dump more layers than the switches to measure cold
+// switches only. Not part of ctest.
+//
+//   kvscope-cli synth DUMP --layers 11 --kv-heads 8 --heads 32 --tokens 32768 --queries 64 --head-dim 128
+//   kvscope_gui_layer_switch_bench --dump DUMP [--switches 10] [--tab 0]
+//   kvscope_gui_layer_switch_bench --dump DUMP --tensor-reads 7
+//
+// --tensor-reads N times N reads of layer 0's key in this process and N through the isolated
+// reader (alternating; the reader started once, as an open dump has it) and prints the medians.
+//
+// kvscope-cli is found as the app finds it: $KVSCOPE_CLI (set here to the build's one when unset).
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTimer>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/io/isolated_reader.h"
+#include "core/quant/spec.h"
+#include "ui/main_window.h"
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+// Notes when a widget on the visible tab page last painted.
+class PaintClock : public QApplication {
+ public:
+  using QApplication::QApplication;
+  QWidget* page = nullptr;
+  QElapsedTimer clock;
+  qint64 lastPaintNs = -1;
+
+  bool notify(QObject* receiver, QEvent* event) override {
+    const bool result = QApplication::notify(receiver, event);
+    if (event->type() == QEvent::Paint && page != nullptr) {
+      auto* widget = qobject_cast<QWidget*>(receiver);
+      if (widget != nullptr && (widget == page || page->isAncestorOf(widget))) lastPaintNs = clock.nsecsElapsed();
+    }
+    return result;
+  }
+};
+
+bool waitUntil(const std::function<bool()>& done, int timeoutMs) {
+  QElapsedTimer clock;
+  clock.start();
+  while (!done()) {
+    if (clock.elapsed() > timeoutMs) return false;
+    QEventLoop loop;
+    QTimer::singleShot(1, &loop, &QEventLoop::quit);
+    loop.exec();
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: kvscope_gui_layer_switch_bench --dump FILE [--switches N] [--tab 0..4] "
+                       "[--tensor-reads N]\n");
+  return 2;
+}
+
+int timeTensorReads(const std::string& path, int n) {
+  auto local = Dump::open(path);
+  OpenOptions options;
+  options.isolation.executable = qEnvironmentVariable("KVSCOPE_CLI").toStdString();
+  auto remote = Dump::open(path, options);
+  if (!local || !remote) {
+    std::fprintf(stderr, "%s\n", (local ? remote.status() : local.status()).message().c_str());
+    return 1;
+  }
+  std::vector<double> inProcess, isolated;
+  size_t bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    for (const Dump* d : {local->get(), remote->get()}) {
+      QElapsedTimer clock;
+      clock.start();
+      auto t = d->read(0, TensorKind::Key);
+      const double ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
+      if (!t) {
+        std::fprintf(stderr, "%s\n", t.status().message().c_str());
+        return 1;
+      }
+      bytes = t->data.size() * sizeof(float);
+      (d == local->get() ? inProcess : isolated).push_back(ms);
+    }
+  }
+  std::printf("layer 0 key, %.0f MiB as float32, %d reads each: in-process median %.0f ms (min %.0f), "
+              "through the reader median %.0f ms (min %.0f)\n",
+              static_cast<double>(bytes) / (1 << 20), n, median(inProcess),
+              *std::min_element(inProcess.begin(), inProcess.end()), median(isolated),
+              *std::min_element(isolated.begin(), isolated.end()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  if (qEnvironmentVariableIsEmpty("KVSCOPE_CLI")) qputenv("KVSCOPE_CLI", KVSCOPE_CLI_PATH);
+  keepFreedMemoryForReuse();  // as the app's main does
+  PaintClock app(argc, argv);
+  QStandardPaths::setTestModeEnabled(true);  // leave the user's settings and recent files alone
+  std::string dump;
+  int switches = 10, tab = 0, tensorReads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool hasValue = i + 1 < argc;
+    if (a == "--dump" && hasValue) dump = argv[++i];
+    else if (a == "--switches" && hasValue) switches = std::atoi(argv[++i]);
+    else if (a == "--tab" && hasValue) tab = std::atoi(argv[++i]);
+    else if (a == "--tensor-reads" && hasValue) tensorReads = std::atoi(argv[++i]);
+    else return usage();
+  }
+  if (dump.empty() || switches < 1 || tab < 0 || tab > 4) return usage();
+  if (tensorReads > 0) return timeTensorReads(dump, tensorReads);
+
+  MainWindow w(false);
+  w.resize(1400, 900);
+  w.show();
+  w.setSpecs(*parseSpec("int4,axis=channel,group=32,residual=128"), *parseSpec("int2,axis=token,group=32,residual=128"));
+  w.showTab(tab);
+  bool layerReady = false;
+  QObject::connect(&w, &MainWindow::layerReady, [&] { layerReady = true; });
+  app.clock.start();
+  w.openDump(QString::fromStdString(dump));
+  if (!waitUntil([&] { return layerReady; }, 600000)) {
+    std::fprintf(stderr, "the dump did not open: %s\n", w.lastError().toLocal8Bit().constData());
+    return 1;
+  }
+  const DumpInfo& info = w.dump()->info();
+  std::printf("dump: %s L=%d KVH=%d H=%d T=%d Tq=%d D=%d %s; opened, first views in %.2f s\n", dump.c_str(),
+              info.layers, info.kvHeads, info.heads, info.tokens, info.queries, info.headDim, info.dtype.c_str(),
+              static_cast<double>(app.clock.nsecsElapsed()) / 1e9);
+  std::printf("reads: %s\n", qEnvironmentVariable("KVSCOPE_ISOLATE_READS") == QStringLiteral("0")
+                                 ? "in-process (KVSCOPE_ISOLATE_READS=0)"
+                                 : "through kvscope-cli");
+  auto* tabs = w.findChild<QTabWidget*>();
+  app.page = tabs != nullptr ? tabs->currentWidget() : nullptr;
+  waitUntil([&] { return !w.busy(); }, 600000);
+
+  std::vector<double> all, cold;
+  std::vector<bool> seen(static_cast<size_t>(info.layers), false);
+  seen[0] = true;
+  int layer = 0;
+  for (int i = 0; i < switches; ++i) {
+    layer = (layer + 1) % info.layers;
+    const bool isCold = !seen[static_cast<size_t>(layer)];
+    seen[static_cast<size_t>(layer)] = true;
+    layerReady = false;
+    const qint64 clickNs = app.clock.nsecsElapsed();
+    w.select(layer, w.selection().kvHead);
+    if (!waitUntil([&] { return layerReady && w.layerQuant() && w.layerQuant()->tensors->layer == layer; }, 600000)) {
+      std::fprintf(stderr, "layer %d did not show: %s\n", layer, w.lastError().toLocal8Bit().constData());
+      return 1;
+    }
+    // The views repaint after the result arrives; wait until the page has been still for 200 ms.
+    const qint64 readyNs = app.clock.nsecsElapsed();
+    app.lastPaintNs = -1;
+    waitUntil([&] {
+      const qint64 now = app.clock.nsecsElapsed();
+      const qint64 last = std::max(app.lastPaintNs, readyNs);
+      return now - last > 200000000;
+    }, 10000);
+    const qint64 endNs = std::max(app.lastPaintNs, readyNs);
+    const double ms = static_cast<double>(endNs - clickNs) / 1e6;
+    all.push_back(ms);
+    if (isCold) cold.push_back(ms);
+    std::printf("switch %2d -> layer %2d (%s): %7.1f ms to the last repaint (views ready at %.1f ms)\n", i + 1, layer,
+                isCold ? "cold" : "cached", ms, static_cast<double>(readyNs - clickNs) / 1e6);
+    std::fflush(stdout);
+    waitUntil([&] { return !w.busy(); }, 600000);
+  }
+  std::printf("median of %zu switches: %.1f ms; of the %zu cold ones: %.1f ms\n", all.size(), median(all),
+              cold.size(), median(cold));
+  w.close();
+  return 0;
+}
