@@ -24,6 +24,8 @@
 #include <utility>
 
 #include "core/quant/fp_types.h"
+#include "core/quant/kernels_grouped.h"
+#include "core/quant/reference.h"
 #include "core/quant/rng.h"
 #include "core/quant/simd.h"
 
@@ -673,6 +675,182 @@ NuqCodebook nuqKmeans(std::vector<float> values, int bits) {
 
 int nuqIndex(const NuqCodebook& book, float v) {
   return levelIndex(book.thresholds.data(), static_cast<int>(book.levels.size()), v);
+}
+
+// ---- nuq on a layer tensor ------------------------------------------------------------------
+
+QuantSpec nuqGrouping(const QuantSpec& spec) {
+  QuantSpec g = spec;
+  g.format = FormatId::Nf4;
+  g.symmetric = false;
+  return g;
+}
+
+namespace {
+
+// A contiguous group of a token, head or tensor layout.
+struct Span {
+  int64_t start = 0, length = 0;
+};
+
+std::vector<Span> contiguousGroups(const QuantSpec& spec, const Tensor3& x) {
+  std::vector<Span> spans;
+  switch (spec.axis) {
+    case Axis::Tensor: spans.push_back({0, static_cast<int64_t>(x.size())}); break;
+    case Axis::Head:
+      for (int64_t h = 0; h < x.heads; ++h) spans.push_back({h * x.tokens * x.dim, x.tokens * x.dim});
+      break;
+    case Axis::Token: {
+      const int64_t g = spec.group <= 0 || spec.group >= x.dim ? x.dim : spec.group;
+      spans.reserve(static_cast<size_t>(x.heads * x.tokens * ((x.dim + g - 1) / g)));
+      for (int64_t r = 0; r < x.heads * x.tokens; ++r) {
+        for (int64_t d0 = 0; d0 < x.dim; d0 += g) spans.push_back({r * x.dim + d0, std::min(g, x.dim - d0)});
+      }
+      break;
+    }
+    case Axis::Channel: break;
+  }
+  return spans;
+}
+
+KVSCOPE_INLINE float toUnit(float x, float s) {
+  const float v = x / kernels::safeDivisor(s);
+  return s > 0.0f ? std::clamp(v, -1.0f, 1.0f) : 0.0f;
+}
+
+// x̂ = s·c[k] for n values sharing scale s, or n values with per-value scales (scales != nullptr).
+KVSCOPE_SIMD_CLONES void nuqApply(float* x, int64_t n, float s, const float* scales, const NuqCodebook* book) {
+  const int levels = static_cast<int>(book->levels.size());
+  const float* l = book->levels.data();
+  const float* t = book->thresholds.data();
+  if (levels <= 16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float si = scales != nullptr ? scales[i] : s;
+      const float v = x[i] / kernels::safeDivisor(si);
+      float c = l[0];
+      for (int k = 0; k + 1 < levels; ++k) c = v >= t[k] ? l[k + 1] : c;
+      x[i] = c * si;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float si = scales != nullptr ? scales[i] : s;
+      x[i] = l[levelIndex(t, levels, x[i] / kernels::safeDivisor(si))] * si;
+    }
+  }
+}
+
+constexpr int64_t kParallelValues = int64_t{1} << 16;
+
+}  // namespace
+
+NuqCodebook quantizeNuqTensor(Tensor3& x, const QuantSpec& spec) {
+  const QuantSpec grouping = nuqGrouping(spec);
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> y(static_cast<size_t>(n));
+  float* data = x.data.data();
+  const bool parallel = n > kParallelValues;
+  if (spec.axis != Axis::Channel) {
+    const std::vector<Span> spans = contiguousGroups(spec, x);
+    std::vector<float> scale(spans.size());
+    const auto count = static_cast<int64_t>(spans.size());
+#pragma omp parallel if (parallel)
+    {
+      std::vector<float> work;
+#pragma omp for schedule(static)
+      for (int64_t g = 0; g < count; ++g) {
+        const Span sp = spans[static_cast<size_t>(g)];
+        if (static_cast<int64_t>(work.size()) < sp.length) work.resize(static_cast<size_t>(sp.length));
+        const kernels::ClipRange r = kernels::clippedRange(grouping, data + sp.start, sp.length, work.data());
+        const float s = kernels::paramsFromRange(grouping, r.lo, r.hi).scale;
+        scale[static_cast<size_t>(g)] = s;
+        for (int64_t i = 0; i < sp.length; ++i) y[static_cast<size_t>(sp.start + i)] = toUnit(data[sp.start + i], s);
+      }
+    }
+    NuqCodebook book = nuqKmeans(std::move(y), spec.bits);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t g = 0; g < count; ++g) {
+      const Span sp = spans[static_cast<size_t>(g)];
+      nuqApply(data + sp.start, sp.length, scale[static_cast<size_t>(g)], nullptr, &book);
+    }
+    return book;
+  }
+  // Channel groups: runs of G tokens of one channel; the scales of a run form one row of D.
+  const int64_t d = x.dim, tokens = x.tokens;
+  const int64_t run = spec.group <= 0 || spec.group >= tokens ? tokens : spec.group;
+  const int64_t runs = tokens == 0 ? 0 : (tokens + run - 1) / run;
+  std::vector<float> scales(static_cast<size_t>(x.heads * runs * d));
+  const int64_t blocks = x.heads * runs;
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> gather, work;
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t h = b / runs, t0 = (b % runs) * run, len = std::min(run, tokens - t0);
+      float* base = data + (h * tokens + t0) * d;
+      float* s = scales.data() + b * d;
+      if (spec.clip.kind == Clip::Kind::None) {
+        std::vector<float> amax(static_cast<size_t>(d), 0.0f);
+        for (int64_t t = 0; t < len; ++t) {
+          for (int64_t c = 0; c < d; ++c) amax[static_cast<size_t>(c)] = std::max(amax[static_cast<size_t>(c)], std::fabs(base[t * d + c]));
+        }
+        for (int64_t c = 0; c < d; ++c) s[c] = fp::metaRound(amax[static_cast<size_t>(c)], spec.scale);
+      } else {
+        gather.resize(static_cast<size_t>(len));
+        work.resize(static_cast<size_t>(len));
+        for (int64_t c = 0; c < d; ++c) {
+          for (int64_t t = 0; t < len; ++t) gather[static_cast<size_t>(t)] = base[t * d + c];
+          const kernels::ClipRange r = kernels::clippedRange(grouping, gather.data(), len, work.data());
+          s[c] = kernels::paramsFromRange(grouping, r.lo, r.hi).scale;
+        }
+      }
+      for (int64_t t = 0; t < len; ++t) {
+        for (int64_t c = 0; c < d; ++c) y[static_cast<size_t>((h * tokens + t0 + t) * d + c)] = toUnit(base[t * d + c], s[c]);
+      }
+    }
+  }
+  NuqCodebook book = nuqKmeans(std::move(y), spec.bits);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t h = b / runs, t0 = (b % runs) * run, len = std::min(run, tokens - t0);
+    float* base = data + (h * tokens + t0) * d;
+    for (int64_t t = 0; t < len; ++t) nuqApply(base + t * d, d, 0.0f, scales.data() + b * d, &book);
+  }
+  return book;
+}
+
+NuqCodebook quantizeNuqTensorReference(Tensor3& x, const QuantSpec& spec) {
+  const QuantSpec grouping = nuqGrouping(spec);
+  const auto groups = reference::groupIndices(spec, x.heads, x.tokens, x.dim);
+  std::vector<float> scale(groups.size());
+  std::vector<float> y(x.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<float> values;
+    for (int64_t i : groups[g]) values.push_back(x.data[static_cast<size_t>(i)]);
+    const float s = reference::groupParams(grouping, reference::clipRange(grouping, values)).scale;
+    scale[g] = s;
+    for (int64_t i : groups[g]) {
+      const float v = x.data[static_cast<size_t>(i)];
+      y[static_cast<size_t>(i)] = s == 0.0f ? 0.0f : std::clamp(v / s, -1.0f, 1.0f);
+    }
+  }
+  NuqCodebook book = nuqKmeans(y, spec.bits);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const float s = scale[g];
+    for (int64_t i : groups[g]) {
+      float& v = x.data[static_cast<size_t>(i)];
+      if (s == 0.0f) {
+        v = 0.0f;
+        continue;
+      }
+      const double q = static_cast<double>(v / s);
+      size_t best = 0;
+      for (size_t k = 1; k < book.levels.size(); ++k) {
+        if (std::fabs(q - book.levels[k]) < std::fabs(q - book.levels[best])) best = k;
+      }
+      v = book.levels[best] * s;
+    }
+  }
+  return book;
 }
 
 }  // namespace kvscope::codebook

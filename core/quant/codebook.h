@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/quant/spec.h"
+#include "core/util/tensor.h"
 
 namespace kvscope::codebook {
 
@@ -85,5 +86,14 @@ NuqCodebook nuqKmeans(std::vector<float> values, int bits);
 NuqCodebook nuqFromCentroids(std::vector<double> centroids);
 /// Index of the stored level nearest v (ties: the lower index).
 int nuqIndex(const NuqCodebook& book, float v);
+
+/// nuq<b> (step 5) on the quantized values of one layer tensor, in place: each group (spec's
+/// axis, group and clip, as nf4 groups) scaled by s = meta(a), one k-means codebook fitted to
+/// every y = clamp(x/s, −1, 1) of the tensor, x̂ = s·c[k]. Returns the codebook.
+NuqCodebook quantizeNuqTensor(Tensor3& x, const QuantSpec& spec);
+/// The same by reference::groupIndices and distance comparisons in double (for tests).
+NuqCodebook quantizeNuqTensorReference(Tensor3& x, const QuantSpec& spec);
+/// The spec whose grouping, clipping and scale rule nuq shares (nf4's: max-abs, s = meta(a)).
+QuantSpec nuqGrouping(const QuantSpec& spec);
 
 }  // namespace kvscope::codebook

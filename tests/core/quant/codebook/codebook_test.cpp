@@ -383,3 +383,63 @@ TEST(NuqKmeans, RadixSortedLargeInputMatchesSmallPath) {
 
 }  // namespace
 }  // namespace kvscope::codebook
+
+namespace kvscope::codebook {
+namespace {
+
+Tensor3 heavyTensor(int64_t h, int64_t t, int64_t d, uint32_t seed) {
+  Tensor3 x(h, t, d);
+  std::mt19937 rng(seed);
+  std::student_t_distribution<float> heavy(4.0f);
+  for (float& v : x.data) v = heavy(rng);
+  for (size_t i = 0; i < x.data.size(); i += 131) x.data[i] = 0.0f;
+  return x;
+}
+
+TEST(NuqTensor, FastMatchesReferenceForEveryAxisGroupAndClip) {
+  const Tensor3 x = heavyTensor(3, 45, 24, 31);
+  for (Axis axis : {Axis::Token, Axis::Channel, Axis::Head, Axis::Tensor}) {
+    for (int group : {0, 8, 7}) {
+      if (group != 0 && (axis == Axis::Head || axis == Axis::Tensor)) continue;
+      for (Clip clip : {Clip{}, Clip{Clip::Kind::Percentile, 0.9}}) {
+        for (int bits : {2, 4, 6}) {
+          QuantSpec spec;
+          spec.format = FormatId::Nuq;
+          spec.bits = bits;
+          spec.axis = axis;
+          spec.group = group;
+          spec.clip = clip;
+          Tensor3 fast = x, ref = x;
+          const NuqCodebook a = quantizeNuqTensor(fast, spec);
+          const NuqCodebook b = quantizeNuqTensorReference(ref, spec);
+          ASSERT_EQ(a.levels, b.levels);
+          for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(fast.data[i], ref.data[i]) << axisName(axis) << " " << group << " " << bits << " " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(NuqTensor, ReconstructsFromTheStoredLevelsAndScales) {
+  // Two tokens of one head, per-token groups: scales meta(4) = 4 and meta(1) = 1, so the y are
+  // {−1, −0.5, 0.5, 1} and {1, 0, 0, −1}. Sorted: −1, −1, −0.5, 0, 0, 0.5, 1, 1; 2 bits start at
+  // indices ⌊(i + ½)·8/4⌋ = 1, 3, 5, 7: −1, 0, 0.5, 1. Round 1: −0.5 is equidistant from −1 and
+  // 0 and joins the lower, so the cells are {−1, −1, −0.5}, {0, 0}, {0.5}, {1, 1}: centroids
+  // −5/6, 0, 0.5, 1. Round 2 keeps the cells. fp16(−5/6) = −1707·2^−11 = −0.83349609375.
+  Tensor3 x(1, 2, 4);
+  x.data = {-4.0f, -2.0f, 2.0f, 4.0f, 1.0f, 0.0f, 0.0f, -1.0f};
+  QuantSpec spec;
+  spec.format = FormatId::Nuq;
+  spec.bits = 2;
+  Tensor3 q = x;
+  const NuqCodebook book = quantizeNuqTensor(q, spec);
+  EXPECT_EQ(book.levels, (std::vector<float>{-0.83349609375f, 0.0f, 0.5f, 1.0f}));
+  EXPECT_EQ(book.rounds, 2);
+  const float l0 = book.levels[0];
+  EXPECT_EQ(q.data, (std::vector<float>{4 * l0, 4 * l0, 2.0f, 4.0f, 1.0f, 0.0f, 0.0f, l0}));
+}
+
+}  // namespace
+}  // namespace kvscope::codebook
