@@ -16,16 +16,22 @@ constexpr std::array kPresets{
     Preset{"kivi-4", "int4,axis=channel,group=32,residual=128", "int4,axis=token,group=32,residual=128",
            "KIVI 4-bit: keys per channel and values per token in groups of 32, asymmetric, the last "
            "128 tokens kept in fp16"},
-    Preset{"kvquant-4-1pct", "int4,prerope,axis=channel,outliers=0.01,sinks=1", "int4,axis=token,outliers=0.01",
+    Preset{"kvquant-4-1pct", "nuq4,prerope,axis=channel,outliers=0.01,sinks=1", "nuq4,axis=token,outliers=0.01",
            "KVQuant 4-bit with 1% dense-and-sparse outliers: pre-RoPE per-channel keys, per-token "
-           "values, first token kept; KVQuant's non-uniform (nuq) datatypes are approximated by "
-           "uniform asymmetric int4"},
-    Preset{"kvquant-3-1pct", "int3,prerope,axis=channel,outliers=0.01,sinks=1", "int3,axis=token,outliers=0.01",
+           "values, first token kept, on KVQuant-style non-uniform 4-bit codebooks (nuq4: one k-means "
+           "codebook per layer tensor, fitted to the cache itself, without KVQuant's Fisher weights)"},
+    Preset{"kvquant-3-1pct", "nuq3,prerope,axis=channel,outliers=0.01,sinks=1", "nuq3,axis=token,outliers=0.01",
            "KVQuant 3-bit with 1% dense-and-sparse outliers: pre-RoPE per-channel keys, per-token "
-           "values, first token kept; KVQuant's non-uniform (nuq) datatypes are approximated by "
-           "uniform asymmetric int3"},
+           "values, first token kept, on KVQuant-style non-uniform 3-bit codebooks (nuq3: one k-means "
+           "codebook per layer tensor, fitted to the cache itself, without KVQuant's Fisher weights)"},
     Preset{"quarot-4", "int4,rot=hadamard,axis=token,group=128", "int4,rot=hadamard,axis=token,group=128",
            "QuaRot 4-bit: Hadamard-rotated keys and values, asymmetric int4 per token in groups of 128"},
+    Preset{"turboquant-3", "tq3,rot=rht", "tq3,rot=rht",
+           "TurboQuant-MSE 3-bit: randomized-Hadamard-rotated keys and values, each coordinate of the "
+           "unit vector on the 3-bit Lloyd-Max codebook of the sphere, one fp16 norm per vector"},
+    Preset{"turboquant-4", "tq4,rot=rht", "tq4,rot=rht",
+           "TurboQuant-MSE 4-bit: randomized-Hadamard-rotated keys and values, each coordinate of the "
+           "unit vector on the 4-bit Lloyd-Max codebook of the sphere, one fp16 norm per vector"},
     Preset{"llamacpp-q8_0", "q8_0", "q8_0", "llama.cpp cache type q8_0 (ggml's reference quantizer)"},
     Preset{"llamacpp-q4_0", "q4_0", "q4_0", "llama.cpp cache type q4_0 (ggml's reference quantizer)"},
     Preset{"llamacpp-q4_1", "q4_1", "q4_1", "llama.cpp cache type q4_1 (ggml's reference quantizer)"},

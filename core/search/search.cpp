@@ -270,7 +270,9 @@ std::vector<std::string> defaultCandidates() {
   }
   for (const char* s : {"int4,sym", "int8,sym", "int4,clip=mse", "int3,clip=mse", "fp8_e4m3",
                         "fp8_e5m2", "fp8_e4m3,axis=token", "nf4", "nf4,group=32", "mxfp4", "nvfp4",
-                        "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "bf16", "fp16"}) {
+                        "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "tq2", "tq3", "tq4",
+                        "tqp3", "tqp4", "nuq3", "nuq4", "nuq3,axis=channel", "nuq4,axis=channel",
+                        "bf16", "fp16"}) {
     out.emplace_back(s);
   }
   for (const Preset& p : presetTable()) {
