@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The contract's generator (quantization.md §1.3): every random object (rotation signs and
-// matrices, the QJL matrix of §11) comes from it, so one seed gives one matrix on every machine.
+// The contract's generator (quantization.md §1 step 3): SplitMix64 draws, uniforms from their
+// top 53 bits and normal pairs by Box–Muller, so the same seed gives the same rotation and QJL
+// matrices on every machine.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <numbers>
+#include <vector>
 
 namespace kvscope {
 
-/// SplitMix64 (Steele, Lea, Flood 2014) exactly as §1.3 writes it.
+/// SplitMix64 (Steele, Lea, Flood 2014) exactly as §1 step 3 writes it.
 class SplitMix64 {
  public:
   /// A stream whose state starts at `seed`.
@@ -22,38 +22,29 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  /// A uniform double in [0, 1): the draw's top 53 bits times 2^-53.
+  /// A uniform in [0, 1): (draw >> 11) · 2^-53.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
  private:
   uint64_t state_;
 };
 
-/// Standard normal values by Box–Muller from pairs of the generator's uniforms (§1.3):
-/// r = sqrt(-2 ln(1 - u1)), then r cos(2 pi u2) and r sin(2 pi u2).
+/// Normal draws by Box–Muller from pairs of uniforms (u1, u2): r = √(−2·ln(1 − u1)), then
+/// r·cos(2πu2) and r·sin(2πu2), in that order.
 class NormalStream {
  public:
-  /// A stream over SplitMix64(seed).
+  /// A stream of the generator seeded with `seed`.
   explicit NormalStream(uint64_t seed) : uniforms_(seed) {}
-  /// The next normal value.
-  double next() {
-    if (haveSecond_) {
-      haveSecond_ = false;
-      return second_;
-    }
-    const double u1 = uniforms_.uniform();
-    const double u2 = uniforms_.uniform();
-    const double r = std::sqrt(-2.0 * std::log(1.0 - u1));
-    const double angle = 2.0 * std::numbers::pi * u2;
-    second_ = r * std::sin(angle);
-    haveSecond_ = true;
-    return r * std::cos(angle);
-  }
+  /// The next normal draw.
+  double next();
 
  private:
   SplitMix64 uniforms_;
-  double second_ = 0.0;
-  bool haveSecond_ = false;
+  double spare_ = 0.0;
+  bool hasSpare_ = false;
 };
+
+/// rows × cols normal draws of the stream seeded with `seed`, row-major.
+std::vector<double> normalMatrix(uint64_t seed, int64_t rows, int64_t cols);
 
 }  // namespace kvscope
