@@ -51,7 +51,9 @@ TEST(SphereCodebook, IsSymmetricAndAscending) {
       const size_t k = book.centroids.size();
       for (size_t i = 0; i < k; ++i) {
         EXPECT_EQ(book.centroids[i], -book.centroids[k - 1 - i]) << dim << " " << bits;
-        if (i + 1 < k) EXPECT_LT(book.centroids[i], book.centroids[i + 1]);
+        if (i + 1 < k) {
+          EXPECT_LT(book.centroids[i], book.centroids[i + 1]);
+        }
       }
       EXPECT_LE(book.lastMove, 1e-12) << dim << " " << bits;
       EXPECT_LE(book.asymmetry, 1e-12) << dim << " " << bits;  // the solve itself was symmetric
