@@ -254,6 +254,18 @@ KVSCOPE_INLINE int levelIndex(const float* thresholds, int levels, float u) {
   return idx;
 }
 
+// Branch-free selects over the L − 1 thresholds (unrolled, so the loop over coordinates
+// vectorizes with the running level in a register).
+template <int L>
+KVSCOPE_INLINE void selectLevels(const float* u, int dim, const float* t, const float* l, float* code) {
+  for (int j = 0; j < dim; ++j) {
+    const float v = u[j];
+    float c = l[0];
+    for (int k = 0; k + 1 < L; ++k) c = v >= t[k] ? l[k + 1] : c;
+    code[j] = c;
+  }
+}
+
 // u = x/n and the codebook levels of u into `code` (float, the û of tq): the inner loops of
 // tq and tqp. Returns meta(n).
 KVSCOPE_INLINE float normalizeAndCode(const float* x, int dim, const SphereCodebook& book, MetaType meta,
@@ -264,15 +276,14 @@ KVSCOPE_INLINE float normalizeAndCode(const float* x, int dim, const SphereCodeb
   const int levels = static_cast<int>(book.levels.size());
   const float* t = book.thresholds.data();
   const float* l = book.levels.data();
-  if (levels <= 16) {
-    // Branch-free selects over the thresholds, vectorized across the vector's coordinates.
-    for (int j = 0; j < dim; ++j) code[j] = l[0];
-    for (int k = 0; k + 1 < levels; ++k) {
-      const float th = t[k], next = l[k + 1];
-      for (int j = 0; j < dim; ++j) code[j] = u[j] >= th ? next : code[j];
-    }
-  } else {
-    for (int j = 0; j < dim; ++j) code[j] = l[levelIndex(t, levels, u[j])];
+  switch (levels) {
+    case 2: selectLevels<2>(u, dim, t, l, code); break;
+    case 4: selectLevels<4>(u, dim, t, l, code); break;
+    case 8: selectLevels<8>(u, dim, t, l, code); break;
+    case 16: selectLevels<16>(u, dim, t, l, code); break;
+    default:
+      for (int j = 0; j < dim; ++j) code[j] = l[levelIndex(t, levels, u[j])];
+      break;
   }
   return fp::metaRound(norm, meta);
 }
