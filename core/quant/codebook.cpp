@@ -258,10 +258,15 @@ KVSCOPE_INLINE int levelIndex(const float* thresholds, int levels, float u) {
 // vectorizes with the running level in a register).
 template <int L>
 KVSCOPE_INLINE void selectLevels(const float* u, int dim, const float* t, const float* l, float* code) {
+  // Local copies: a select between two registers if-converts; one that loads l[k + 1] only when
+  // the comparison holds would stay a branch.
+  float tl[L - 1], ll[L];
+  for (int k = 0; k < L; ++k) ll[k] = l[k];
+  for (int k = 0; k + 1 < L; ++k) tl[k] = t[k];
   for (int j = 0; j < dim; ++j) {
     const float v = u[j];
-    float c = l[0];
-    for (int k = 0; k + 1 < L; ++k) c = v >= t[k] ? l[k + 1] : c;
+    float c = ll[0];
+    for (int k = 0; k + 1 < L; ++k) c = v >= tl[k] ? ll[k + 1] : c;
     code[j] = c;
   }
 }
@@ -559,7 +564,7 @@ void tqpRowsReference(float* x, int64_t rows, int dim, int bits, MetaType meta, 
 
 namespace {
 
-// Sorts floats ascending by their bits (LSD radix sort, three passes of 11 bits): −0 sorts
+// Sorts floats ascending by their bits (LSD radix sort, four passes of 8 bits): −0 sorts
 // below +0, which k-means cannot tell apart.
 void radixSort(std::vector<float>& v) {
   const size_t n = v.size();
@@ -572,11 +577,14 @@ void radixSort(std::vector<float>& v) {
     const uint32_t b = fp::bitsOf(v[i]);
     keys[i] = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
   }
-  for (int shift = 0; shift < 32; shift += 11) {
-    std::vector<size_t> count(2049, 0);
-    for (size_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 0x7ffu) + 1];
+  // Four passes of 8 bits: 256 output streams stay in cache where 2048 thrash it. A pass whose
+  // digit is the same for every key (common: y in [−1, 1] shares its top exponent bits) is skipped.
+  for (int shift = 0; shift < 32; shift += 8) {
+    std::array<size_t, 257> count{};
+    for (size_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 0xffu) + 1];
+    if (std::find(count.begin() + 1, count.end(), n) != count.end()) continue;
     for (size_t b = 1; b < count.size(); ++b) count[b] += count[b - 1];
-    for (size_t i = 0; i < n; ++i) tmp[count[(keys[i] >> shift) & 0x7ffu]++] = keys[i];
+    for (size_t i = 0; i < n; ++i) tmp[count[(keys[i] >> shift) & 0xffu]++] = keys[i];
     keys.swap(tmp);
   }
   for (size_t i = 0; i < n; ++i) {
@@ -730,17 +738,29 @@ KVSCOPE_INLINE float toUnit(float x, float s) {
 }
 
 // x̂ = s·c[k] for n values sharing scale s, or n values with per-value scales (scales != nullptr).
+template <int L>
+KVSCOPE_INLINE void nuqSelect(float* x, int64_t n, float s, const float* scales, const float* t, const float* l) {
+  float tl[L - 1], ll[L];  // local copies, so the selects if-convert (see selectLevels)
+  for (int k = 0; k < L; ++k) ll[k] = l[k];
+  for (int k = 0; k + 1 < L; ++k) tl[k] = t[k];
+  for (int64_t i = 0; i < n; ++i) {
+    const float si = scales != nullptr ? scales[i] : s;
+    const float v = x[i] / kernels::safeDivisor(si);
+    float c = ll[0];
+    for (int k = 0; k + 1 < L; ++k) c = v >= tl[k] ? ll[k + 1] : c;
+    x[i] = c * si;
+  }
+}
+
 KVSCOPE_SIMD_CLONES void nuqApply(float* x, int64_t n, float s, const float* scales, const NuqCodebook* book) {
   const int levels = static_cast<int>(book->levels.size());
   const float* l = book->levels.data();
   const float* t = book->thresholds.data();
   if (levels <= 16) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float si = scales != nullptr ? scales[i] : s;
-      const float v = x[i] / kernels::safeDivisor(si);
-      float c = l[0];
-      for (int k = 0; k + 1 < levels; ++k) c = v >= t[k] ? l[k + 1] : c;
-      x[i] = c * si;
+    switch (levels) {
+      case 4: nuqSelect<4>(x, n, s, scales, t, l); break;
+      case 8: nuqSelect<8>(x, n, s, scales, t, l); break;
+      default: nuqSelect<16>(x, n, s, scales, t, l); break;
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {

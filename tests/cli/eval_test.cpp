@@ -134,14 +134,14 @@ TEST(CliPresets, JsonListsEveryPresetWithBitsAtTheReferenceShape) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   Json j = Json::parse(r.out);
   EXPECT_EQ(j["reference_shape"]["tokens"], 32768);
-  ASSERT_EQ(j["presets"].size(), 17u);
+  ASSERT_EQ(j["presets"].size(), 19u);
   EXPECT_EQ(j["presets"][0]["name"], "kivi-2");
   // See tests/core/quant/pipeline/storage_test.cpp for the hand computation.
   EXPECT_EQ(j["presets"][0]["key_bits_per_element"], 3.05078125);
   auto text = test::runCli("presets");
   ASSERT_EQ(text.exitCode, 0);
   EXPECT_NE(text.out.find("kvquant-3-1pct"), std::string::npos);
-  EXPECT_NE(text.out.find("approximated"), std::string::npos);
+  EXPECT_NE(text.out.find("non-uniform"), std::string::npos);  // kvquant-* on nuq (§11)
 }
 
 }  // namespace
