@@ -52,6 +52,8 @@ TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t contex
     // Rotating each reconstructed vector back: one add or subtract per element per butterfly
     // stage for the Hadamard kinds, a D×D product for rot=random.
     total += quantized / static_cast<double>(shape.headDim) * rotationCost(spec, shape.headDim);
+    // tqp's QJL correction Sᵀ·sign(S·r): a D×D product per vector, D multiply-adds per element.
+    if (spec.format == FormatId::Tqp) total += quantized * static_cast<double>(shape.headDim);
     // RoPE on the reconstruction: two multiplies and an add per element.
     if (spec.prerope) total += quantized * 3;
     total += storage.outlierBits / 48.0;  // one scatter per restored outlier
@@ -111,6 +113,12 @@ DequantOps dequantOps(const QuantSpec& spec) {
     case FormatId::Q5_0: return {unpack + 3 + 1 + 1 + 1, 1};  // + the fifth bit: shift, mask, or
     case FormatId::Q5_1: return {unpack + 3 + 1 + 1 + 1, 2};
     case FormatId::Iq4Nl: return {unpack + 1 + 1, 1};
+    // §11: a codebook lookup and the norm's multiply; tqp adds its sign bit and the QJL
+    // correction's add (the correction's D×D product is counted per vector in costOf); nuq a
+    // lookup in the layer's 2^b-entry table and the group scale.
+    case FormatId::Tq: return {unpack + 1 + 1, 1};
+    case FormatId::Tqp: return {unpack + 1 + 1 + 2 + 1, 2};
+    case FormatId::Nuq: return {unpack + 1 + 1, 1};
     case FormatId::Bf16: return {1, 0};  // a shift into float32
     case FormatId::Fp16:
     case FormatId::None: return {0, 0};  // attention reads fp16 directly

@@ -389,6 +389,8 @@ bool quantizesPerHead(const QuantSpec& spec, int64_t headDim) {
     case FormatKind::Integer:
     case FormatKind::Codebook:
       return spec.axis != Axis::Tensor;
+    case FormatKind::Vector: return true;       // one token vector of one head at a time
+    case FormatKind::NonUniform: return false;  // one codebook for the whole layer tensor
   }
   return false;
 }

@@ -34,6 +34,10 @@ StreamingMode streamingModeFor(const QuantSpec& spec) {
       if (spec.axis == Axis::Token) return StreamingMode::TokenLocal;
       if (spec.axis == Axis::Channel && spec.group > 0) return StreamingMode::ChannelGroups;
       return StreamingMode::Calibrated;
+    case FormatKind::Vector:
+      return StreamingMode::TokenLocal;  // one token's vector, its own norm, a fixed codebook
+    case FormatKind::NonUniform:
+      return StreamingMode::Calibrated;  // the codebook is fitted to the whole layer tensor
   }
   return StreamingMode::Calibrated;
 }
@@ -56,6 +60,11 @@ std::string streamingDescription(const QuantSpec& spec) {
       return "channel groups of " + std::to_string(spec.group) +
              " tokens quantized once complete, the incomplete tail kept exact" + kept;
     case StreamingMode::Calibrated:
+      if (spec.format == FormatId::Nuq) {
+        return "codebook (k-means over the layer tensor) and scales calibrated on the dump's whole cache (KVQuant "
+               "calibrates its datatypes offline): each token is quantized on arrival with the codebook and scales "
+               "of the dump's tensor in which its row is replaced by the replay's" + kept;
+      }
       return "scales calibrated on the dump's whole cache (no streaming engine knows them in advance): each "
              "token is quantized on arrival with the scales of the dump's tensor in which its row is replaced "
              "by the replay's" + kept;

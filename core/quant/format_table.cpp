@@ -9,7 +9,7 @@ namespace kvscope {
 namespace {
 
 // Field order: id, name, kind, blockSize, payloadBits, blockMetaBits, tensorMetaBits, hasBits,
-// grouped, metadata, reference, description.
+// grouped, metadata, reference, description, minBits, maxBits.
 constexpr std::array kFormats{
     FormatInfo{FormatId::Int, "int", FormatKind::Integer, 0, 0.0, 0, 0, true, true,
                "per group: scale (asym: and min), in the `scale=` type",
@@ -52,6 +52,21 @@ constexpr std::array kFormats{
     FormatInfo{FormatId::Iq4Nl, "iq4_nl", FormatKind::Block, 32, 4.0, 16, 0, false, false,
                "per 32-value block: fp16 scale", "ggml quantize_row_iq4_nl_ref",
                "ggml iq4_nl: 4-bit non-linear table -127..113, fp16 scale per 32 values (4.5 bpe)"},
+    FormatInfo{FormatId::Tq, "tq", FormatKind::Vector, 0, 0.0, 0, 0, true, false,
+               "per vector (one token of one kv head): its norm, in the `scale=` type",
+               "TurboQuant-MSE (Zandieh et al. 2025): Lloyd-Max codebook of a random unit vector's coordinate",
+               "TurboQuant-MSE: rotated unit vector, each coordinate on the b-bit Lloyd-Max codebook of "
+               "the sphere's coordinate density, times the stored norm", 1, 8},
+    FormatInfo{FormatId::Tqp, "tqp", FormatKind::Vector, 0, 0.0, 0, 0, true, false,
+               "per vector: its norm and its residual's norm, in the `scale=` type",
+               "TurboQuant-prod (Zandieh et al. 2025): tq<b-1> plus a 1-bit QJL sketch of the residual",
+               "TurboQuant-prod: tq<b-1> plus the signs of a seeded Gaussian projection of the residual "
+               "(unbiased inner products, larger MSE than tq<b>)", 2, 8},
+    FormatInfo{FormatId::Nuq, "nuq", FormatKind::NonUniform, 0, 0.0, 0, 0, true, true,
+               "per group: one absmax scale; per layer tensor: 2^b fp16 codebook values",
+               "KVQuant-style non-uniform datatype (Hooper et al. 2024), plain k-means per layer tensor",
+               "KVQuant-style non-uniform: values over their group's max-abs on a k-means codebook of "
+               "2^b fp16 values fitted to the whole layer tensor", 2, 8},
     FormatInfo{FormatId::Fp16, "fp16", FormatKind::Elementwise, 0, 16.0, 0, 0, false, false,
                "none", "IEEE binary16, round to nearest even",
                "every value rounded to IEEE half precision"},

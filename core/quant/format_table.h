@@ -13,6 +13,7 @@ enum class FormatId {
   Int, Fp8E4M3, Fp8E5M2, Nf4, Mxfp4, Nvfp4,
   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Iq4Nl,
   Fp16, Bf16, None,
+  Tq, Tqp, Nuq,
 };
 
 /// How a format groups values.
@@ -22,6 +23,8 @@ enum class FormatKind {
   Codebook,   ///< nf4: grouped by axis/group, max-abs scale
   Block,      ///< fixed blocks along the token row (mxfp4, nvfp4, ggml types)
   Elementwise,///< fp16, bf16, none: no scales
+  Vector,     ///< tq<b>, tqp<b>: per vector (one token of one head), its norm and a codebook over the rotated, normalized coordinates (§11)
+  NonUniform, ///< nuq<b>: grouped by axis/group with a max-abs scale, on one k-means codebook per layer tensor (§11)
 };
 
 /// One row of the format table.
@@ -33,11 +36,13 @@ struct FormatInfo {
   double payloadBits;           ///< bits per quantized value, metadata excluded (int: per `bits`)
   int blockMetaBits;            ///< metadata bits per block (block formats), 0 otherwise
   int tensorMetaBits;           ///< metadata bits per layer tensor (nvfp4: 32), 0 otherwise
-  bool hasBits;                 ///< takes a bit width (int1..int8)
+  bool hasBits;                 ///< takes a bit width (int1..int8, tq1..tq8, tqp2..tqp8, nuq2..nuq8)
   bool grouped;                 ///< accepts axis=/group=/clip=/scale=
   std::string_view metadata;    ///< human description of the metadata stored
   std::string_view reference;   ///< the reference quantizer it reproduces
   std::string_view description; ///< one line for lists and tooltips
+  int minBits = 1;              ///< smallest bit width (formats with hasBits)
+  int maxBits = 8;              ///< largest bit width (formats with hasBits)
 };
 
 /// All rows, in the order the GUI lists them.

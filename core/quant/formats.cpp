@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/quant/codebook.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/fp_vec.h"
 #include "core/quant/kernels_block.h"
@@ -69,6 +70,18 @@ Status checkFormatSpec(const QuantSpec& spec, int64_t heads, int64_t dim) {
                                      std::to_string(row) + ") that is a multiple of its block size " +
                                      std::to_string(info.blockSize));
     }
+  }
+  if (info.kind == FormatKind::Vector || info.kind == FormatKind::NonUniform) {
+    if (spec.bits < info.minBits || spec.bits > info.maxBits) {
+      return Status::invalidArgument(std::string(info.name) + " bits must be " + std::to_string(info.minBits) + ".." +
+                                     std::to_string(info.maxBits) + ", got " + std::to_string(spec.bits));
+    }
+  }
+  if (info.kind == FormatKind::Vector && dim < codebook::kMinSphereDim) {
+    return Status::invalidArgument(std::string(info.name) + " needs a head dim of at least 2, got " + std::to_string(dim));
+  }
+  if (info.kind == FormatKind::NonUniform && spec.clip.kind == Clip::Kind::Mse) {
+    return Status::invalidArgument("nuq does not take clip=mse (allowed: clip=p)");
   }
   if (spec.clip.kind == Clip::Kind::Percentile && !(spec.clip.p > 0.0 && spec.clip.p <= 1.0)) {
     return Status::invalidArgument("clip percentile must be in (0, 1]");
@@ -504,6 +517,32 @@ void roundEach(Tensor3& x) {
   for (int64_t i = 0; i < n; ++i) p[i] = Round(p[i]);
 }
 
+// ---- Vector formats (§11) ----------------------------------------------------------------------
+
+// tq and tqp on every token vector of x, runs of rows in parallel (each vector is independent,
+// so the split does not change a bit).
+void quantizeVectors(Tensor3& x, const QuantSpec& spec) {
+  const int64_t rows = x.heads * x.tokens;
+  const auto dim = static_cast<int>(x.dim);
+  constexpr int64_t kRun = 256;
+  const int64_t runs = (rows + kRun - 1) / kRun;
+  float* data = x.data.data();
+  if (spec.format == FormatId::Tqp) {
+    (void)codebook::qjlMatrix(dim, spec.seed);  // built once, before the threads need it
+  }
+  (void)codebook::sphereCodebook(dim, spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits);
+#pragma omp parallel for schedule(dynamic, 4) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+  for (int64_t r = 0; r < runs; ++r) {
+    float* base = data + r * kRun * x.dim;
+    const int64_t len = std::min(kRun, rows - r * kRun);
+    if (spec.format == FormatId::Tqp) {
+      codebook::tqpRows(base, len, dim, spec.bits, spec.scale, spec.seed);
+    } else {
+      codebook::tqRows(base, len, dim, spec.bits, spec.scale);
+    }
+  }
+}
+
 }  // namespace
 
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
@@ -520,6 +559,8 @@ Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
       if (spec.format == FormatId::Fp16) roundEach<&fp::roundFp16>(x);
       if (spec.format == FormatId::Bf16) roundEach<&fp::roundBf16>(x);
       break;
+    case FormatKind::Vector: quantizeVectors(x, spec); break;
+    case FormatKind::NonUniform: codebook::quantizeNuqTensor(x, spec); break;
   }
   return Status::ok();
 }
@@ -542,6 +583,10 @@ int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
   switch (info.kind) {
     case FormatKind::Elementwise: return 1;
     case FormatKind::Block: return dim % info.blockSize == 0 ? 1 : 0;
+    // The codebook formats run on the general path: nuq's codebook needs the whole tensor, and
+    // tq/tqp rotate every vector (and are not written for pieces).
+    case FormatKind::Vector:
+    case FormatKind::NonUniform: return 0;
     default: break;
   }
   switch (spec.axis) {
@@ -555,7 +600,9 @@ int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
 
 bool formatNeedsTensorRange(const QuantSpec& spec) {
   if (spec.format == FormatId::Nvfp4) return true;
-  return formatInfo(spec.format).grouped && spec.axis == Axis::Tensor && spec.clip.kind == Clip::Kind::None;
+  const FormatInfo& info = formatInfo(spec.format);
+  return info.grouped && info.kind != FormatKind::NonUniform && spec.axis == Axis::Tensor &&
+         spec.clip.kind == Clip::Kind::None;
 }
 
 TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
@@ -600,7 +647,8 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
 
 bool formatPieceReadsSource(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  return !spec.zeroInt && info.grouped && (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
+  return !spec.zeroInt && info.grouped && info.kind != FormatKind::NonUniform &&
+         (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
 }
 
 bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec) {
@@ -614,6 +662,7 @@ int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t
   switch (info.kind) {
     case FormatKind::Elementwise: return 0;
     case FormatKind::Block: return heads * tokens * dim / info.blockSize;
+    case FormatKind::Vector: return heads * tokens;  // one norm (tqp: and a residual norm) per vector
     default: break;
   }
   switch (spec.axis) {
@@ -675,8 +724,9 @@ std::vector<float> fp8Magnitudes(FormatId format) {
   return m;
 }
 
-Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, int64_t head,
-                                      int64_t token, int64_t channel) {
+// The values of the group that holds element (head, token, channel) of a grouped spec.
+std::vector<float> groupMembers(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                int64_t channel) {
   std::vector<float> values;
   switch (spec.axis) {
     case Axis::Tensor: values = x.data; break;
@@ -698,6 +748,12 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
       break;
     }
   }
+  return values;
+}
+
+Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                      int64_t token, int64_t channel) {
+  std::vector<float> values = groupMembers(x, spec, head, token, channel);
   const auto n = static_cast<int64_t>(values.size());
   GroupDetail g;
   g.size = n;
@@ -767,6 +823,49 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   return g;
 }
 
+// nuq: the group as nf4 groups it, with the layer tensor's k-means codebook times its scale.
+Expected<GroupDetail> describeNuq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                  int64_t channel) {
+  const QuantSpec grouping = codebook::nuqGrouping(spec);
+  auto g = describeGrouped(x, grouping, head, token, channel);
+  if (!g) return g;
+  Tensor3 q = x;
+  const codebook::NuqCodebook book = codebook::quantizeNuqTensor(q, spec);
+  const double s = g->scale;
+  g->levels.clear();
+  for (float c : book.levels) g->levels.push_back(static_cast<double>(c * g->scale));
+  if (s == 0.0) g->levels = {0.0};
+  sortLevels(g->levels);
+  g->levels.erase(std::unique(g->levels.begin(), g->levels.end()), g->levels.end());
+  g->codesTotal = 1 << spec.bits;
+  std::vector<float> recon = groupMembers(q, grouping, head, token, channel);
+  g->codesUsed = countLevelsUsed(recon, g->levels);
+  return g;
+}
+
+// tq, tqp: the group is the token's rotated vector; its levels are the stored norm times the
+// Lloyd–Max codebook (tqp: of its tq<b−1> stage, before the QJL correction moves values off it).
+Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token) {
+  GroupDetail g;
+  const auto dim = static_cast<int>(x.dim);
+  std::vector<float> values(x.row(head, token), x.row(head, token) + x.dim);
+  g.size = x.dim;
+  const kernels::MinMax mm = kernels::minMax(values.data(), x.dim);
+  g.lo = g.clipLo = mm.lo;
+  g.hi = g.clipHi = mm.hi;
+  const float n = fp::metaRound(std::sqrt(codebook::sumOfSquares(values.data(), x.dim)), spec.scale);
+  g.scale = n;
+  const int bits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
+  const codebook::SphereCodebook& book = codebook::sphereCodebook(dim, bits);
+  for (float c : book.levels) g.levels.push_back(static_cast<double>(c * n));
+  if (n == 0.0f) g.levels = {0.0};
+  sortLevels(g.levels);
+  g.codesTotal = 1 << bits;
+  codebook::tqRows(values.data(), 1, dim, bits, spec.scale);
+  g.codesUsed = countLevelsUsed(values, g.levels);
+  return g;
+}
+
 Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int64_t head,
                                     int64_t token, int64_t channel) {
   const FormatInfo& info = formatInfo(spec.format);
@@ -831,6 +930,8 @@ Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int
     case FormatKind::Float8:
     case FormatKind::Codebook: return describeGrouped(x, spec, head, token, channel);
     case FormatKind::Block: return describeBlock(x, spec, head, token, channel);
+    case FormatKind::Vector: return describeVector(x, spec, head, token);
+    case FormatKind::NonUniform: return describeNuq(x, spec, head, token, channel);
     case FormatKind::Elementwise: break;
   }
   // No groups: the element alone, its one reconstruction as the only level.

@@ -61,6 +61,22 @@ Expected<ResolvedKv> quarot4(const KvShape& s) {
                      "(groups of D = " + std::to_string(d) + "), clip ratio 1.0 (QuaRot's default)"}};
 }
 
+/// TurboQuant-MSE (§11 tq<b>): the randomized Hadamard rotation where D is a power of two, the
+/// seeded random orthogonal matrix otherwise (the Hadamard transform needs D = 2^k).
+Expected<ResolvedKv> turboquant(int bits, const KvShape& s, std::string_view preset) {
+  if (s.headDim <= 0) return needsHeadDim(preset);
+  const int d = s.headDim;
+  const bool pow2 = (d & (d - 1)) == 0;
+  const std::string spec = "tq" + std::to_string(bits) + (pow2 ? ",rot=rht" : ",rot=random");
+  return ResolvedKv{spec, spec,
+                    {pow2 ? "K and V: randomized Hadamard rotation (D = " + std::to_string(d) + " is a power of two)"
+                          : "K and V: D = " + std::to_string(d) +
+                                " is not a power of two, so the seeded random orthogonal rotation replaces the "
+                                "randomized Hadamard one"}};
+}
+Expected<ResolvedKv> turboquant3(const KvShape& s) { return turboquant(3, s, "turboquant-3"); }
+Expected<ResolvedKv> turboquant4(const KvShape& s) { return turboquant(4, s, "turboquant-4"); }
+
 constexpr std::string_view kLlamacppKeyRule =
     "<type>,rot=hadamard:N when D % 64 = 0 (N the largest power of two dividing D); <type> otherwise";
 constexpr std::string_view kLlamacppValueRule = "<type>,rot=hadamard:64 when D % 64 = 0; <type> otherwise";
@@ -89,20 +105,30 @@ const std::array kPresets{
            "KIVI 4-bit (models/llama_kivi.py): keys per channel and values per token in groups of 32, "
            "asymmetric; keys enter the quantized cache 128 at a time (the newest T mod 128 stay fp16), "
            "values keep the newest 128 in fp16"},
-    Preset{"kvquant-4-1pct", "int4,prerope,axis=channel,outliers=0.01,sinks=1", "int4,axis=token,outliers=0.01",
+    Preset{"kvquant-4-1pct", "nuq4,prerope,axis=channel,outliers=0.01,sinks=1", "nuq4,axis=token,outliers=0.01",
            "KVQuant 4-bit with 1% dense-and-sparse outliers: pre-RoPE per-channel keys, per-token "
-           "values, first token kept; KVQuant's non-uniform (nuq) datatypes are approximated by "
-           "uniform asymmetric int4"},
-    Preset{"kvquant-3-1pct", "int3,prerope,axis=channel,outliers=0.01,sinks=1", "int3,axis=token,outliers=0.01",
+           "values, first token kept, on KVQuant-style non-uniform 4-bit codebooks (nuq4: one k-means "
+           "codebook per layer tensor, fitted to the cache itself, without KVQuant's Fisher weights)"},
+    Preset{"kvquant-3-1pct", "nuq3,prerope,axis=channel,outliers=0.01,sinks=1", "nuq3,axis=token,outliers=0.01",
            "KVQuant 3-bit with 1% dense-and-sparse outliers: pre-RoPE per-channel keys, per-token "
-           "values, first token kept; KVQuant's non-uniform (nuq) datatypes are approximated by "
-           "uniform asymmetric int3"},
+           "values, first token kept, on KVQuant-style non-uniform 3-bit codebooks (nuq3: one k-means "
+           "codebook per layer tensor, fitted to the cache itself, without KVQuant's Fisher weights)"},
     Preset{"quarot-4", "int4,zero=int,rot=hadamard,axis=token,group=D (D a power of two)",
            "int4,zero=int,rot=hadamard,axis=token,group=D (D a power of two)",
            "QuaRot 4-bit (fake_quant/quant_utils.py ActQuantizer, fake_quant/rotation_utils.py): keys "
            "and values rotated by H_D per head, asymmetric int4 per head and token with an integer zero "
            "point, clip ratio 1.0",
            quarot4},
+    Preset{"turboquant-3", "tq3,rot=rht (D a power of two; rot=random otherwise)",
+           "tq3,rot=rht (D a power of two; rot=random otherwise)",
+           "TurboQuant-MSE 3-bit: randomized-Hadamard-rotated keys and values, each coordinate of the "
+           "unit vector on the 3-bit Lloyd-Max codebook of the sphere, one fp16 norm per vector",
+           turboquant3},
+    Preset{"turboquant-4", "tq4,rot=rht (D a power of two; rot=random otherwise)",
+           "tq4,rot=rht (D a power of two; rot=random otherwise)",
+           "TurboQuant-MSE 4-bit: randomized-Hadamard-rotated keys and values, each coordinate of the "
+           "unit vector on the 4-bit Lloyd-Max codebook of the sphere, one fp16 norm per vector",
+           turboquant4},
     KVSCOPE_LLAMACPP_ROWS(q8_0),
     KVSCOPE_LLAMACPP_ROWS(q4_0),
     KVSCOPE_LLAMACPP_ROWS(q4_1),

@@ -935,6 +935,18 @@ StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
       break;
     case FormatKind::Elementwise:
       break;
+    case FormatKind::Vector: {
+      // §11: one metadata value per vector (tq: its norm), two for tqp (and the residual's norm).
+      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
+      s.metadataBits = groups * (spec.format == FormatId::Tqp ? 2.0 : 1.0) * valueBits;
+      break;
+    }
+    case FormatKind::NonUniform: {
+      // §11: one scale per group, and the layer tensor's 2^b fp16 codebook values.
+      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
+      s.metadataBits = groups * valueBits + 16.0 * static_cast<double>(1 << spec.bits);
+      break;
+    }
   }
   return s;
 }

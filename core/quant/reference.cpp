@@ -3,12 +3,15 @@
 // and unpacked as ggml does. Slow on purpose; clarity first.
 #include "core/quant/reference.h"
 
+#include "core/quant/codebook.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "core/quant/codebook.h"
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/fp_types.h"
@@ -541,6 +544,16 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
       }
       return Status::ok();
     }
+    case FormatKind::Vector: {
+      const auto dim = static_cast<int>(x.dim);
+      if (spec.format == FormatId::Tqp) {
+        codebook::tqpRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale, spec.seed);
+      } else {
+        codebook::tqRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
+      }
+      return Status::ok();
+    }
+    case FormatKind::NonUniform: codebook::quantizeNuqTensorReference(x, spec); return Status::ok();
     default: break;
   }
   for (const auto& group : reference::groupIndices(spec, x.heads, x.tokens, x.dim)) {

@@ -95,7 +95,7 @@ std::vector<float> rhtSigns(uint64_t seed, int64_t d) {
 }
 
 void rotateRows(const QuantSpec& spec, float* x, int64_t rows, int64_t d) {
-  switch (spec.rotation) {
+  switch (effectiveRotation(spec, d)) {
     case Rotation::None: return;
     case Rotation::Hadamard: hadamardBlocks(spec, x, rows, d); return;
     case Rotation::Rht:  // x·diag(σ)·H
@@ -107,7 +107,7 @@ void rotateRows(const QuantSpec& spec, float* x, int64_t rows, int64_t d) {
 }
 
 void unrotateRows(const QuantSpec& spec, float* x, int64_t rows, int64_t d) {
-  switch (spec.rotation) {
+  switch (effectiveRotation(spec, d)) {
     case Rotation::None: return;
     case Rotation::Hadamard: hadamardBlocks(spec, x, rows, d); return;  // H is symmetric: H·H = I
     case Rotation::Rht:  // x·Hᵀ·diag(σ)
@@ -130,7 +130,7 @@ std::vector<double> rotationMatrix(const QuantSpec& spec, int64_t d) {
     }
     return RowMatD(h / std::sqrt(static_cast<double>(n)));
   };
-  switch (spec.rotation) {
+  switch (effectiveRotation(spec, d)) {
     case Rotation::None: break;
     case Rotation::Hadamard: {
       const int64_t n = spec.rotationBlock > 0 ? spec.rotationBlock : d;
@@ -152,7 +152,7 @@ std::vector<double> rotationMatrix(const QuantSpec& spec, int64_t d) {
 
 double rotationCost(const QuantSpec& spec, int64_t d) {
   const auto dd = static_cast<double>(d);
-  switch (spec.rotation) {
+  switch (effectiveRotation(spec, d)) {
     case Rotation::None: return 0.0;
     case Rotation::Hadamard:
       return dd * std::log2(static_cast<double>(spec.rotationBlock > 0 ? spec.rotationBlock : d));

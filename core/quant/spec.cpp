@@ -55,8 +55,6 @@ QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens) {
 
 namespace {
 
-constexpr int kMinIntBits = 1;
-constexpr int kMaxIntBits = 8;
 constexpr int kDefaultIntBits = 4;  // defaultSpec(Int, 0): the most common choice
 constexpr int kNf4DefaultGroup = 64;
 
@@ -94,7 +92,8 @@ std::string formatNameList() {
   std::string names;
   for (const FormatInfo& f : formatTable()) {
     if (!names.empty()) names += ", ";
-    names += f.hasBits ? std::string(f.name) + "1 … " + std::string(f.name) + "8"
+    names += f.hasBits ? std::string(f.name) + std::to_string(f.minBits) + " … " + std::string(f.name) +
+                             std::to_string(f.maxBits)
                        : std::string(f.name);
   }
   return names;
@@ -172,10 +171,11 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       const FormatInfo* family = findFormat(head.substr(0, digits));
       if (family != nullptr && family->hasBits) {
         long long b = 0;
-        if (!parseInt(head.substr(digits), b) || b < kMinIntBits || b > kMaxIntBits) {
+        if (!parseInt(head.substr(digits), b) || b < family->minBits || b > family->maxBits) {
           return bad("bit width '" + std::string(head.substr(digits)) + "' is out of range (allowed: " +
-                     std::string(family->name) + std::to_string(kMinIntBits) + " … " +
-                     std::string(family->name) + std::to_string(kMaxIntBits) + ")");
+                     std::string(family->name) + std::to_string(family->minBits) + " … " +
+                     std::string(family->name) + std::to_string(family->maxBits) +
+                     (family->id == FormatId::Tqp ? "; tqp<b> spends one of its b bits on the QJL sign" : "") + ")");
         }
         info = family;
         bits = static_cast<int>(b);
@@ -185,8 +185,8 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     std::string why = "'";
     why.append(head);
     return bad(why + "' needs a bit width (allowed: " + std::string(info->name) +
-               std::to_string(kMinIntBits) + " … " + std::string(info->name) +
-               std::to_string(kMaxIntBits) + ")");
+               std::to_string(info->minBits) + " … " + std::string(info->name) +
+               std::to_string(info->maxBits) + ")");
   }
   if (info == nullptr) {
     return bad("unknown format '" + std::string(head) + "' (allowed formats: " + formatNameList() + ")");
@@ -222,7 +222,11 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return Status::ok();
     };
     auto groupedOnly = [&]() -> Status {
-      if (!grouped) {
+      if (info->kind == FormatKind::Vector && key != "scale") {
+        return bad("tq formats quantize whole vectors: " + key + "= does not apply (allowed with " + formatName +
+                   ": rot=hadamard|rht|random, seed=N, scale=fp16|bf16|fp32 and the pipeline options)");
+      }
+      if (!grouped && info->kind != FormatKind::Vector) {
         return bad("option '" + key + "' does not apply to " + formatName +
                    " (axis=, group=, clip= and scale= are allowed with int<b>, fp8_e4m3, fp8_e5m2 and "
                    "nf4 only; block and elementwise formats fix their own layout)");
@@ -232,7 +236,11 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
 
     if (key == "sym" || key == "asym") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (!info->hasBits) return bad("'" + key + "' does not apply to " + formatName + " (allowed with int1 … int8 only)");
+      if (info->id == FormatId::Nuq) {
+        return bad("'" + key + "' does not apply to " + formatName +
+                   " (nuq is symmetric by construction: its scale is the group's max-abs; allowed with int1 … int8 only)");
+      }
+      if (info->id != FormatId::Int) return bad("'" + key + "' does not apply to " + formatName + " (allowed with int1 … int8 only)");
       if (key == "sym" && bits < 2) {
         return bad("int1 cannot be symmetric (allowed: sym with int2 … int8; int1 is asym only)");
       }
@@ -359,7 +367,24 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     return bad("zero=int is the zero point of an asymmetric grid: it does not apply with sym (allowed: "
                + formatName + ",zero=int or " + formatName + ",sym)");
   }
-  if (seedGiven && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
+  if (info->kind == FormatKind::Vector) {
+    const bool rotGiven = std::find(seen.begin(), seen.end(), "rot") != seen.end();
+    if (rotGiven && spec.rotation == Rotation::None) {
+      return bad("tq formats always rotate (allowed: rot=hadamard, rot=rht or rot=random; without rot= "
+                 "the default is rot=hadamard when the head dim is a power of two, rot=random otherwise)");
+    }
+    if (spec.rotationBlock != 0) {
+      return bad("tq formats rotate whole vectors: rot=hadamard:" + std::to_string(spec.rotationBlock) +
+                 " does not apply (allowed: rot=hadamard, rot=rht or rot=random)");
+    }
+  }
+  if (info->id == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
+    return bad("clip=mse does not apply to " + formatName + ": a group's best clip depends on the codebook, "
+               "which depends on every group's clip (allowed: clip=p with 0 < p ≤ 1)");
+  }
+  // tq and tqp take seed= with any rotation: it seeds rot=random (their default on head dims that
+  // are not a power of two) and tqp's QJL matrix.
+  if (seedGiven && info->kind != FormatKind::Vector && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
     return bad("seed= draws the signs or matrix of rot=rht and rot=random, and this spec has neither "
                "(allowed: seed=N together with rot=rht or rot=random)");
   }
@@ -378,8 +403,26 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
   return spec;
 }
 
+Rotation effectiveRotation(const QuantSpec& spec, int64_t headDim) {
+  if (spec.rotation != Rotation::None || !isVectorFormat(spec)) return spec.rotation;
+  return isPowerOfTwo(headDim) ? Rotation::Hadamard : Rotation::Random;
+}
+
 Status checkRotation(const QuantSpec& spec, int64_t headDim) {
   const std::string d = std::to_string(headDim);
+  if (isVectorFormat(spec)) {
+    if (headDim < 2) {
+      return Status::invalidArgument("tq formats need a head dim of at least 2 (the density of a unit vector's "
+                                     "coordinate does not exist for D = " + d + ")");
+    }
+    if (spec.rotationBlock != 0) {
+      return Status::invalidArgument("tq formats rotate whole vectors: rot=hadamard:N does not apply");
+    }
+    if ((spec.rotation == Rotation::Hadamard || spec.rotation == Rotation::Rht) && !isPowerOfTwo(headDim)) {
+      return Status::invalidArgument("D = " + d + " is not a power of two; use rot=random");
+    }
+    return Status::ok();
+  }
   switch (spec.rotation) {
     case Rotation::None:
     case Rotation::Random:
@@ -413,10 +456,11 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   };
   // Specs built in code (the GUI's widgets, the search) skip the parser: check its invariants.
   const FormatInfo& format = formatInfo(spec.format);
-  if (format.hasBits && (spec.bits < kMinIntBits || spec.bits > kMaxIntBits)) {
-    return bad("bit width " + std::to_string(spec.bits) + " is out of range (allowed: int1 … int8)");
+  if (format.hasBits && (spec.bits < format.minBits || spec.bits > format.maxBits)) {
+    return bad("bit width " + std::to_string(spec.bits) + " is out of range (allowed: " + std::string(format.name) +
+               std::to_string(format.minBits) + " … " + std::string(format.name) + std::to_string(format.maxBits) + ")");
   }
-  if (spec.symmetric && (!format.hasBits || spec.bits < 2)) {
+  if (spec.symmetric && (spec.format != FormatId::Int || spec.bits < 2)) {
     return bad("sym is allowed with int2 … int8 only");
   }
   if (spec.unitscale && !isFp8(spec.format)) {
@@ -434,7 +478,13 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.residual > 0 && spec.chunk > 0) {
     return bad("residual and chunk exclude each other: choose one");
   }
-  if (spec.zeroInt && (!format.hasBits || spec.symmetric)) {
+  if (spec.format == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
+    return bad("clip=mse does not apply to nuq (allowed: clip=p with 0 < p ≤ 1)");
+  }
+  if (format.kind == FormatKind::Vector && spec.clip.kind != Clip::Kind::None) {
+    return bad("tq formats quantize whole vectors: clip= does not apply");
+  }
+  if (spec.zeroInt && (spec.format != FormatId::Int || spec.symmetric)) {
     return bad("zero=int is allowed with asymmetric int1 … int8 only");
   }
   // With the head dim known, checkRotation below says more (e.g. "48 is not a power of two dividing 128").
@@ -479,12 +529,13 @@ std::string toString(const QuantSpec& spec) {
   if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));
   if (spec.residual != 0) add("residual=" + std::to_string(spec.residual));
   if (spec.chunk != 0) add("chunk=" + std::to_string(spec.chunk));
-  if (rotates(spec)) {
+  // tq and tqp without rot= take their default rotation for the head dim (effectiveRotation).
+  if (spec.rotation != Rotation::None) {
     std::string rot = std::string("rot=") + rotationName(spec.rotation);
     if (spec.rotationBlock != 0) rot += ":" + std::to_string(spec.rotationBlock);
     add(rot);
-    if (spec.seed != 0) add("seed=" + std::to_string(spec.seed));
   }
+  if (rotates(spec) && spec.seed != 0) add("seed=" + std::to_string(spec.seed));
   if (spec.outliers != 0) add("outliers=" + formatNumber(spec.outliers));
   // Format options (§3, §4, §5).
   if (info.grouped && !spec.unitscale) {
@@ -497,6 +548,7 @@ std::string toString(const QuantSpec& spec) {
     else if (spec.clip.kind == Clip::Kind::Percentile && spec.clip.p != 1.0) add("clip=" + formatNumber(spec.clip.p));
     if (spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
   }
+  if (info.kind == FormatKind::Vector && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
   if (spec.unitscale) add("unitscale");
   return out;
 }

@@ -88,8 +88,13 @@ struct QuantizedTokens {
 };
 /// The quantized tokens of `spec` on a tensor of `tokens` tokens (§1 step 2).
 QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens);
-/// Whether step 3 rotates.
-inline bool rotates(const QuantSpec& spec) { return spec.rotation != Rotation::None; }
+/// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp): per token vector, always rotated.
+inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).kind == FormatKind::Vector; }
+/// Whether step 3 rotates: a rotation is given, or the format always rotates (tq, tqp).
+inline bool rotates(const QuantSpec& spec) { return spec.rotation != Rotation::None || isVectorFormat(spec); }
+/// The rotation step 3 applies on head dim D: spec.rotation, or for tq and tqp without one their
+/// default (§11): rot=hadamard when D is a power of two, rot=random otherwise.
+Rotation effectiveRotation(const QuantSpec& spec, int64_t headDim);
 
 /// The default spec of a format (as parseSpec("<name>") returns it).
 QuantSpec defaultSpec(FormatId format, int bits = 0);

@@ -274,7 +274,10 @@ std::vector<std::string> defaultCandidates(const KvShape& shape) {
                         // Rotated (§1 step 3): what llama.cpp stores today and QuaRot-style grids;
                         // skipped on head dims the rotation does not suit.
                         "q8_0,rot=hadamard", "q4_0,rot=hadamard", "q4_0,rot=hadamard:64", "int4,rot=hadamard",
-                        "int3,rot=hadamard", "int2,rot=hadamard,group=32"}) {
+                        "int3,rot=hadamard", "int2,rot=hadamard,group=32",
+                        // Codebook quantizers (§11): TurboQuant, and KVQuant-style non-uniform.
+                        "tq2", "tq3", "tq4", "tqp3", "tqp4", "nuq3", "nuq4", "nuq3,axis=channel",
+                        "nuq4,axis=channel"}) {
     out.emplace_back(s);
   }
   for (const Preset& p : presetTable()) {

@@ -25,7 +25,8 @@ TEST(CliBench, QuickQuantizeReportsOneRowPerSpecWithVerdicts) {
   EXPECT_EQ(machine.at("gemm_n").get<int>(), 0) << "GEMM belongs to the attention group only";
 
   const std::set<std::string> specs{"int4,group=128", "int2,axis=channel,group=32", "q4_0",
-                                    "fp8_e4m3", "nvfp4", "int4,rot=hadamard,outliers=0.01"};
+                                    "fp8_e4m3", "nvfp4", "int4,rot=hadamard,outliers=0.01",
+                                    "tq4", "tqp4", "nuq4,axis=channel"};
   const std::set<std::string> verdicts{"pass", "FAIL", "info", "not run"};
   std::set<std::string> seen;
   for (const auto& row : doc.at("rows")) {
@@ -50,7 +51,7 @@ TEST(CliBench, QuickQuantizeReportsOneRowPerSpecWithVerdicts) {
     EXPECT_NEAR(f.at("bandwidth_ratio").get<double>(),
                 f.at("copy_seconds").get<double>() / row.at("seconds").get<double>(),
                 1e-9 * f.at("bandwidth_ratio").get<double>());
-    // fp8 has no target; the integer and block formats do.
+    // fp8 has no target; the integer and block formats do, and the codebook formats their own.
     EXPECT_EQ(verdict == "info", row.at("name") == "fp8_e4m3") << row.at("name");
   }
   EXPECT_EQ(seen, specs);

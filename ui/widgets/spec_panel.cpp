@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/widgets/spec_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -278,7 +280,8 @@ void SpecPanel::fromControls(bool formatChanged) {
     // A new format brings its own defaults for grouping and metadata (§3); the options that
     // are format-independent carry over.
     const auto id = static_cast<FormatId>(format_->currentData().toInt());
-    s = defaultSpec(id, id == FormatId::Int ? bits_->value() : 0);
+    const FormatInfo& next = formatInfo(id);
+    s = defaultSpec(id, next.hasBits ? std::clamp(bits_->value(), next.minBits, next.maxBits) : 0);
     s.outliers = spec_.outliers;
     s.sinks = spec_.sinks;
     s.residual = spec_.residual;
@@ -320,6 +323,8 @@ void SpecPanel::toControls() {
   updating_ = true;
   const int formatIndex = format_->findData(static_cast<int>(spec_.format));
   if (formatIndex >= 0) format_->setCurrentIndex(formatIndex);
+  const FormatInfo& shown = formatInfo(spec_.format);
+  if (shown.hasBits) bits_->setRange(shown.minBits, shown.maxBits);  // tqp2 … tqp8, nuq2 … nuq8
   bits_->setValue(spec_.bits);
   bitsLabel_->setText(tr("%1 bit").arg(spec_.bits));
   symmetric_->setChecked(spec_.symmetric);
@@ -335,7 +340,11 @@ void SpecPanel::toControls() {
   sinks_->setValue(spec_.sinks);
   residual_->setValue(spec_.residual);
   hadamard_->setChecked(rotates(spec_));
-  hadamard_->setText(rotates(spec_) ? tr("Rotation (%1)").arg(rotationName(spec_.rotation)) : tr("Rotation"));
+  // tq and tqp always rotate: without rot= they take the default for the head dim (§11).
+  const Rotation shownRotation = context_.headDim > 0 ? effectiveRotation(spec_, context_.headDim) : spec_.rotation;
+  hadamard_->setText(rotates(spec_) ? (shownRotation == Rotation::None ? tr("Rotation (default)")
+                                                                        : tr("Rotation (%1)").arg(rotationName(shownRotation)))
+                                    : tr("Rotation"));
   prerope_->setChecked(spec_.prerope);
   meta_->setCurrentIndex(meta_->findData(static_cast<int>(spec_.scale)));
   unitscale_->setChecked(spec_.unitscale);
@@ -359,9 +368,9 @@ void SpecPanel::updateEnabled() {
   outliers_->setEnabled(!linked && !isNone);
   sinks_->setEnabled(!linked && !isNone);
   residual_->setEnabled(!linked && !isNone);
-  hadamard_->setEnabled(!linked && !isNone);
+  hadamard_->setEnabled(!linked && !isNone && info.kind != FormatKind::Vector);  // tq, tqp always rotate
   prerope_->setEnabled(isKey_ && !isNone && context_.hasKeyPreRope);
-  meta_->setEnabled(!linked && grouped && !spec_.unitscale);
+  meta_->setEnabled(!linked && (grouped || info.kind == FormatKind::Vector) && !spec_.unitscale);  // tq: the norms' type
   unitscale_->setEnabled(!linked && info.kind == FormatKind::Float8);
   text_->setReadOnly(linked);
 }

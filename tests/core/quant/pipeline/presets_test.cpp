@@ -15,13 +15,22 @@ std::string canonical(const std::string& spec) {
   return s ? toString(*s) : "unparsed: " + spec;
 }
 
+TEST(Presets, TurboquantRotatesByRhtOnPowersOfTwoAndRandomElsewhere) {
+  auto p2 = presetSpecs("turboquant-3", {128, 4, 2});
+  ASSERT_TRUE(p2.hasValue()) << p2.status().message();
+  EXPECT_EQ(toString(p2->key), "tq3,rot=rht");
+  auto odd = presetSpecs("turboquant-4", {96, 4, 2});
+  ASSERT_TRUE(odd.hasValue()) << odd.status().message();
+  EXPECT_EQ(toString(odd->value), "tq4,rot=random");
+}
+
 TEST(Presets, TableHoldsEverySpecPresetOnce) {
   const std::set<std::string> want = {
       "kivi-2", "kivi-4", "kvquant-4-1pct", "kvquant-3-1pct", "quarot-4", "llamacpp-q8_0",
       "llamacpp-q4_0", "llamacpp-q4_1", "llamacpp-q5_0", "llamacpp-q5_1", "llamacpp-iq4_nl",
       "llamacpp-q8_0-norot", "llamacpp-q4_0-norot", "llamacpp-q4_1-norot", "llamacpp-q5_0-norot",
       "llamacpp-q5_1-norot", "llamacpp-iq4_nl-norot", "vllm-fp8", "vllm-fp8-uncalibrated",
-      "lmdeploy-int8", "lmdeploy-int4", "nvfp4", "mxfp4"};
+      "lmdeploy-int8", "lmdeploy-int4", "nvfp4", "mxfp4", "turboquant-3", "turboquant-4"};
   std::set<std::string> have;
   for (const Preset& p : presetTable()) {
     EXPECT_TRUE(have.insert(std::string(p.name)).second) << "duplicate " << p.name;
@@ -147,18 +156,21 @@ TEST(Presets, KiviAndKvquantReadAsTheSpecWrites) {
   EXPECT_EQ(kvq->key.sinks, 1);
   EXPECT_EQ(kvq->key.outliers, 0.01);
   EXPECT_FALSE(kvq->value.prerope);
-  EXPECT_EQ(toString(kvq->value), "int3,outliers=0.01");
+  EXPECT_EQ(toString(kvq->value), "nuq3,outliers=0.01");
+  EXPECT_EQ(kvq->key.format, FormatId::Nuq);
   auto fp8 = presetSpecs("vllm-fp8-uncalibrated", {128, 4, 2});
   ASSERT_TRUE(fp8.hasValue());
   EXPECT_TRUE(fp8->key.unitscale);
 }
 
-TEST(Presets, KvquantDescriptionsSayTheDatatypesAreApproximated) {
+TEST(Presets, KvquantDescriptionsNameTheirNonUniformDatatypes) {
+  // KVQuant's presets are on nuq (§11) now: no longer "approximated by uniform" ones.
   for (const char* name : {"kvquant-4-1pct", "kvquant-3-1pct"}) {
     const Preset* p = findPreset(name);
     ASSERT_NE(p, nullptr);
-    EXPECT_NE(p->description.find("approximated by"), std::string_view::npos) << p->description;
-    EXPECT_NE(p->description.find("uniform"), std::string_view::npos) << p->description;
+    EXPECT_EQ(p->description.find("approximated by"), std::string_view::npos) << p->description;
+    EXPECT_NE(p->description.find("non-uniform"), std::string_view::npos) << p->description;
+    EXPECT_NE(p->description.find("k-means"), std::string_view::npos) << p->description;
   }
 }
 

@@ -246,7 +246,7 @@ TEST(SpecNames, AxisAndMetaTypeNames) {
 TEST(SpecDefaults, DefaultSpecEqualsParsedFormatName) {
   for (const FormatInfo& f : formatTable()) {
     if (f.hasBits) {
-      for (int b = 1; b <= 8; ++b) {
+      for (int b = f.minBits; b <= f.maxBits; ++b) {
         EXPECT_EQ(defaultSpec(f.id, b), mustParse(std::string(f.name) + std::to_string(b))) << b;
       }
     } else {
@@ -265,14 +265,14 @@ TEST(SpecRoundTrip, ParseOfToStringIsIdentityOnRandomSpecs) {
   std::vector<std::string> formats;
   for (const FormatInfo& f : formatTable()) {
     if (f.hasBits) {
-      for (int b = 1; b <= 8; ++b) formats.push_back(std::string(f.name) + std::to_string(b));
+      for (int b = f.minBits; b <= f.maxBits; ++b) formats.push_back(std::string(f.name) + std::to_string(b));
     } else {
       formats.emplace_back(f.name);
     }
   }
   ASSERT_FALSE(formats.empty()) << "format table is empty";
   int parsed = 0;
-  for (int iter = 0; iter < 4000; ++iter) {
+  for (int iter = 0; iter < 6000; ++iter) {
     std::vector<std::string> options;
     auto maybe = [&](const std::string& o) {
       if (rng() % 3 == 0) options.push_back(o);
@@ -281,7 +281,8 @@ TEST(SpecRoundTrip, ParseOfToStringIsIdentityOnRandomSpecs) {
     maybe("prerope");
     maybe("sinks=" + std::to_string(rng() % 5));
     maybe("residual=" + pick({"0", "1", "32", "128"}));
-    maybe("rot=" + pick({"hadamard", "none"}));
+    maybe("rot=" + pick({"hadamard", "none", "rht", "random"}));
+    maybe("seed=" + pick({"0", "7", "18446744073709551615"}));
     maybe("outliers=" + pick(numbers));
     maybe("axis=" + pick({"tensor", "head", "token", "channel"}));
     maybe("group=" + pick({"0", "1", "16", "32", "64", "128"}));
