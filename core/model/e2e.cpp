@@ -171,7 +171,7 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
                          std::move(calibration));
   for (const auto& [name, s] : {std::pair<const char*, const QuantSpec*>{"key", &key}, {"value", &value}}) {
     if (streamingModeFor(*s) != StreamingMode::ChannelGroups) continue;
-    const int eligible = std::max(0, T - s->sinks - s->residual);
+    const auto eligible = static_cast<int>(quantizedTokens(*s, T).count);
     if (const int tail = eligible % s->group; tail > 0)
       r.notes.push_back(std::string(name) + ": the last " + std::to_string(tail) + " tokens before the residual " +
                         "window form an incomplete channel group of " + std::to_string(s->group) +
