@@ -56,7 +56,8 @@ LlamacppTensor llamacppTensor(std::string_view type, bool isKey, int headDim, bo
     return {spec, side + ": " + t + " is not a quantized type: stored as " + spec + ", not rotated"};
   }
   if (rotationDisabled) {
-    return {t, side + ": LLAMA_ATTN_ROT_DISABLE is set: llama.cpp does not rotate, " + t + " blocks as they are"};
+    return {t, side + ": rotation off (LLAMA_ATTN_ROT_DISABLE=1, or a build before PR #21038): " + t +
+                   " blocks as they are"};
   }
   if (headDim % 64 != 0) {
     return {t, side + ": D = " + d + " is not a multiple of 64: llama.cpp does not rotate"};

@@ -126,7 +126,7 @@ TEST_F(CliEngine, PresetsResolvePerDump) {
 TEST_F(CliEngine, SearchMeasuresTheEngineAsTheBaselineToBeat) {
   const std::string cands = dir_->file("cands.txt");
   std::ofstream(cands) << "int2\nint8\n";
-  auto r = test::runCli("search '" + d128_ + "' --key-budget kl_mean=10 --candidates '" + cands +
+  auto r = test::runCli("search '" + d128_ + "' --key-budget kl_mean=1000 --candidates '" + cands +
                         "' --engine 'llama.cpp -ctk q4_0 -ctv q4_0' --json -");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   Json j = Json::parse(r.out);

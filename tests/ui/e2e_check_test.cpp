@@ -117,7 +117,8 @@ class E2eCheckTest : public QObject {
     QVERIFY(w.budgetView()->e2eGroup()->isEnabled());
 
     QVERIFY(w.applyPreset(QStringLiteral("llamacpp-q8_0")));
-    auto preset = presetSpecs("llamacpp-q8_0");
+    const DumpInfo& info = w.dump()->info();
+    auto preset = presetSpecs("llamacpp-q8_0", {info.headDim, info.layers, info.kvHeads});
     QVERIFY(preset.hasValue());
     QVERIFY(w.keyPanel()->spec() == preset->key);
     QVERIFY(w.valuePanel()->spec() == preset->value);

@@ -24,6 +24,7 @@
 #include "core/capacity/capacity.h"
 #include "core/io/dataset_tree.h"
 #include "core/io/dump.h"
+#include "core/engine/engine.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
@@ -309,8 +310,24 @@ class MainWindowTest : public QObject {
 
   void presetFillsBothPanels() {
     MainWindow w(false);
+    // Before a dump is open a preset waits for one: llama.cpp's rotation depends on its head dim.
+    QVERIFY(w.applyPreset(QStringLiteral("llamacpp-q4_0")));
+    openSample(w);
+    const DumpInfo& info = w.dump()->info();
+    const KvShape shape{info.headDim, info.layers, info.kvHeads};
+    auto q4 = presetSpecs("llamacpp-q4_0", shape);
+    QVERIFY2(q4.hasValue(), q4.status().message().c_str());
+    QVERIFY(w.keyPanel()->spec() == q4->key);
+    QVERIFY(w.valuePanel()->spec() == q4->value);
+    // The Presets menu shows what each preset resolves to for the open dump.
+    bool labelled = false;
+    for (QAction* a : w.findChildren<QAction*>()) {
+      if (a->data().toString() != QStringLiteral("llamacpp-q4_0")) continue;
+      labelled = a->text().contains(QStringLiteral("K ") + QString::fromStdString(toString(q4->key)));
+    }
+    QVERIFY(labelled);
     QVERIFY(w.applyPreset(QStringLiteral("kivi-2")));
-    auto specs = presetSpecs("kivi-2");
+    auto specs = presetSpecs("kivi-2", shape);
     QVERIFY(specs.hasValue());
     QVERIFY(w.keyPanel()->spec() == specs->key);
     QVERIFY(w.valuePanel()->spec() == specs->value);
@@ -319,6 +336,28 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.keyPanel()->bitsSlider()->value(), 2);
     QVERIFY(!w.applyPreset(QStringLiteral("no-such-preset")));
     QVERIFY(w.lastError().contains(QStringLiteral("no-such-preset")));
+  }
+
+  void engineFieldAppliesWhatTheEngineStoresAndShowsNotesOrTheRefusal() {
+    MainWindow w(false);
+    openSample(w);
+    const DumpInfo& info = w.dump()->info();
+    auto* field = w.findChild<QLineEdit*>(QStringLiteral("engineField"));
+    auto* notes = w.findChild<QLabel*>(QStringLiteral("engineNotes"));
+    QVERIFY(field && notes);
+    const std::string text = "llama.cpp -m model.gguf -ctk q8_0 -ctv q4_0";
+    field->setText(QString::fromStdString(text));
+    emit field->returnPressed();
+    auto r = resolveEngine(text, {info.headDim, info.layers, info.kvHeads});
+    QVERIFY(r.hasValue());
+    QVERIFY(w.keyPanel()->spec() == *parseSpec(r->key));
+    QVERIFY(w.valuePanel()->spec() == *parseSpec(r->value));
+    QVERIFY(notes->text().contains(QStringLiteral("ignored -m model.gguf")));
+    field->setText(QStringLiteral("llama.cpp -ctk q3_K"));
+    emit field->returnPressed();
+    QVERIFY(notes->text().contains(QStringLiteral("q3_K is not a KV cache type")));
+    QVERIFY(w.lastError().contains(QStringLiteral("q3_K")));
+    QVERIFY(w.keyPanel()->spec() == *parseSpec(r->key));  // unchanged by the refusal
   }
 
   void typedSpecSetsControlsAndBadTextShowsParserMessage() {

@@ -147,8 +147,23 @@ TEST(CliE2e, ReportsJsonForSpecsPresetsAndSweeps) {
   EXPECT_EQ(s["results"][0]["summary"]["kl_mean"], 0.0);
   EXPECT_LT(s["results"][1]["summary"]["kl_mean"].get<double>(), s["results"][2]["summary"]["kl_mean"].get<double>());
 
+  // An engine string resolves for the model's shape: stories260K's D = 8 is not a multiple of 64,
+  // so llama.cpp stores plain q8_0 blocks and the result equals --key q8_0 --value q8_0's.
+  auto engine = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q8_0 -ctv q8_0' --json -");
+  ASSERT_EQ(engine.exitCode, 0) << engine.err;
+  auto e = nlohmann::json::parse(engine.out);
+  EXPECT_EQ(e["engine"], "llama.cpp -ctk q8_0 -ctv q8_0");
+  EXPECT_EQ(e["summary"]["kl_mean"], j["summary"]["kl_mean"]);
+  EXPECT_NE(engine.err.find("D = 8 is not a multiple of 64"), std::string::npos) << engine.err;
+  auto explain = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q4_0' --explain");
+  ASSERT_EQ(explain.exitCode, 0) << explain.err;
+  EXPECT_NE(explain.out.find("key:   q4_0\n"), std::string::npos) << explain.out;
+  EXPECT_EQ(explain.out.find("perplexity"), std::string::npos);  // nothing was replayed
+
   auto both = test::runCli("e2e " + model + " " + dump + " --preset kivi-2 --key int4 --value int4");
   EXPECT_EQ(both.exitCode, 2);
+  auto engineAndPreset = test::runCli("e2e " + model + " " + dump + " --preset kivi-2 --engine llama.cpp");
+  EXPECT_EQ(engineAndPreset.exitCode, 2);
   auto badSpec = test::runCli("e2e " + model + " " + dump + " --key int9 --value int4");
   EXPECT_EQ(badSpec.exitCode, 2);
   EXPECT_NE(badSpec.err.find("--key"), std::string::npos) << badSpec.err;

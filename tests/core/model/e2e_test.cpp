@@ -458,23 +458,26 @@ TEST(E2e, JsonHasTheSummaryPositionsAndLayers) {
 }
 
 TEST(Sweep, ParsesPairsPresetsAndSingleSpecs) {
-  auto s = parseSweep("int4,axis=channel,group=32 : int4 ; kivi-2;q8_0");
+  const KvShape shape{8, 5, 4};  // stories260K: D = 8, 5 layers, 4 kv heads
+  auto s = parseSweep("int4,axis=channel,group=32 : int4 ; kivi-2;q8_0;llamacpp-q4_0", shape);
   ASSERT_TRUE(s) << s.status().message();
-  ASSERT_EQ(s->size(), 3u);
+  ASSERT_EQ(s->size(), 4u);
   EXPECT_EQ((*s)[0].key.axis, Axis::Channel);
   EXPECT_EQ((*s)[0].value.axis, Axis::Token);
-  EXPECT_EQ((*s)[1].key.residual, 128);
+  EXPECT_EQ((*s)[1].value.residual, 128);
   EXPECT_EQ((*s)[2].key.format, FormatId::Q8_0);
   EXPECT_EQ((*s)[2].value.format, FormatId::Q8_0);
-  EXPECT_FALSE(parseSweep("int4:int99"));
-  EXPECT_FALSE(parseSweep(" ; "));
+  // Presets resolve for the shape: D = 8 is not a multiple of 64, so llama.cpp does not rotate.
+  EXPECT_EQ(toString((*s)[3].key), "q4_0");
+  EXPECT_FALSE(parseSweep("int4:int99", shape));
+  EXPECT_FALSE(parseSweep(" ; ", shape));
 }
 
 TEST(Sweep, ReadsAFile) {
   test::TempDir dir;
   const std::string path = dir.file("sweep.txt");
   std::ofstream(path) << "# K : V\nint8:int8\n\nint4:int4  # four bits\n";
-  auto s = parseSweep(path);
+  auto s = parseSweep(path, KvShape{8, 5, 4});
   ASSERT_TRUE(s) << s.status().message();
   ASSERT_EQ(s->size(), 2u);
   EXPECT_EQ((*s)[1].key.bits, 4);

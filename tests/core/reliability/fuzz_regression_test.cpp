@@ -136,6 +136,37 @@ TEST(FuzzEntries, MutatedSpecStringsNeverBreakTheParser) {
   EXPECT_GT(refused, 0);
 }
 
+// The same for engine strings (tests/fuzz/engine.dict's words): every refusal explains itself,
+// every acceptance gives specs that parse and validate at each shape.
+TEST(FuzzEntries, MutatedEngineStringsKeepEveryProperty) {
+  const std::vector<std::string> seeds = {"llama.cpp -ctk q4_0 -ctv q8_0", "llama-server --cache-type-k=q5_1 -fa on",
+                                          "LLAMA_ATTN_ROT_DISABLE=1 llama.cpp -ctk iq4_nl -ctv q4_1",
+                                          "llama-cli -m 'a b.gguf' -c 4096 -ngl 99 -ctk f32 -ctv bf16"};
+  const std::vector<std::string> pieces = {" ", "=", "'", "\"", "-ctk", "-ctv", "--cache-type-v=", "-fa", "off",
+                                           "auto", "-1", "q4_0", "q8_0", "bf16", "q3_K", "LLAMA_ATTN_ROT_DISABLE=",
+                                           "LLAMA_ARG_CACHE_TYPE_K=", "llama.cpp", "-m", "0", "9999999999"};
+  std::mt19937 rng(20261202);
+  int accepted = 0;
+  for (int i = 0; i < 5000; ++i) {
+    std::string s = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = s.empty() ? 0 : rng() % (s.size() + 1);
+      switch (rng() % 4) {
+        case 0: if (!s.empty() && at < s.size()) s[at] = static_cast<char>(rng() % 256); break;
+        case 1: s.insert(at, pieces[rng() % pieces.size()]); break;
+        case 2: if (at < s.size()) s.erase(at, 1 + rng() % 3); break;
+        default: s.insert(at, 1, static_cast<char>(rng() % 256)); break;
+      }
+    }
+    ASSERT_EQ(run(fuzz::fuzzEngine, s), "") << "input: '" << s << "'";
+    if (resolveEngine(s, {}).hasValue()) ++accepted;
+  }
+  std::printf("[ mutated  ] 5000 engine strings: %d accepted\n", accepted);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, 5000);
+}
+
 TEST(FuzzEntries, MutatedMappingsNeverBreakTheParser) {
   const std::string seed = R"({"key": {"path": "/past_key_values/key", "axes": "layer,batch,head,token,dim"},
  "value": {"path": "/past_key_values/value", "axes": ["layer", "batch", "head", "token", "dim"]},

@@ -284,17 +284,22 @@ TEST(Budget, ParsesMetricsAndBounds) {
 }
 
 TEST(Candidates, DefaultsParseAndCoverFormatsAxesAndPresets) {
-  const auto list = defaultCandidates();
+  const KvShape shape{128, 4, 8};
+  const auto list = defaultCandidates(shape);
   std::set<std::string> canonical;
   for (const std::string& s : list) {
     auto spec = parseSpec(s);
     ASSERT_TRUE(spec.hasValue()) << s;
     EXPECT_TRUE(canonical.insert(toString(*spec)).second) << "duplicate " << s;
   }
+  // Every preset as it resolves for this shape (llama.cpp's rotated specs at D = 128).
   for (const Preset& p : presetTable()) {
-    EXPECT_TRUE(canonical.count(toString(*parseSpec(p.keySpec)))) << p.name;
-    EXPECT_TRUE(canonical.count(toString(*parseSpec(p.valueSpec)))) << p.name;
+    auto specs = presetSpecs(p.name, shape);
+    ASSERT_TRUE(specs.hasValue()) << p.name << ": " << specs.status().message();
+    EXPECT_TRUE(canonical.count(toString(specs->key))) << p.name;
+    EXPECT_TRUE(canonical.count(toString(specs->value))) << p.name;
   }
+  EXPECT_TRUE(canonical.count(toString(*parseSpec("q4_0,rot=hadamard:128"))));
   EXPECT_TRUE(canonical.count("int2,axis=channel,group=32"));
   EXPECT_TRUE(canonical.count("nvfp4"));
 }
