@@ -95,7 +95,9 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
     return refuse("\"`axis_value` for `quanto` backend has to be one of [`0`, `-1`] but got " + std::to_string(axisValue) +
                   "\"");
   }
-  if (groupSize <= 0) return refuse("q_group_size must be a whole number > 0 (got " + std::to_string(groupSize) + ")");
+  if (groupSize <= 0 || groupSize > 1'000'000) {
+    return refuse("q_group_size must be a whole number from 1 to 1000000 (got " + std::to_string(groupSize) + ")");
+  }
   if (residual < 0) return refuse("residual_length must be ≥ 0 (got " + std::to_string(residual) + ")");
   const std::string meta = dtype == "float16" ? "fp16" : "bf16";
   const std::string g = std::to_string(groupSize);

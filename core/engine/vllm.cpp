@@ -193,7 +193,8 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
       // vllm/v1/attention/ops/triton_quant_kv/_hadamard.py: assert d & (d - 1) == 0.
       return refuse("--kv-cache-dtype int4_per_token_head: \"Requires power-of-2 dim, got " +
                     std::to_string(shape.headDim) +
-                    "\" (vLLM's randomized Hadamard transform asserts a power-of-two head dim)");
+                    "\" (vLLM's randomized Hadamard transform asserts a power-of-two head dim; D = " +
+                    std::to_string(shape.headDim) + ")");
     }
     both("int4,zero=packed,rot=rht,scale=fp32,minscale=1e-06");
     r.notes.push_back("int4_per_token_head: keys and values rotated by sign flips and the Sylvester Hadamard matrix, "
