@@ -4,6 +4,8 @@
 // hand in the comment beside it; the fast path and the scalar reference must both give it.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -187,6 +189,25 @@ TEST(EngineOptions, PackedZeroPointUsesThePlainRange) {
   // One fp32 word per group: 4 + 32/8 bits per element for groups of D = 8.
   const StorageCount c = storageFor(parsed("int4,zero=packed,scale=fp32"), 1, 4, 8);
   EXPECT_EQ(c.metadataBits, 32.0 * 4);
+}
+
+// describeGroup (the GUI's histogram) on the engine rules: the same levels as the plain grid for
+// round=, (q − z)·s′ for zero=packed, and the codes the reference chose.
+TEST(EngineOptions, DescribeGroupFollowsTheEngineRules) {
+  // int8 sym, a = 127: s = 1; trunc sends 2.5 → 2 and −3.5 → −3: codes 127, 2, −3 (3 used).
+  Tensor3 x = row({127.0f, 2.5f, -3.5f, 2.0f});
+  auto t = describeGroup(x, parsed("int8,sym,scale=fp32,round=trunc"), 0, 0, 1);
+  ASSERT_TRUE(t.hasValue()) << t.status().message();
+  EXPECT_EQ(t->scale, 1.0);
+  EXPECT_EQ(t->levels.size(), 255u);
+  EXPECT_EQ(t->codesUsed, 3);
+  // The vLLM int4 vector: s = 0x3F911111, z = 6, levels (q − 6)·0x3F911110 for q = 0 … 15.
+  Tensor3 y = row({0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1f, 2.2f, -0.03f});
+  auto p = describeGroup(y, parsed("int4,zero=packed,scale=fp32"), 0, 0, 3);
+  ASSERT_TRUE(p.hasValue()) << p.status().message();
+  ASSERT_EQ(p->levels.size(), 16u);
+  EXPECT_EQ(p->levels.front(), -6.0 * static_cast<double>(std::bit_cast<float>(uint32_t{0x3F911110})));
+  EXPECT_EQ(p->codesUsed, 6);  // q = 6, 5, 9, 15, 0, 6, 8, 6
 }
 
 TEST(EngineOptions, StorageIsThatOfTheFormat) {
