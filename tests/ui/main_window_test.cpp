@@ -31,6 +31,7 @@
 #include "tests/support/chunk_index_crasher.h"
 #include "ui/compute/histogram_data.h"
 #include "ui/export/exporter.h"
+#include "ui/headless.h"
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"
 #include "ui/views/drift_view.h"
@@ -358,6 +359,24 @@ class MainWindowTest : public QObject {
     QVERIFY(notes->text().contains(QStringLiteral("q3_K is not a KV cache type")));
     QVERIFY(w.lastError().contains(QStringLiteral("q3_K")));
     QVERIFY(w.keyPanel()->spec() == *parseSpec(r->key));  // unchanged by the refusal
+  }
+
+  void launchOptionsCheckEngineStringsAndLeaveTheirResolutionToTheDump() {
+    LaunchOptions o;
+    o.dump = sample_;
+    o.engine = QStringLiteral("llama.cpp -ctk q4_0 -ctv q8_0");
+    o.exportDir = dir_.filePath(QStringLiteral("never"));
+    auto launch = resolveLaunch(o);
+    QVERIFY2(launch.hasValue(), launch.status().message().c_str());
+    QCOMPARE(launch->engine, o.engine);
+    QVERIFY(!launch->key);  // resolved for the dump's head dim once it is open
+    o.engine = QStringLiteral("llama.cpp --cache-type-k q3_K");
+    auto bad = resolveLaunch(o);
+    QVERIFY(!bad.hasValue());
+    QVERIFY(QString::fromStdString(bad.status().message()).contains(QStringLiteral("q3_K is not a KV cache type")));
+    o.engine = QStringLiteral("llama.cpp");
+    o.preset = QStringLiteral("kivi-2");
+    QVERIFY(!resolveLaunch(o).hasValue());
   }
 
   void typedSpecSetsControlsAndBadTextShowsParserMessage() {
