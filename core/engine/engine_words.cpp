@@ -63,11 +63,4 @@ Expected<std::vector<EngineOption>> readConfigPairs(std::string_view engine, con
   return out;
 }
 
-std::optional<std::string> metaTypeForDtype(std::string_view dtype) {
-  if (dtype == "float16" || dtype == "fp16" || dtype == "half" || dtype == "torch.float16") return "fp16";
-  if (dtype == "bfloat16" || dtype == "bf16" || dtype == "torch.bfloat16") return "bf16";
-  if (dtype == "float32" || dtype == "fp32" || dtype == "float" || dtype == "torch.float32") return "fp32";
-  return std::nullopt;
-}
-
 }  // namespace kvscope

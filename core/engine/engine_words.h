@@ -39,8 +39,4 @@ std::string joinNames(std::span<const std::string_view> names);
 /// True when `name` is in `names`.
 bool isOneOf(std::string_view name, std::span<const std::string_view> names);
 
-/// The spec name of a metadata type for a model dtype word: "float16"/"fp16"/"half" -> "fp16",
-/// "bfloat16"/"bf16" -> "bf16", "float32"/"fp32"/"float" -> "fp32"; nullopt otherwise.
-std::optional<std::string> metaTypeForDtype(std::string_view dtype);
-
 }  // namespace kvscope
