@@ -3,6 +3,7 @@
 // exports (TensorRT-Model-Optimizer modelopt/torch/export/quant_utils.py and
 // modelopt/torch/quantization/config.py; docs/engines.md names the lines and commit).
 #include <array>
+#include <cctype>
 
 #include "core/engine/engine.h"
 #include "core/engine/engine_words.h"
@@ -37,9 +38,14 @@ Expected<ResolvedKv> resolveTrtllm(const EngineArgs& args, const KvShape& shape)
     ignored.push_back("ignored " + name + "=" + value + ": it does not change what the KV cache stores");
   }
   for (const EngineOption& o : *pairs) {
-    if (o.name == "kv_cache_dtype" || o.name == "kv_cache_qformat") {
-      // kv_cache_qformat is ModelOpt's (examples/llm_ptq hf_ptq.py); it names the same choices.
-      const std::string v = *o.value == "none" && o.name == "kv_cache_qformat" ? "auto" : *o.value;
+    if (o.name == "kv_cache_dtype" || o.name == "kv_cache_qformat" || o.name == "kv_cache_config.dtype" ||
+        o.name == "kv_cache_quant_algo") {
+      // kv_cache_qformat is ModelOpt's (examples/llm_ptq hf_ptq.py), kv_cache_config.dtype the
+      // LLM API's KvCacheConfig field, kv_cache_quant_algo the checkpoint's quant config (FP8,
+      // NVFP4); they name the same choices.
+      std::string v = *o.value;
+      for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (v == "none" && o.name != "kv_cache_dtype") v = "auto";
       if (!isOneOf(v, kDtypes)) {
         return refuse(o.shown + ": kvscope models " + o.name + " " + joinNames(kDtypes) +
                       (v == "int8" ? " (the int8 KV cache's per-tensor scale is not modelled)" : ""));
@@ -82,7 +88,8 @@ extern const EngineDef kTrtllmEngine;
 constinit const EngineDef kTrtllmEngine{
     "trtllm",
     {"tensorrt-llm", "trtllm-serve"},
-    "TensorRT-LLM: kv_cache_dtype=auto|fp8|nvfp4 (also ModelOpt's kv_cache_qformat=fp8|nvfp4)",
+    "TensorRT-LLM: kv_cache_dtype=auto|fp8|nvfp4 (also kv_cache_config.dtype=, kv_cache_quant_algo=FP8|NVFP4 and "
+    "ModelOpt's kv_cache_qformat=)",
     resolveTrtllm};
 
 }  // namespace kvscope

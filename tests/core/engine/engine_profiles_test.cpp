@@ -321,6 +321,8 @@ TEST(Trtllm, Fp8ScaleIsAtLeastOne) {
             (std::vector<float>{0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1015625f, 2.25f, -0.029296875f}));
   EXPECT_EQ(resolved("trtllm --kv_cache_dtype fp8").value, "fp8_e4m3,minscale=1");
   EXPECT_EQ(resolved("trtllm kv_cache_qformat=nvfp4").key, "nvfp4");
+  EXPECT_EQ(resolved("trtllm kv_cache_quant_algo=NVFP4 kv_cache_config.dtype=nvfp4").key, "nvfp4");
+  EXPECT_EQ(resolved("trtllm kv_cache_quant_algo=FP8").value, "fp8_e4m3,minscale=1");
   EXPECT_EQ(resolved("trtllm").key, "none");
   EXPECT_NEAR(bytesPerTokenHead(resolved("trtllm kv_cache_dtype=nvfp4"), 128), 144.0, 0.0);
   EXPECT_NE(errorOf("trtllm kv_cache_dtype=int8").find("per-tensor scale is not modelled"), std::string::npos);
