@@ -9,11 +9,17 @@ namespace kvscope {
 
 // Each engine's row lives in its own file; adding an engine adds one declaration and one entry.
 extern const EngineDef kLlamacppEngine;
+extern const EngineDef kVllmEngine;
+extern const EngineDef kSglangEngine;
+extern const EngineDef kLmdeployEngine;
+extern const EngineDef kTransformersEngine;
+extern const EngineDef kTrtllmEngine;
 
 namespace {
 
-const std::array<const EngineDef*, 1>& table() {
-  static const std::array<const EngineDef*, 1> engines{&kLlamacppEngine};
+const std::array<const EngineDef*, 6>& table() {
+  static const std::array<const EngineDef*, 6> engines{&kLlamacppEngine,     &kVllmEngine,         &kSglangEngine,
+                                                       &kLmdeployEngine,     &kTransformersEngine, &kTrtllmEngine};
   return engines;
 }
 

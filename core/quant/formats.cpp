@@ -154,6 +154,11 @@ KVSCOPE_INLINE void paramsOfRanges(const QuantSpec& spec, const float* lo, const
         for (int k = 0; k < 4; ++k) m[i + k] = 0.0f;
       }
     }
+    if (spec.minScale > 0) {
+      // minscale=S, as paramsFromRange applies it.
+      const auto floor = static_cast<float>(spec.minScale);
+      for (int64_t k = 0; k < i; ++k) s[k] = std::max(s[k], floor);
+    }
   }
   for (; i < n; ++i) {
     const GroupParams p = paramsOfUnclippedRange(spec, lo[i], hi[i]);
@@ -464,6 +469,12 @@ void quantizeGrouped(Tensor3& x, const QuantSpec& spec) {
 
 // ---- Block formats ----------------------------------------------------------------------------
 
+/// nvfp4's global scale: `gscale=S` (an engine's per-layer k_scale, 1 when uncalibrated) or
+/// fp32(a/2688) from the layer tensor's max |x| (§2).
+float nvfp4Global(const QuantSpec& spec, float maxAbs) {
+  return spec.globalScale > 0 ? static_cast<float>(spec.globalScale) : kernels::nvfp4GlobalScale(maxAbs);
+}
+
 float tensorMaxAbs(const Tensor3& x) {
   const float* p = x.data.data();
   const auto n = static_cast<int64_t>(x.size());
@@ -483,7 +494,7 @@ void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
   const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
   const int64_t block = info.blockSize;
-  const float g = spec.format == FormatId::Nvfp4 ? kernels::nvfp4GlobalScale(tensorMaxAbs(x)) : 0.0f;
+  const float g = spec.format == FormatId::Nvfp4 ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
   const bool parallel = static_cast<int64_t>(x.size()) > kParallelThreshold;
   if (x.dim % block == 0) {
     // Blocks never straddle heads: each head row holds whole blocks.
@@ -548,8 +559,9 @@ void quantizeVectors(Tensor3& x, const QuantSpec& spec) {
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
   KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
   if (x.size() == 0) return Status::ok();
-  // The integer zero point has no fast kernel: the scalar reference is what runs.
-  if (spec.zeroInt) return quantizeFormatReference(x, spec);
+  // The integer zero point and the engines' rounding modes have no fast kernel: the scalar
+  // reference is what runs.
+  if (usesReferenceQuantizer(spec)) return quantizeFormatReference(x, spec);
   switch (formatInfo(spec.format).kind) {
     case FormatKind::Integer:
     case FormatKind::Float8:
@@ -579,7 +591,7 @@ KVSCOPE_SIMD_CLONES void roundElements(FormatId format, float* x, int64_t n) {
 
 int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
   const FormatInfo& info = formatInfo(spec.format);
-  if (spec.zeroInt) return 0;  // the reference quantizes the whole tensor
+  if (usesReferenceQuantizer(spec)) return 0;  // the reference quantizes the whole tensor
   switch (info.kind) {
     case FormatKind::Elementwise: return 1;
     case FormatKind::Block: return dim % info.blockSize == 0 ? 1 : 0;
@@ -608,7 +620,7 @@ bool formatNeedsTensorRange(const QuantSpec& spec) {
 TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
   TensorContext c;
   if (spec.format == FormatId::Nvfp4) {
-    c.nvfp4Scale = kernels::nvfp4GlobalScale(std::max(std::fabs(lo), std::fabs(hi)));
+    c.nvfp4Scale = nvfp4Global(spec, std::max(std::fabs(lo), std::fabs(hi)));
   } else if (formatNeedsTensorRange(spec)) {
     const GroupParams p = paramsOfUnclippedRange(spec, lo, hi);
     c.scale = p.scale;
@@ -647,7 +659,7 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
 
 bool formatPieceReadsSource(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  return !spec.zeroInt && info.grouped && info.kind != FormatKind::NonUniform &&
+  return !usesReferenceQuantizer(spec) && info.grouped && info.kind != FormatKind::NonUniform &&
          (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
 }
 
@@ -764,14 +776,15 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   const kernels::ClipRange r = kernels::clippedRange(spec, values.data(), n, work.data());
   g.clipLo = r.lo;
   g.clipHi = r.hi;
-  if (spec.zeroInt) {
+  if (spec.zeroInt || spec.zeroPacked) {
     // The integer zero point: levels (q − z)·s, reconstructions by the reference.
     const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
     g.scale = rp.scale;
     g.zero = -static_cast<double>(rp.intZero) * rp.scale;
     for (int64_t i = 0; i < n; ++i) work[static_cast<size_t>(i)] = reference::quantizeValue(spec, rp, values[static_cast<size_t>(i)]);
     const int top = (1 << spec.bits) - 1;
-    for (int q = 0; q <= top; ++q) g.levels.push_back(static_cast<double>((static_cast<float>(q) - rp.intZero) * rp.scale));
+    const float levelScale = spec.zeroPacked ? reference::packedScale(rp.scale) : rp.scale;
+    for (int q = 0; q <= top; ++q) g.levels.push_back(static_cast<double>((static_cast<float>(q) - rp.intZero) * levelScale));
     g.codesTotal = top + 1;
     if (rp.scale == 0.0f) g.levels = {0.0};
     sortLevels(g.levels);
@@ -782,6 +795,11 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   g.scale = p.scale;
   g.zero = p.zero;
   kernels::applyGroupTo(spec, p, values.data(), work.data(), n);
+  if (spec.rounding != Rounding::Away) {
+    // The same levels; the reference decides which one each value takes (round=trunc|even).
+    const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
+    for (int64_t i = 0; i < n; ++i) work[static_cast<size_t>(i)] = reference::quantizeValue(spec, rp, values[static_cast<size_t>(i)]);
+  }
   const double s = p.scale;
   switch (kernels::groupedKind(spec)) {
     case GroupedKind::Asym: {
@@ -877,7 +895,7 @@ Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int
     const int64_t p = start + i;
     values[static_cast<size_t>(i)] = x.at(p / x.dim, token, p % x.dim);
   }
-  const float g = spec.format == FormatId::Nvfp4 ? kernels::nvfp4GlobalScale(tensorMaxAbs(x)) : 0.0f;
+  const float g = spec.format == FormatId::Nvfp4 ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
   GroupDetail d;
   d.size = block;
   const kernels::MinMax mm = kernels::minMax(values.data(), block);

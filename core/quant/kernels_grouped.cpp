@@ -8,6 +8,7 @@
 #endif
 #include "core/quant/kernels_grouped.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -38,6 +39,19 @@ GroupedKind groupedKind(const QuantSpec& spec) {
   return spec.symmetric ? GroupedKind::Sym : GroupedKind::Asym;
 }
 
+namespace {
+
+/// `minscale=S`: the engines' scale floor (vLLM's 1e-6, TensorRT-LLM's exported 1), after meta.
+KVSCOPE_INLINE GroupParams floored(const QuantSpec& spec, GroupParams p) {
+  if (spec.minScale > 0) p.scale = std::max(p.scale, static_cast<float>(spec.minScale));
+  return p;
+}
+
+/// fp8's divisor: `div=N` (vLLM's --calculate-kv-scales uses 200 and 100) or the format's Fmax.
+KVSCOPE_INLINE double fp8Divisor(const QuantSpec& spec, double fmax) { return spec.divisor > 0 ? spec.divisor : fmax; }
+
+}  // namespace
+
 GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a) {
   GroupParams p;
   switch (groupedKind(spec)) {
@@ -47,10 +61,10 @@ GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a) {
       break;
     }
     case GroupedKind::E4m3:
-      p.scale = spec.unitscale ? 1.0f : fp::metaRound(a / fp::kE4m3Max, spec.scale);
+      p.scale = spec.unitscale ? 1.0f : fp::metaRound(a / fp8Divisor(spec, fp::kE4m3Max), spec.scale);
       break;
     case GroupedKind::E5m2:
-      p.scale = spec.unitscale ? 1.0f : fp::metaRound(a / fp::kE5m2Max, spec.scale);
+      p.scale = spec.unitscale ? 1.0f : fp::metaRound(a / fp8Divisor(spec, fp::kE5m2Max), spec.scale);
       break;
     case GroupedKind::Nf4: p.scale = fp::metaRound(a, spec.scale); break;
     case GroupedKind::Asym: {  // not a max-abs format; treat as the range [-a, a]
@@ -60,7 +74,7 @@ GroupParams paramsFromMaxAbs(const QuantSpec& spec, double a) {
       break;
     }
   }
-  return p;
+  return floored(spec, p);
 }
 
 GroupParams paramsFromRange(const QuantSpec& spec, double lo, double hi) {
@@ -71,7 +85,7 @@ GroupParams paramsFromRange(const QuantSpec& spec, double lo, double hi) {
   GroupParams p;
   p.scale = fp::metaRound((hi - lo) / n, spec.scale);
   p.zero = fp::metaRound(lo, spec.scale);
-  return p;
+  return floored(spec, p);
 }
 
 namespace {

@@ -926,7 +926,8 @@ StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
     case FormatKind::Codebook: {
       if (spec.unitscale) break;
       const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      const double perGroup = (info.kind == FormatKind::Integer && !spec.symmetric) ? 2.0 : 1.0;
+      // zero=packed keeps the zero point inside the scale word: one value per group.
+      const double perGroup = (info.kind == FormatKind::Integer && !spec.symmetric && !spec.zeroPacked) ? 2.0 : 1.0;
       s.metadataBits = groups * perGroup * valueBits;
       break;
     }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -58,6 +60,12 @@ constexpr double kNf4[16] = {-1.0,
                              0.5626170039176941,
                              0.7229568362236023,
                              1.0};
+
+}  // namespace
+
+float packedScale(float s) { return std::bit_cast<float>(std::bit_cast<uint32_t>(s) & ~uint32_t{0xF}); }
+
+namespace {
 
 bool isAsym(const QuantSpec& spec) { return spec.format == FormatId::Int && !spec.symmetric; }
 
@@ -134,6 +142,13 @@ Params groupParams(const QuantSpec& spec, Range r) {
       if (spec.symmetric) {
         const double qmax = std::pow(2.0, spec.bits - 1) - 1.0;
         p.scale = static_cast<float>(meta(a / qmax, spec));
+      } else if (spec.zeroPacked) {
+        // vLLM's int4_per_token_head: the plain range, an fp32 scale (floored by minscale=) and
+        // z = clamp(rnd(−lo/s), 0, n) (docs/formats.md, "Engine rules").
+        const double n = std::pow(2.0, spec.bits) - 1.0;
+        p.scale = static_cast<float>((r.hi - r.lo) / n);
+        if (spec.minScale > 0) p.scale = std::max(p.scale, static_cast<float>(spec.minScale));
+        if (p.scale != 0.0f) p.intZero = static_cast<float>(std::clamp(std::round(-r.lo / p.scale), 0.0, n));
       } else if (spec.zeroInt) {
         // The range is widened to hold 0, so that z is a code (QuaRot's ActQuantizer).
         const double n = std::pow(2.0, spec.bits) - 1.0;
@@ -146,11 +161,17 @@ Params groupParams(const QuantSpec& spec, Range r) {
         p.zero = static_cast<float>(meta(r.lo, spec));
       }
       break;
-    case FormatId::Fp8E4M3: p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / 448.0, spec)); break;
-    case FormatId::Fp8E5M2: p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / 57344.0, spec)); break;
+    case FormatId::Fp8E4M3:
+      p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / (spec.divisor > 0 ? spec.divisor : 448.0), spec));
+      break;
+    case FormatId::Fp8E5M2:
+      p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / (spec.divisor > 0 ? spec.divisor : 57344.0), spec));
+      break;
     case FormatId::Nf4: p.scale = static_cast<float>(meta(a, spec)); break;
     default: break;
   }
+  // minscale=S floors the stored scale (docs/formats.md).
+  if (spec.minScale > 0) p.scale = std::max(p.scale, static_cast<float>(spec.minScale));
   return p;
 }
 
@@ -158,6 +179,26 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
   const float s = p.scale;
   switch (spec.format) {
     case FormatId::Int:
+      if (spec.zeroPacked) {
+        if (s == 0.0f) return 0.0f;
+        const float n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
+        const float inv = 1.0f / s;
+        const float y = x * inv + p.intZero;  // two fp32 roundings, as the kernel's
+        const float q = std::clamp(std::round(y), 0.0f, n);
+        return (q - p.intZero) * packedScale(s);
+      }
+      if (spec.rounding != Rounding::Away) {
+        // round=trunc|even (docs/formats.md): y = fp32(x·fp32(1/s)) (asym: (x − m)·fp32(1/s)),
+        // then the rounding mode and the clamp, as vLLM's and LMDeploy's kernels compute it.
+        const bool sym = spec.symmetric;
+        if (s == 0.0f) return sym ? 0.0f : p.zero;
+        const float inv = 1.0f / s;
+        const float y = sym ? x * inv : (x - p.zero) * inv;
+        const float r = spec.rounding == Rounding::Trunc ? std::trunc(y) : std::nearbyint(y);
+        const float top = static_cast<float>(sym ? std::pow(2.0, spec.bits - 1) - 1.0 : std::pow(2.0, spec.bits) - 1.0);
+        const float q = std::clamp(r, sym ? -top : 0.0f, top);
+        return sym ? q * s : q * s + p.zero;
+      }
       if (spec.symmetric) {
         if (s == 0.0f) return 0.0f;
         const float qmax = static_cast<float>(std::pow(2.0, spec.bits - 1) - 1.0);
@@ -527,7 +568,9 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
       return Status::ok();
     case FormatKind::Block: {
       float g = 0;
-      if (spec.format == FormatId::Nvfp4) {
+      if (spec.format == FormatId::Nvfp4 && spec.globalScale > 0) {
+        g = static_cast<float>(spec.globalScale);  // gscale=S: the engine's per-layer scale
+      } else if (spec.format == FormatId::Nvfp4) {
         double a = 0;
         for (float v : x.data) a = std::max(a, std::fabs(static_cast<double>(v)));
         g = static_cast<float>(a / (448.0 * 6.0));

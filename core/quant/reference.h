@@ -42,6 +42,9 @@ struct Params {
   float intZero = 0;  ///< zero=int: the integer zero point z (0 … 2^b − 1)
 };
 Params groupParams(const QuantSpec& spec, Range r);
+/// zero=packed: the scale the reconstruction uses, s with its 4 low mantissa bits cleared (they
+/// hold the zero point in vLLM's int4 scale word).
+float packedScale(float s);
 
 /// Reconstruction of one value of a grouped format with the given parameters.
 float quantizeValue(const QuantSpec& spec, Params p, float x);

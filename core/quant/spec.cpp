@@ -41,6 +41,15 @@ const char* rotationName(Rotation rotation) {
   return "?";
 }
 
+const char* roundingName(Rounding rounding) {
+  switch (rounding) {
+    case Rounding::Away: return "away";
+    case Rounding::Trunc: return "trunc";
+    case Rounding::Even: return "even";
+  }
+  return "?";
+}
+
 QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens) {
   QuantizedTokens q;
   q.first = std::min<int64_t>(std::max(spec.sinks, 0), tokens);
@@ -117,9 +126,10 @@ MetaType defaultScale(FormatId id) {
 bool isFp8(FormatId id) { return id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2; }
 
 constexpr const char* kOptionList =
-    "sym, asym, zero=int|float, prerope, sinks=S, residual=R, chunk=R, "
+    "sym, asym, zero=int|float|packed, prerope, sinks=S, residual=R, chunk=R, "
     "rot=hadamard|hadamard:N|rht|random|none, seed=N, outliers=f, "
-    "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale";
+    "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale, "
+    "round=away|trunc|even, div=N, minscale=S, gscale=S";
 
 bool isPowerOfTwo(long long n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -199,6 +209,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
 
   std::vector<std::string> seen;
   bool axisGiven = false, groupGiven = false, clipGiven = false, scaleGiven = false, seedGiven = false;
+  bool roundGiven = false;
   for (size_t i = 1; i < items.size(); ++i) {
     std::string_view item = items[i];
     if (item.empty()) return bad("empty option (a stray comma?); allowed options: " + std::string(kOptionList));
@@ -293,13 +304,14 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       spec.seed = n;
       seedGiven = true;
     } else if (key == "zero") {
-      KVS_RETURN_IF_ERROR(needsValue("int|float"));
+      KVS_RETURN_IF_ERROR(needsValue("int|float|packed"));
       if (info->id != FormatId::Int) {
         return bad("'zero=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
       }
       if (value == "int") spec.zeroInt = true;
+      else if (value == "packed") spec.zeroPacked = true;
       else if (value == "float") spec.zeroInt = false;
-      else return bad("unknown zero point '" + std::string(value) + "' (allowed: zero=int or zero=float)");
+      else return bad("unknown zero point '" + std::string(value) + "' (allowed: zero=int, zero=packed or zero=float)");
     } else if (key == "outliers") {
       KVS_RETURN_IF_ERROR(needsValue("f with 0 ≤ f < 1"));
       double f = 0;
@@ -353,6 +365,33 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
         return bad("'unitscale' does not apply to " + formatName + " (allowed with fp8_e4m3 and fp8_e5m2 only)");
       }
       spec.unitscale = true;
+    } else if (key == "round") {
+      KVS_RETURN_IF_ERROR(needsValue("away|trunc|even"));
+      if (info->id != FormatId::Int) {
+        return bad("'round=' does not apply to " + formatName + " (allowed with int1 … int8 only)");
+      }
+      if (value == "away") spec.rounding = Rounding::Away;
+      else if (value == "trunc") spec.rounding = Rounding::Trunc;
+      else if (value == "even") spec.rounding = Rounding::Even;
+      else return bad("unknown rounding '" + std::string(value) + "' (allowed: round=away, round=trunc or round=even)");
+      roundGiven = true;
+    } else if (key == "div" || key == "minscale" || key == "gscale") {
+      KVS_RETURN_IF_ERROR(needsValue(key == "div" ? "N, a number > 0 (e.g. 200)" : "S, a number > 0 (e.g. 1e-6)"));
+      const bool allowed = key == "div"        ? isFp8(info->id)
+                           : key == "minscale" ? (isFp8(info->id) || info->id == FormatId::Int)
+                                               : info->id == FormatId::Nvfp4;
+      if (!allowed) {
+        const char* where = key == "div"        ? "fp8_e4m3 and fp8_e5m2 only"
+                            : key == "minscale" ? "int1 … int8, fp8_e4m3 and fp8_e5m2 only"
+                                                : "nvfp4 only";
+        return bad("'" + key + "=' does not apply to " + formatName + " (allowed with " + where + ")");
+      }
+      double v = 0;
+      if (!parseDouble(value, v) || !(v > 0) || v > 1e30) {
+        return bad("'" + key + "=" + std::string(value) + "' is not a positive number (allowed: " + key +
+                   (key == "div" ? "=N with N > 0, e.g. div=200)" : "=S with S > 0, e.g. " + key + "=1e-6)"));
+      }
+      (key == "div" ? spec.divisor : key == "minscale" ? spec.minScale : spec.globalScale) = v;
     } else {
       return bad("unknown option '" + key + "' (allowed options: " + std::string(kOptionList) + ")");
     }
@@ -387,6 +426,33 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
   if (seedGiven && info->kind != FormatKind::Vector && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
     return bad("seed= draws the signs or matrix of rot=rht and rot=random, and this spec has neither "
                "(allowed: seed=N together with rot=rht or rot=random)");
+  }
+  if (spec.zeroPacked) {
+    if (spec.symmetric) {
+      return bad("zero=packed is the zero point of an asymmetric grid: it does not apply with sym (allowed: " +
+                 formatName + ",zero=packed,scale=fp32 or " + formatName + ",sym)");
+    }
+    if (bits > 4) {
+      return bad("zero=packed keeps the zero point in the 4 low mantissa bits of the scale, so it holds codes up to "
+                 "15 (allowed: int1 … int4 with zero=packed)");
+    }
+    if (spec.scale != MetaType::Fp32) {
+      return bad("zero=packed packs the zero point into an fp32 scale word (allowed: " + formatName +
+                 ",zero=packed,scale=fp32)");
+    }
+    if (roundGiven) {
+      return bad("round= does not apply with zero=packed, which rounds half away from zero as vLLM's int4 kernel does");
+    }
+  }
+  if (roundGiven && spec.zeroInt) {
+    return bad("round= chooses how the float zero point or symmetric grid rounds; zero=int keeps the contract's "
+               "rounding (allowed: " + formatName + ",zero=int or " + formatName + ",round=" +
+               roundingName(spec.rounding) + ")");
+  }
+  if (spec.unitscale && (spec.divisor > 0 || spec.minScale > 0)) {
+    return bad(std::string(spec.divisor > 0 ? "div=" : "minscale=") +
+               " sets how the scale is computed, and unitscale fixes it at 1 (allowed: " + formatName +
+               ",unitscale or " + formatName + (spec.divisor > 0 ? ",div=N" : ",minscale=S") + ")");
   }
   if (spec.unitscale && (axisGiven || groupGiven || clipGiven || scaleGiven)) {
     return bad("unitscale stores no scale, so axis=, group=, clip= and scale= do not apply (allowed: "
@@ -487,6 +553,25 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.zeroInt && (spec.format != FormatId::Int || spec.symmetric)) {
     return bad("zero=int is allowed with asymmetric int1 … int8 only");
   }
+  if (spec.zeroPacked && (!format.hasBits || spec.symmetric || spec.zeroInt || spec.bits > 4 ||
+                          spec.scale != MetaType::Fp32 || spec.rounding != Rounding::Away)) {
+    return bad("zero=packed is allowed with asymmetric int1 … int4, scale=fp32, without zero=int or round=, only");
+  }
+  if (spec.rounding != Rounding::Away && (!format.hasBits || spec.zeroInt)) {
+    return bad("round= is allowed with int1 … int8 without zero=int only");
+  }
+  if (!(spec.divisor >= 0) || !(spec.minScale >= 0) || !(spec.globalScale >= 0)) {
+    return bad("div=, minscale= and gscale= must be > 0 when given");
+  }
+  if (spec.divisor > 0 && (!isFp8(spec.format) || spec.unitscale)) {
+    return bad("div= is allowed with fp8_e4m3 and fp8_e5m2 without unitscale only");
+  }
+  if (spec.minScale > 0 && ((!isFp8(spec.format) && !format.hasBits) || spec.unitscale)) {
+    return bad("minscale= is allowed with int1 … int8, fp8_e4m3 and fp8_e5m2 (without unitscale) only");
+  }
+  if (spec.globalScale > 0 && spec.format != FormatId::Nvfp4) {
+    return bad("gscale= is allowed with nvfp4 only");
+  }
   // With the head dim known, checkRotation below says more (e.g. "48 is not a power of two dividing 128").
   if (spec.rotationBlock != 0 && (spec.rotation != Rotation::Hadamard || spec.rotationBlock < 2 ||
                                   (context.headDim <= 0 && !isPowerOfTwo(spec.rotationBlock)))) {
@@ -524,6 +609,8 @@ std::string toString(const QuantSpec& spec) {
 
   if (info.hasBits && spec.symmetric) add("sym");
   if (spec.zeroInt) add("zero=int");
+  if (spec.zeroPacked) add("zero=packed");
+  if (spec.rounding != Rounding::Away) add(std::string("round=") + roundingName(spec.rounding));
   // Pipeline options, in the order of §1.
   if (spec.prerope) add("prerope");
   if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));
@@ -547,9 +634,12 @@ std::string toString(const QuantSpec& spec) {
     if (spec.clip.kind == Clip::Kind::Mse) add("clip=mse");
     else if (spec.clip.kind == Clip::Kind::Percentile && spec.clip.p != 1.0) add("clip=" + formatNumber(spec.clip.p));
     if (spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
+    if (spec.divisor > 0) add("div=" + formatNumber(spec.divisor));
+    if (spec.minScale > 0) add("minscale=" + formatNumber(spec.minScale));
   }
   if (info.kind == FormatKind::Vector && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
   if (spec.unitscale) add("unitscale");
+  if (spec.globalScale > 0) add("gscale=" + formatNumber(spec.globalScale));
   return out;
 }
 

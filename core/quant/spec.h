@@ -27,6 +27,13 @@ enum class Rotation { None, Hadamard, Rht, Random };
 /// "none", "hadamard", "rht", "random".
 const char* rotationName(Rotation rotation);
 
+/// How an integer quantizer rounds its codes (`round=`, docs/formats.md): half away from zero
+/// (the contract's rnd), toward zero, or half to even; the last two multiply by the fp32
+/// reciprocal of the scale, as the engines that use them do.
+enum class Rounding { Away, Trunc, Even };
+/// "away", "trunc", "even".
+const char* roundingName(Rounding rounding);
+
 /// Clipping (§4).
 struct Clip {
   enum class Kind { None, Percentile, Mse };
@@ -52,9 +59,14 @@ struct QuantSpec {
   int rotationBlock = 0;    ///< `rot=hadamard:N`: N; 0 = the whole head dim
   uint64_t seed = 0;        ///< `seed=N` for rot=rht|random
   bool zeroInt = false;     ///< `zero=int` (int asym only): integer zero point
+  bool zeroPacked = false;  ///< `zero=packed` (int1 … int4 asym, scale=fp32): vLLM's zero point in the scale word
   bool prerope = false;     ///< `prerope` (keys only)
   MetaType scale = MetaType::Fp16;  ///< `scale=`
   bool unitscale = false;   ///< `unitscale` (fp8 only)
+  Rounding rounding = Rounding::Away;  ///< `round=` (int only, not with zero=int)
+  double divisor = 0.0;     ///< `div=N` (fp8 only): s = meta(a/N); 0 = the format's Fmax
+  double minScale = 0.0;    ///< `minscale=S` (int, fp8): s = max(s, S); 0 = no floor
+  double globalScale = 0.0; ///< `gscale=S` (nvfp4 only): g = S; 0 = fp32(a/2688)
 
   bool operator==(const QuantSpec&) const = default;
 };
@@ -88,6 +100,11 @@ struct QuantizedTokens {
 };
 /// The quantized tokens of `spec` on a tensor of `tokens` tokens (§1 step 2).
 QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens);
+/// Whether the format step runs the scalar reference (core/quant/reference.h) rather than the
+/// vectorized kernels: the integer zero point and the engines' rounding modes have no kernel.
+inline bool usesReferenceQuantizer(const QuantSpec& spec) {
+  return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away;
+}
 /// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp): per token vector, always rotated.
 inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).kind == FormatKind::Vector; }
 /// Whether step 3 rotates: a rotation is given, or the format always rotates (tq, tqp).

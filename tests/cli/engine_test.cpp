@@ -85,7 +85,8 @@ TEST_F(CliEngine, RefusedFlagsAndConflictsExitWithStatus2) {
       {"--engine 'llama.cpp --cache-type-k q3_K'",
        "llama.cpp: --cache-type-k q3_K is not a KV cache type llama.cpp accepts (it accepts f32, f16, bf16, q8_0, "
        "q4_0, q4_1, iq4_nl, q5_0, q5_1)"},
-      {"--engine 'vllm --kv-cache-dtype fp8'", "unknown engine 'vllm' (known engines: llama.cpp)"},
+      {"--engine 'exllamav2 --cache-8bit'",
+       "unknown engine 'exllamav2' (known engines: llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm)"},
       {"--engine 'llama.cpp -fa off -ctv q4_0'", "requires flash_attn"},
       {"--engine 'llama.cpp -ctk q4_0' --preset kivi-2", "not both"},
       {"--engine 'llama.cpp' --key int4 --value int4", "not both"},

@@ -49,8 +49,8 @@ TEST(EngineSplit, EmptyUnclosedAndNamelessStringsAreRefused) {
 }
 
 TEST(Engines, UnknownEngineListsTheKnownOnes) {
-  const std::string e = errorOf("vllm --kv-cache-dtype fp8");
-  EXPECT_EQ(e, "unknown engine 'vllm' (known engines: llama.cpp)");
+  const std::string e = errorOf("exllamav2 --cache-8bit");
+  EXPECT_EQ(e, "unknown engine 'exllamav2' (known engines: llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm)");
   EXPECT_EQ(findEngine("llama-server"), findEngine("llama.cpp"));
   EXPECT_EQ(findEngine(""), nullptr);
 }

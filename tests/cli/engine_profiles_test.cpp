@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The engine strings of vLLM, SGLang, LMDeploy, transformers and TensorRT-LLM end to end:
+// `--explain`, `eval --engine` and `capacity --engine` on a synthetic dump of head dim 128
+// (tests/core/engine/engine_profiles_test.cpp holds the hand vectors; docs/engines.md the rules).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+
+namespace kvscope {
+namespace {
+
+using Json = nlohmann::json;
+
+class CliEngineProfiles : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    dump_ = dir_->file("d128.h5");
+    auto r = test::runCli("synth -q --layers 2 --kv-heads 2 --heads 4 --tokens 64 --queries 4 --head-dim 128 '" +
+                          dump_ + "'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static test::TempDir* dir_;
+  static std::string dump_;
+};
+
+test::TempDir* CliEngineProfiles::dir_ = nullptr;
+std::string CliEngineProfiles::dump_;
+
+TEST_F(CliEngineProfiles, ExplainNamesTheRuleAndTheAssumption) {
+  auto r = test::runCli("eval '" + dump_ + "' --engine 'vllm --kv-cache-dtype fp8 --calculate-kv-scales' --explain");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("key:   fp8_e4m3,div=200\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("value: fp8_e4m3,div=100\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("assumes that batch was the dump's tokens"), std::string::npos) << r.out;
+  auto hf = test::runCli("eval '" + dump_ + "' --engine 'transformers cache_implementation=quantized' --explain");
+  ASSERT_EQ(hf.exitCode, 0) << hf.err;
+  EXPECT_NE(hf.out.find("key:   int4,round=even,group=64,scale=bf16\n"), std::string::npos) << hf.out;
+  EXPECT_NE(hf.out.find("residual_length=128 never protects prompt tokens"), std::string::npos) << hf.out;
+}
+
+TEST_F(CliEngineProfiles, EvalRunsEachEnginesSpecs) {
+  for (const char* engine : {"vllm --kv-cache-dtype int8_per_token_head", "sglang --kv-cache-dtype fp8_e4m3",
+                             "lmdeploy --quant-policy 4", "trtllm kv_cache_dtype=nvfp4",
+                             "vllm --kv-cache-dtype nvfp4"}) {
+    auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "' --json -");
+    ASSERT_EQ(r.exitCode, 0) << engine << "\n" << r.err;
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j["engine"], engine);
+  }
+}
+
+// Bytes per token = layers · kv heads · (K + V bytes per token and head): 2 · 2 · 256 for fp8
+// with unit scales, 2 · 2 · 264 for vLLM's per-token-head caches (D + 4 bytes each), 2 · 2 · 136
+// for LMDeploy int4 (D/2 + two bf16 values each).
+TEST_F(CliEngineProfiles, CapacityCountsEachEnginesBytes) {
+  auto bytes = [&](const std::string& engine) {
+    auto r = test::runCli("capacity --dump '" + dump_ + "' --engine '" + engine + "' --json -");
+    EXPECT_EQ(r.exitCode, 0) << engine << "\n" << r.err;
+    if (r.exitCode != 0) return -1.0;
+    return Json::parse(r.out)["entries"][1]["bytes_per_token"].get<double>();
+  };
+  EXPECT_EQ(bytes("vllm --kv-cache-dtype fp8"), 1024.0);
+  EXPECT_EQ(bytes("vllm --kv-cache-dtype fp8_per_token_head"), 1056.0);
+  EXPECT_EQ(bytes("lmdeploy --quant-policy 4"), 544.0);
+}
+
+TEST_F(CliEngineProfiles, RefusalsExitWithStatus2) {
+  for (const auto& [engine, fragment] :
+       std::initializer_list<std::pair<std::string, std::string>>{
+           {"sglang --int8-kv-cache", "not an SGLang flag"},
+           {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "per-layer plan"},
+           {"lmdeploy --quant-policy 42", "only in the PyTorch engine"},
+           {"transformers cache_implementation=quantized backend=HQQ", "HQQ"}}) {
+    auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "'");
+    EXPECT_EQ(r.exitCode, 2) << engine << "\n" << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << engine << " -> " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace kvscope
