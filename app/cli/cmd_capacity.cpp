@@ -50,7 +50,7 @@ Expected<CapacityRequest> buildRequest(const Options& o) {
   if (o.context > 0) r.context = o.context;
   if (r.context <= 0) r.context = 4096;
   r.batch = o.batch;
-  auto specs = resolveSpecs(o.key, o.value, o.preset);
+  auto specs = resolvePlans(o.key, o.value, o.preset);
   if (!specs) return specs.status();
   r.key = specs->key;
   r.value = specs->value;
@@ -183,8 +183,8 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--layers", o->layers, "number of layers (without --dump)");
   sub.add_option("--kv-heads", o->kvHeads, "number of kv heads (without --dump)");
   sub.add_option("--head-dim", o->headDim, "head dimension (without --dump)");
-  sub.add_option("--key", o->key, "spec string for keys");
-  sub.add_option("--value", o->value, "spec string for values");
+  sub.add_option("--key", o->key, "spec or plan for keys, e.g. q4_0 or q4_0;first2+last2:q8_0");
+  sub.add_option("--value", o->value, "spec or plan for values");
   sub.add_option("--preset", o->preset, "a named K/V setting instead of --key/--value");
   sub.add_option("--memory", o->memory, "accelerator memory (default 80GiB)");
   sub.add_option("--weights", o->weights, "memory taken by weights (default 0), e.g. 16GiB");

@@ -87,7 +87,7 @@ Expected<std::vector<SweepEntry>> entriesFrom(const Options& o) {
   if (ways != 1)
     return Status::invalidArgument("give exactly one of: --key SPEC --value SPEC, --preset NAME, or --sweep LIST");
   if (!o.sweep.empty()) return parseSweep(o.sweep);
-  auto resolved = resolveSpecs(o.key, o.value, o.preset);
+  auto resolved = resolvePlans(o.key, o.value, o.preset);
   if (!resolved) return resolved.status();
   SweepEntry e;
   e.label = o.preset;
@@ -100,8 +100,8 @@ CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
   sub.add_option("dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
-  sub.add_option("--key", o->key, "spec string for keys");
-  sub.add_option("--value", o->value, "spec string for values");
+  sub.add_option("--key", o->key, "spec or plan for keys, e.g. q8_0 or q4_0;last1:q8_0");
+  sub.add_option("--value", o->value, "spec or plan for values");
   sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
   sub.add_option("--sweep", o->sweep,
                  "several settings: 'KEY:VALUE;KEY:VALUE;…' (a preset name or one spec for both also works), "

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli eval`: quantize a dump's K and V with specs or a preset and report the damage
+// `kvscope-cli eval`: quantize a dump's K and V with specs, plans or a preset and report the damage
 // (quantization.md §8; docs/report.md).
 #include <iostream>
 #include <memory>
@@ -30,8 +30,11 @@ struct Options {
 /// Builds EvalOptions from the command line; every error names the option and what is allowed.
 Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
   EvalOptions options;
-  auto specs = resolveSpecs(o.key, o.value, o.preset);
+  auto specs = resolvePlans(o.key, o.value, o.preset);
   if (!specs) return specs.status();
+  // A range beyond the dump's layers is the flag's error, named as such.
+  if (auto k = resolve(specs->key, info.layers); !k) return k.status().withContext("--key");
+  if (auto v = resolve(specs->value, info.layers); !v) return v.status().withContext("--value");
   options.key = specs->key;
   options.value = specs->value;
   options.preset = o.preset;
@@ -51,8 +54,9 @@ Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info) {
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
-  sub.add_option("--key", o->key, "spec string for keys, e.g. int4,axis=channel,group=32");
-  sub.add_option("--value", o->value, "spec string for values, e.g. int4,axis=token,group=32");
+  sub.add_option("--key", o->key,
+                 "spec or plan for keys, e.g. int4,axis=channel,group=32 or q4_0;first2+last2:q8_0");
+  sub.add_option("--value", o->value, "spec or plan for values, e.g. int4,axis=token,group=32");
   sub.add_option("--preset", o->preset, "a named K/V setting (see 'kvscope-cli presets')");
   sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--layers", o->layers, "layers to evaluate: all (default) or a list like 0,2,5-7");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/io/dump.h"
+#include "core/quant/plan.h"
 #include "core/quant/presets.h"
 #include "core/util/status.h"
 
@@ -58,6 +59,15 @@ Status writeOutput(const std::string& path, const std::string& text);
 /// ways); errors name the option and what is allowed.
 Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& value,
                                    const std::string& preset);
+
+/// K and V plans (quantization.md §12; a plain spec is a one-part plan).
+struct PlanPair {
+  Plan key;
+  Plan value;
+};
+/// The K and V plans of `--key PLAN --value PLAN` or `--preset NAME` (exactly one of the two
+/// ways); errors name the flag ("--key: plan '…': part 2 '…': …") and what is allowed.
+Expected<PlanPair> resolvePlans(const std::string& key, const std::string& value, const std::string& preset);
 
 /// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);

@@ -406,6 +406,24 @@ Expected<PresetSpecs> resolveSpecs(const std::string& key, const std::string& va
   return PresetSpecs{*k, *v};
 }
 
+Expected<PlanPair> resolvePlans(const std::string& key, const std::string& value, const std::string& preset) {
+  if (!preset.empty()) {
+    if (!key.empty() || !value.empty())
+      return Status::invalidArgument("give either --key and --value, or --preset, not both");
+    auto specs = presetSpecs(preset);
+    if (!specs) return specs.status();
+    return PlanPair{specs->key, specs->value};
+  }
+  if (key.empty() || value.empty())
+    return Status::invalidArgument("give both --key SPEC --value SPEC (a spec or a plan), or --preset NAME "
+                                   "(run 'kvscope-cli presets' for the list)");
+  auto k = parsePlan(key);
+  if (!k) return k.status().withContext("--key");
+  auto v = parsePlan(value);
+  if (!v) return v.status().withContext("--value");
+  return PlanPair{*k, *v};
+}
+
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
   std::vector<int> out;
   if (text.empty() || text == "all") {
