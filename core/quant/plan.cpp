@@ -115,9 +115,14 @@ Expected<Plan> parsePlan(std::string_view text) {
     if (semi == std::string_view::npos) break;
     pos = semi + 1;
   }
+  // "part 2 '3-1:q8_0': <an error from below>" and "part 2 '' is empty (…)".
   auto partError = [&](size_t i, const std::string& why) {
     return Status::invalidArgument("plan '" + whole + "': part " + std::to_string(i + 1) + " '" +
                                    std::string(parts[i]) + "': " + why);
+  };
+  auto partIs = [&](size_t i, const std::string& what) {
+    return Status::invalidArgument("plan '" + whole + "': part " + std::to_string(i + 1) + " '" +
+                                   std::string(parts[i]) + "' " + what);
   };
 
   // The first part is the spec of every layer no later part names.
@@ -125,7 +130,7 @@ Expected<Plan> parsePlan(std::string_view text) {
   if (const size_t colon = first.find(':'); colon != std::string_view::npos) {
     std::string_view head = trim(first.substr(0, colon));
     if (meantAsLayers(head) && parseLayerRanges(head)) {
-      return partError(0, "names layers, but the first part is the spec of every other layer (" +
+      return partIs(0, "names layers, but the first part is the spec of every other layer (" +
                               std::string(kPlanAllowed) + ")");
     }
   }
@@ -137,7 +142,7 @@ Expected<Plan> parsePlan(std::string_view text) {
 
   Plan plan;
   if (first.empty()) {
-    return partError(0, "is empty: the first part is the spec of every other layer (" + std::string(kPlanAllowed) + ")");
+    return partIs(0, "is empty: the first part is the spec of every other layer (" + std::string(kPlanAllowed) + ")");
   }
   auto base = parseSpec(first);
   if (!base) return partError(0, base.status().message());
@@ -146,12 +151,12 @@ Expected<Plan> parsePlan(std::string_view text) {
   for (size_t i = 1; i < parts.size(); ++i) {
     std::string_view part = parts[i];
     if (part.empty()) {
-      return partError(i, std::string("is empty (a stray ';'?; ") + kPlanAllowed + ")");
+      return partIs(i, std::string("is empty (a stray ';'?; ") + kPlanAllowed + ")");
     }
     const size_t colon = part.find(':');
     std::string_view head = colon == std::string_view::npos ? std::string_view{} : trim(part.substr(0, colon));
     if (colon == std::string_view::npos || !meantAsLayers(head)) {
-      return partError(i, "gives no layers (allowed: LAYERS:SPEC after the first part, with LAYERS like 3, 0-2, "
+      return partIs(i, "gives no layers (allowed: LAYERS:SPEC after the first part, with LAYERS like 3, 0-2, "
                           "first2, last2 or first2+last2)");
     }
     auto ranges = parseLayerRanges(head);

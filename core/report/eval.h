@@ -57,9 +57,9 @@ struct HeadResult {
 /// Results of one layer, one entry per kv head (index = kv head).
 struct LayerResult {
   int layer = 0;
+  std::vector<HeadResult> heads;
   QuantSpec keySpec;    ///< the spec this layer's K was quantized with (its plan's, §12)
   QuantSpec valueSpec;  ///< the spec this layer's V was quantized with
-  std::vector<HeadResult> heads;
 };
 
 /// Means over all evaluated (layer, kv head) entries; *_max fields (max_abs_error, score_max,

@@ -27,6 +27,22 @@ TEST(CliCapacity, Llama3ShapeReportsFp16AndQuantizedBytesPerToken) {
   EXPECT_FALSE(j["formulas"].empty());
 }
 
+TEST(CliCapacity, APlanCountsEachLayerUnderItsOwnSpec) {
+  // 2 layers × 8 kv heads × D 128 = 1024 elements per token and layer. K: q8_0 then q4_0
+  // (8.5 + 4.5 bits per element), V: q4_0 twice: (13 + 9) · 1024 / 8 bytes per token.
+  auto r = runCli("capacity --layers 2 --kv-heads 8 --head-dim 128 --key 'q8_0;1:q4_0' --value q4_0 "
+                  "--context 8192 --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["entries"][1]["key_spec"], "q8_0;1:q4_0");
+  EXPECT_DOUBLE_EQ(j["entries"][1]["key_bits_per_element"].get<double>(), 6.5);
+  EXPECT_DOUBLE_EQ(j["entries"][1]["bytes_per_token"].get<double>(), 22.0 * 1024 / 8);
+  auto bad = runCli("capacity --layers 2 --kv-heads 8 --head-dim 128 --key 'q8_0;2:q4_0' --value q4_0");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("--key: plan 'q8_0;2:q4_0': part 2 '2:q4_0': layer 2 does not exist"), std::string::npos)
+      << bad.err;
+}
+
 TEST(CliCapacity, TextOutputStatesTheFormula) {
   auto r = runCli("capacity --layers 2 --kv-heads 2 --head-dim 64 --key q4_0 --value q8_0 "
                   "--decode --bandwidth 1TB/s --ops 10Tops/s");
