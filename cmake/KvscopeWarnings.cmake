@@ -10,6 +10,9 @@ add_library(kvscope_options INTERFACE)
 # have FMA instructions, and a contracted a*b+c rounds once where the spec's formulas and the
 # scalar reference round twice.
 target_compile_options(kvscope_options INTERFACE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-ffp-contract=off>)
+if(KVSCOPE_PORTABLE)
+  target_compile_definitions(kvscope_options INTERFACE KVSCOPE_PORTABLE)
+endif()
 if(KVSCOPE_SANITIZE)
   target_compile_options(kvscope_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
                                                    -fno-sanitize-recover=undefined)

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -118,9 +119,33 @@ struct Partial {
   double relKey = 0, relValue = 0, relJoint = 0;
 };
 
-// The first index holding `max` (the row's maximum): ties go to the first key.
-int64_t firstIndexOf(const double* x, int64_t n, double max) {
-  return std::find(x, x + n, max) - x;
+// §6's argmax of a row: the lowest j of the largest q·k_j. The float GEMM's scores `approx`
+// (within `tol` of the exact ones) narrow it to the keys within 2·tol of their maximum; those are
+// compared by float64 dot products summed in one fixed order, so keys that reconstruct to the
+// same row score exactly alike and ties go to the lowest index (quantization.md §6).
+int64_t exactArgmax(const double* approx, int64_t n, double tol, const float* q, const float* keys, int64_t d) {
+  const double m = *std::max_element(approx, approx + n);
+  if (!(m == m)) return std::find_if(approx, approx + n, [](double v) { return v != v; }) - approx;
+  int64_t best = -1, candidates = 0;
+  double bestDot = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!(approx[j] >= m - 2.0 * tol)) continue;
+    ++candidates;
+    double dot = 0;
+    const float* k = keys + j * d;
+    for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+    if (best < 0 || dot > bestDot) {
+      best = j;
+      bestDot = dot;
+    }
+  }
+  return best;
+}
+
+// A bound on |float GEMM dot − exact dot| for vectors of norms a and b in d dimensions (the
+// classic γ_d·‖a‖‖b‖ with unit roundoff 2^-24, doubled for margin).
+double gemmErrorBound(double a, double b, int64_t d) {
+  return a * b * static_cast<double>(d + 2) * 0x1.0p-23;
 }
 
 double relativeError(const float* diff, const float* ref, int64_t d) {
@@ -213,11 +238,15 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   }
   ConstMapF scores(base ? base->scores.data() : ownScores, rows, ncol);
   MapF deltaScores(needKeys ? grow(ws.deltaScores, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
+  double maxKeyNorm = 0, maxDeltaNorm = 0;
   if (needKeys) {
     ConstMapF khAll(in.keyHat->row(g, 0), s.tokens, d);
     MapF deltaK(grow(ws.deltaK, ncol * d), ncol, d);
     deltaK = khAll.topRows(ncol) - kg;
     deltaScores.noalias() = qc * deltaK.transpose();
+    // Largest key and key-change norms, for the argmax's error bounds.
+    maxKeyNorm = static_cast<double>(kg.rowwise().norm().maxCoeff()) * 1.001;
+    maxDeltaNorm = static_cast<double>(deltaK.rowwise().norm().maxCoeff()) * 1.001;
   }
   if (stop()) return {};
 
@@ -283,7 +312,17 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     part.scoreAbsSum += absd.sum();
     part.scoreMax = std::max(part.scoreMax, absd.maxCoeff());
     part.scoreCount += nk;
-    if (firstIndexOf(sdh.data(), nk, m1) == firstIndexOf(shh.data(), nk, m2)) ++part.top1;
+    {
+      const float* qr = qc.row(r).data();
+      const double qNorm = static_cast<double>(qc.row(r).norm()) * 1.001;
+      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyNorm, d);
+      // ŝ = s + Δs carries the errors of both products.
+      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaNorm, d) +
+                            4.0 * std::numeric_limits<double>::epsilon() * std::fabs(m2);
+      const int64_t top = exactArgmax(sdh.data(), nk, tolS, qr, in.key->row(g, 0), d);
+      const int64_t topHat = exactArgmax(shh.data(), nk, tolHat, qr, in.keyHat->row(g, 0), d);
+      if (top == topHat) ++part.top1;
+    }
     deltaProb.row(r).head(nk) = (phh - ph).cast<float>().matrix().transpose();
     if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
   }

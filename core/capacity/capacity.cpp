@@ -8,6 +8,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
+#include "core/quant/rotation.h"
 
 namespace kvscope {
 namespace {
@@ -39,8 +40,7 @@ struct TensorCost {
 
 TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t context) {
   const StorageCount storage = storageFor(spec, shape.kvHeads, context, shape.headDim);
-  const int64_t kept = std::min<int64_t>(int64_t{spec.sinks} + spec.residual, context);
-  const int64_t quantTokens = context - kept;
+  const int64_t quantTokens = quantizedTokens(spec, context).count;
   const double quantized = static_cast<double>(shape.kvHeads) * static_cast<double>(quantTokens) *
                            shape.headDim;
   const DequantOps ops = dequantOps(spec);
@@ -49,8 +49,9 @@ TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t contex
     total = quantized * ops.perElement +
             static_cast<double>(groupCount(spec, shape.kvHeads, quantTokens, shape.headDim)) *
                 ops.perGroup;
-    // One add or subtract per element per butterfly stage of the fast Walsh-Hadamard transform.
-    if (spec.hadamard) total += quantized * std::log2(static_cast<double>(shape.headDim));
+    // Rotating each reconstructed vector back: one add or subtract per element per butterfly
+    // stage for the Hadamard kinds, a D×D product for rot=random.
+    total += quantized / static_cast<double>(shape.headDim) * rotationCost(spec, shape.headDim);
     // RoPE on the reconstruction: two multiplies and an add per element.
     if (spec.prerope) total += quantized * 3;
     total += storage.outlierBits / 48.0;  // one scatter per restored outlier
@@ -166,12 +167,11 @@ Expected<CapacityReport> planCapacity(const CapacityRequest& r) {
   for (const Plan* p : {&r.key, &r.value}) {
     bool covered = false;
     for (int l = 0; l < r.shape.layers; ++l) {
-      const QuantSpec& s = specForLayer(*p, l, r.shape.layers);
-      covered = covered || s.sinks + s.residual >= r.context;
+      covered = covered || quantizedTokens(specForLayer(*p, l, r.shape.layers), r.context).count == 0;
     }
     if (covered) {
       report.notes.push_back(std::string(p == &r.key ? "key" : "value") +
-                             ": kept tokens (sinks + residual) cover the whole context, so it "
+                             ": kept tokens (sinks, residual or an unfilled chunk) cover the whole context, so it "
                              "is stored in fp16");
     }
   }

@@ -10,6 +10,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
+#include "core/quant/rotation.h"
 
 namespace kvscope {
 namespace {
@@ -184,19 +185,18 @@ Expected<std::vector<double>> codeUtilisation(const Tensor3& x, const QuantSpec&
     source = preRope;
   }
   const int64_t kvh = source->heads, t = source->tokens, d = source->dim;
-  const int64_t first = std::min<int64_t>(spec.sinks, t);
-  const int64_t count = std::max<int64_t>(0, t - std::min<int64_t>(int64_t{spec.sinks} + spec.residual, t));
+  const QuantizedTokens range = quantizedTokens(spec, t);
+  const int64_t first = range.first;
+  const int64_t count = range.count;
   std::vector<double> perHead(static_cast<size_t>(kvh) + 1, 0.0);
   if (count == 0) return perHead;
   Tensor3 q(kvh, count, d);
   for (int64_t h = 0; h < kvh; ++h) {
     std::copy_n(source->row(h, first), static_cast<size_t>(count * d), q.row(h, 0));
   }
-  if (spec.hadamard) {
-    if (d <= 0 || (d & (d - 1)) != 0) {
-      return Status::invalidArgument("code utilisation: rot=hadamard needs a power-of-two head dim");
-    }
-    hadamardInPlace(q);
+  if (rotates(spec)) {
+    KVS_RETURN_IF_ERROR(checkRotation(spec, d).withContext("code utilisation"));
+    rotateRows(spec, q.data.data(), kvh * count, d);
   }
   // Outliers are stored apart: they are zeroed for the format and left out of the count.
   std::vector<char> isOutlier(q.data.size(), 0);

@@ -13,6 +13,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/simd.h"
+#include "core/quant/rotation.h"
 
 namespace kvscope {
 
@@ -403,9 +404,9 @@ void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out) {
 
 void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
                      Tensor3& out, int64_t* firstToken) {
-  const int64_t s = std::clamp<int64_t>(spec.sinks, 0, source.tokens);
-  const int64_t r = std::clamp<int64_t>(spec.residual, 0, source.tokens - s);
-  const int64_t n = source.tokens - s - r;
+  const QuantizedTokens range = quantizedTokens(spec, source.tokens);
+  const int64_t s = range.first;
+  const int64_t n = range.count;
   if (firstToken) *firstToken = s;
   out.heads = count;
   out.tokens = n;
@@ -418,7 +419,9 @@ void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const 
       std::memcpy(out.row(h, 0), source.row(first + h, s), static_cast<size_t>(n * source.dim) * sizeof(float));
     }
   }
-  if (spec.hadamard && out.dim > 0 && (out.dim & (out.dim - 1)) == 0) hadamardInPlace(out);
+  if (rotates(spec) && out.dim > 0 && checkRotation(spec, out.dim).isOk()) {
+    rotateRows(spec, out.data.data(), out.heads * out.tokens, out.dim);
+  }
   if (spec.outliers > 0) {
     // §1 step 4: per kv head, the ceil(f·N) largest |x| (ties: lower flat index) are zeroed.
     const int64_t perHead = n * out.dim;
@@ -550,7 +553,8 @@ Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> 
     int64_t firstToken = 0;
     // The whole layer with nothing kept, rotated or set aside is step 5's input as it stands: no
     // copy of it (a layer at T=32768 is 128 MiB).
-    const bool asItStands = whole && spec.sinks == 0 && spec.residual == 0 && !spec.hadamard && !(spec.outliers > 0);
+    const bool asItStands = whole && quantizedTokens(spec, source->tokens).count == source->tokens &&
+                            !rotates(spec) && !(spec.outliers > 0);
     if (!asItStands) formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
     auto detail = describeGroup(asItStands ? *source : ws.formatInput, spec, viewHead,
                                 request.groupToken - firstToken, request.groupChannel);

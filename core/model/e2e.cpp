@@ -206,7 +206,7 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
     std::vector<std::string> seen;
     for (const QuantSpec& s : *t.specs) {
       if (streamingModeFor(s) != StreamingMode::ChannelGroups) continue;
-      const int eligible = std::max(0, T - s.sinks - s.residual);
+      const auto eligible = static_cast<int>(quantizedTokens(s, T).count);
       const int tail = eligible % s.group;
       if (tail == 0) continue;
       std::string note = std::string(t.name) + ": the last " + std::to_string(tail) + " tokens before the residual " +

@@ -44,6 +44,9 @@ std::string streamingDescription(const QuantSpec& spec) {
   if (spec.residual > 0)
     kept += "; the " + std::to_string(spec.residual) + " newest tokens stay exact and a token is quantized "
             "when it leaves that window";
+  if (spec.chunk > 0)
+    kept += "; tokens enter the quantized store " + std::to_string(spec.chunk) +
+            " at a time (a chunk is quantized when it fills; the newest, unfilled chunk stays exact)";
   switch (streamingModeFor(spec)) {
     case StreamingMode::Exact:
       return "stored exactly";
@@ -87,9 +90,11 @@ Status QuantizedKvStore::advance(int layer, int position, bool isKey, LayerCache
   const StreamingMode mode = streamingModeFor(spec);
   if (mode == StreamingMode::Exact) return Status::ok();
 
-  // Tokens [sinks, eligibleEnd) have left the residual window and must be stored quantized.
+  // Tokens [sinks, eligibleEnd) have left the residual window, or belong to a filled chunk, and
+  // must be stored quantized.
   const int first = spec.sinks;
-  const int eligibleEnd = position + 1 - spec.residual;
+  const int eligibleEnd = spec.chunk > 0 ? first + std::max(0, position + 1 - first) / spec.chunk * spec.chunk
+                                         : position + 1 - spec.residual;
   const int available = eligibleEnd - first;
   const int before = state.done;
   if (mode == StreamingMode::ChannelGroups) {
@@ -136,6 +141,7 @@ Status QuantizedKvStore::quantizeRows(int layer, bool isKey, int first, int coun
     QuantSpec chunkSpec = spec;
     chunkSpec.sinks = 0;
     chunkSpec.residual = 0;
+    chunkSpec.chunk = 0;
     chunkSpec.prerope = false;
     QuantInput input;
     input.tensor = &x;
@@ -159,7 +165,8 @@ Status QuantizedKvStore::quantizeRows(int layer, bool isKey, int first, int coun
   Tensor3 tensor = *reference;
   Tensor3 preRope;
   QuantSpec fullSpec = spec;
-  fullSpec.residual = 0;  // the sliding window is handled here, not at the end of the dump
+  fullSpec.residual = 0;  // the sliding window and the chunks are handled here, not at the end of the dump
+  fullSpec.chunk = 0;
   QuantInput input;
   input.rope = rope_;
   input.tensor = &tensor;

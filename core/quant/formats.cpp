@@ -18,6 +18,7 @@
 #include "core/quant/fp_vec.h"
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
+#include "core/quant/reference.h"
 #include "core/quant/simd.h"
 
 namespace kvscope {
@@ -508,6 +509,8 @@ void roundEach(Tensor3& x) {
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
   KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
   if (x.size() == 0) return Status::ok();
+  // The integer zero point has no fast kernel: the scalar reference is what runs.
+  if (spec.zeroInt) return quantizeFormatReference(x, spec);
   switch (formatInfo(spec.format).kind) {
     case FormatKind::Integer:
     case FormatKind::Float8:
@@ -535,6 +538,7 @@ KVSCOPE_SIMD_CLONES void roundElements(FormatId format, float* x, int64_t n) {
 
 int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
   const FormatInfo& info = formatInfo(spec.format);
+  if (spec.zeroInt) return 0;  // the reference quantizes the whole tensor
   switch (info.kind) {
     case FormatKind::Elementwise: return 1;
     case FormatKind::Block: return dim % info.blockSize == 0 ? 1 : 0;
@@ -596,7 +600,7 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
 
 bool formatPieceReadsSource(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  return info.grouped && (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
+  return !spec.zeroInt && info.grouped && (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
 }
 
 bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec) {
@@ -704,6 +708,20 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
   const kernels::ClipRange r = kernels::clippedRange(spec, values.data(), n, work.data());
   g.clipLo = r.lo;
   g.clipHi = r.hi;
+  if (spec.zeroInt) {
+    // The integer zero point: levels (q − z)·s, reconstructions by the reference.
+    const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
+    g.scale = rp.scale;
+    g.zero = -static_cast<double>(rp.intZero) * rp.scale;
+    for (int64_t i = 0; i < n; ++i) work[static_cast<size_t>(i)] = reference::quantizeValue(spec, rp, values[static_cast<size_t>(i)]);
+    const int top = (1 << spec.bits) - 1;
+    for (int q = 0; q <= top; ++q) g.levels.push_back(static_cast<double>((static_cast<float>(q) - rp.intZero) * rp.scale));
+    g.codesTotal = top + 1;
+    if (rp.scale == 0.0f) g.levels = {0.0};
+    sortLevels(g.levels);
+    g.codesUsed = countLevelsUsed(work, g.levels);
+    return g;
+  }
   const GroupParams p = kernels::paramsFromRange(spec, r.lo, r.hi);
   g.scale = p.scale;
   g.zero = p.zero;

@@ -15,17 +15,24 @@
 #include <vector>
 
 #include <omp.h>
-#include <xmmintrin.h>
 
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/formats.h"
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
+#include "core/quant/rotation.h"
 #include "core/quant/simd.h"
 
 #if defined(KVSCOPE_X86_64_V4)
 #include <immintrin.h>
+#endif
+// Streaming (non-temporal) stores where the target has them (core/quant/simd.h says when);
+// elsewhere plain copies and a release fence, with the same results.
+#if KVSCOPE_HAS_SSE_STREAMING
+#include <xmmintrin.h>
+#else
+#include <atomic>
 #endif
 
 namespace kvscope {
@@ -108,7 +115,20 @@ KVSCOPE_SIMD_CLONES bool copyAndCheck(const float* __restrict src, float* __rest
 /// last call, before other threads read `dst`; a fence per call would wait for each piece's
 /// stores to drain instead of overlapping them with the next piece's work.
 void streamOut(const float* src, float* dst, int64_t n) {
+#if KVSCOPE_HAS_SSE_STREAMING
   for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+#else
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+#endif
+}
+
+/// Orders every streamed store before what follows (_mm_sfence; a release fence elsewhere).
+void streamFence() {
+#if KVSCOPE_HAS_SSE_STREAMING
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
 }
 
 /// The min and max of n >= 1 floats, and whether any is non-finite.
@@ -188,7 +208,7 @@ PassEnd forEachPiece(const PieceGrid& grid, const Progress& progress, double fro
     }
     // Each thread's streamed stores are ordered before the parallel region's closing barrier,
     // so the caller sees the whole output.
-    if (grid.stream) _mm_sfence();
+    if (grid.stream) streamFence();
   }
   if (bad != 0) return PassEnd::NonFinite;
   return cancelled ? PassEnd::Cancelled : PassEnd::Done;
@@ -645,6 +665,11 @@ bool copyCheckAndRotate(const float* in, float* out, int64_t rows, int64_t d) {
 
 }  // namespace
 
+void hadamardTransformRows(float* x, int64_t rows, int64_t d) {
+  if (!isPowerOfTwo(d)) return;  // callers validate; a no-op beats a corrupt tensor
+  hadamardAnyRows(x, rows, d);
+}
+
 void hadamardInPlace(Tensor3& x) {
   const int64_t d = x.dim;
   if (!isPowerOfTwo(d)) return;  // callers validate; a no-op beats a corrupt tensor
@@ -727,14 +752,14 @@ constexpr int64_t kFloorSampleRows = 256;
 /// (all of them for small heads): the key of the sample's m-th largest value, m a generous
 /// multiple of the sample's share of `k`. 0 (everything qualifies) when the sample is too small.
 /// Rows are rotated first when `rotate`. Returns false for a non-finite sampled value.
-bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, bool rotate, uint32_t* floor) {
+bool outlierFloor(const float* rows, int64_t count, int64_t d, int64_t k, const QuantSpec& spec, uint32_t* floor) {
   const int64_t stride = std::max<int64_t>(1, count / kFloorSampleRows);
   const int64_t sampled = (count + stride - 1) / stride;
   std::vector<float> sample(static_cast<size_t>(sampled * d));
   for (int64_t r = 0; r < sampled; ++r) {
     if (copyAndCheck(rows + r * stride * d, sample.data() + r * d, d)) return false;
   }
-  if (rotate) hadamardAnyRows(sample.data(), sampled, d);
+  rotateRows(spec, sample.data(), sampled, d);
   const auto n = static_cast<int64_t>(sample.size());
   const double share = static_cast<double>(k) * static_cast<double>(n) / static_cast<double>(count * d);
   const auto m = static_cast<int64_t>(std::ceil(1.25 * share + 5.0 * std::sqrt(share) + 16.0));
@@ -759,15 +784,20 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
                         int64_t pieceRows, const Progress& progress, bool& nonFinite, bool& handled) {
   handled = true;
   const int64_t kvh = src.heads, d = src.dim;
-  const bool rotate = spec.hadamard;
+  const bool rotate = rotates(spec);
+  // The whole-D Hadamard has a fused copy-check-rotate kernel; other rotations copy, then rotate.
+  const bool plainHadamard = spec.rotation == Rotation::Hadamard && (spec.rotationBlock == 0 || spec.rotationBlock == d);
+  auto copyCheckRotate = [&](const float* in, float* out, int64_t rows) {
+    if (plainHadamard) return copyCheckAndRotate(in, out, rows, d);
+    if (copyAndCheck(in, out, rows * d)) return true;
+    rotateRows(spec, out, rows, d);
+    return false;
+  };
   const int64_t k = outlierCount(spec.outliers, count * d);
   nonFinite = copyKeptRows(src, dst, first, count);
   if (nonFinite) return Status::ok();
   const PieceGrid grid(dst, first, count, pieceRows);
   const int64_t sliceRows = sliceRowsFor(pieceRows, d);
-  auto rotateRows = [&](float* rows, int64_t len) {
-    if (rotate) hadamardAnyRows(rows, len, d);
-  };
 
   // Passes 1 and 2: the outliers of every head, by ascending flat index within the head. The
   // candidate and outlier lists (about 2 % of the tensor) are kept between calls, per calling
@@ -783,7 +813,7 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
     int bad = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if (kvh * count * d > kParallelThreshold)
     for (int64_t h = 0; h < kvh; ++h) {
-      bad |= outlierFloor(src.row(h, first), count, d, k, rotate, &floors[static_cast<size_t>(h)]) ? 0 : 1;
+      bad |= outlierFloor(src.row(h, first), count, d, k, spec, &floors[static_cast<size_t>(h)]) ? 0 : 1;
     }
     if (bad != 0) {
       nonFinite = true;
@@ -805,7 +835,7 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
         const float* in = src.row(h, first + r0 + s0);
         if (rotate) {
           float* part = stage + s0 * d;
-          if (copyCheckAndRotate(in, part, rows, d)) return false;
+          if (copyCheckRotate(in, part, rows)) return false;
           in = part;
         }
         // Unrotated, the source is read in place, unchecked: a non-finite value among the
@@ -861,12 +891,12 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
       const int64_t n = rows * d;
       const auto at = static_cast<size_t>((r0 + s0) * d);
       const float* in = src.row(h, first + r0 + s0);
-      if (rotate ? copyCheckAndRotate(in, part, rows, d) : copyAndCheck(in, part, n)) return false;
+      if (rotate ? copyCheckRotate(in, part, rows) : copyAndCheck(in, part, n)) return false;
       const auto begin = next;
       for (; next != mine.end() && next->index < at + static_cast<size_t>(n); ++next) part[next->index - at] = 0.0f;
       quantizeFormatPiece(part, rows, d, spec, TensorContext{});
       for (auto o = begin; o != next; ++o) part[o->index - at] = o->value;
-      rotateRows(part, rows);  // H·H = I: H is symmetric and orthogonal
+      unrotateRows(spec, part, rows, d);
       writeOut(grid, part, dst.row(h, first + r0 + s0), n);
       return true;
     });
@@ -879,8 +909,8 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
 StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim) {
   StorageCount s;
   s.elements = kvHeads * tokens * headDim;
-  const int64_t kept = std::min<int64_t>(int64_t{spec.sinks} + spec.residual, tokens);
-  const int64_t quantTokens = tokens - kept;
+  const int64_t quantTokens = quantizedTokens(spec, tokens).count;
+  const int64_t kept = tokens - quantTokens;
   const int64_t quantized = kvHeads * quantTokens * headDim;
   s.keptBits = 16.0 * static_cast<double>(kvHeads * kept * headDim);
   s.outlierBits = 48.0 * static_cast<double>(kvHeads * outlierCount(spec.outliers, quantTokens * headDim));
@@ -955,7 +985,7 @@ Status quantizeGeneral(const QuantSpec& spec, const std::string& specText, Tenso
   }
   auto steps3to6 = [&]() -> Status {
     // Step 3: rotation.
-    if (spec.hadamard) hadamardInPlace(q);
+    rotateRows(spec, q.data.data(), kvh * count, d);
     // Step 4: dense-and-sparse outliers, per kv head; heads in parallel, a batch per report.
     const int64_t perHead = outlierCount(spec.outliers, count * d);
     std::vector<std::vector<Outlier>> outliers(static_cast<size_t>(kvh));
@@ -976,11 +1006,11 @@ Status quantizeGeneral(const QuantSpec& spec, const std::string& specText, Tenso
     // Step 5: the format.
     KVS_RETURN_IF_ERROR(quantizeFormatInPlace(q, spec).withContext("spec '" + specText + "'"));
     if (!report(progress, 0.9, "reconstructing")) return Status::cancelled();
-    // Step 6: restore outliers, rotate back (H is symmetric and orthogonal: H·H = I).
+    // Step 6: restore outliers, rotate back (x·Rᵀ).
     for (const auto& head : outliers) {
       for (const Outlier& o : head) q.data[o.index] = o.value;
     }
-    if (spec.hadamard) hadamardInPlace(q);
+    unrotateRows(spec, q.data.data(), kvh * count, d);
     return Status::ok();
   };
   Status st = steps3to6();
@@ -1020,10 +1050,7 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
     }
     source = input.preRope;
   }
-  if (spec.hadamard && !isPowerOfTwo(source->dim)) {
-    return Status::invalidArgument("spec '" + specText + "': rot=hadamard needs a head dim that is a power of two, but D = " +
-                                   std::to_string(source->dim));
-  }
+  if (rotates(spec)) KVS_RETURN_IF_ERROR(checkRotation(spec, source->dim).withContext("spec '" + specText + "'"));
   Tensor3& recon = out.reconstruction;
   if (source == &recon) return Status::internal("quantizeTensorInto: the output aliases the input");
   if (source->size() != static_cast<size_t>(source->heads * source->tokens * source->dim)) {
@@ -1032,9 +1059,9 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
 
   // Step 2: only tokens [S, T-R) are quantized.
   const int64_t kvh = source->heads, tokens = source->tokens, d = source->dim;
-  const int64_t kept = std::min<int64_t>(int64_t{spec.sinks} + spec.residual, tokens);
-  const int64_t first = std::min<int64_t>(spec.sinks, tokens);
-  const int64_t count = tokens - kept;
+  const QuantizedTokens range = quantizedTokens(spec, tokens);
+  const int64_t first = range.first;
+  const int64_t count = range.count;
   const bool quantize = count > 0 && spec.format != FormatId::None;
   if (quantize) KVS_RETURN_IF_ERROR(checkFormatSpec(spec, kvh, d).withContext("spec '" + specText + "'"));
 
@@ -1048,7 +1075,7 @@ Status quantizeTensorInto(const QuantInput& input, const QuantSpec& spec, QuantO
   Status st;
   const int64_t pieceRows = quantize ? formatPieceRows(spec, count, d) : 0;
   const bool inPieces = quantize && pieceRows > 0;
-  const bool rotatedOrOutliers = spec.hadamard || outlierCount(spec.outliers, count * d) > 0;
+  const bool rotatedOrOutliers = rotates(spec) || outlierCount(spec.outliers, count * d) > 0;
   bool handled = false;
   if (inPieces && !rotatedOrOutliers) {
     st = quantizeOnePass(*source, spec, recon, first, count, pieceRows, progress, nonFinite);

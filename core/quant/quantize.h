@@ -24,6 +24,9 @@ void applyRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
 void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
 /// x <- x·H with H the normalized Sylvester Hadamard matrix, per token row of D values (D = 2^k).
 void hadamardInPlace(Tensor3& x);
+/// x <- x·H for `rows` rows of `d` values (d a power of two), the float32 transform of
+/// docs/spec-strings.md.
+void hadamardTransformRows(float* x, int64_t rows, int64_t d);
 
 /// ceil(f·n) as §1 step 4 writes it (computed in double), bounded by n; 0 for f ≤ 0.
 int64_t outlierCount(double fraction, int64_t n);

@@ -131,6 +131,12 @@ Params groupParams(const QuantSpec& spec, Range r) {
       if (spec.symmetric) {
         const double qmax = std::pow(2.0, spec.bits - 1) - 1.0;
         p.scale = static_cast<float>(meta(a / qmax, spec));
+      } else if (spec.zeroInt) {
+        // The range is widened to hold 0, so that z is a code (QuaRot's ActQuantizer).
+        const double n = std::pow(2.0, spec.bits) - 1.0;
+        const double lo = std::min(r.lo, 0.0), hi = std::max(r.hi, 0.0);
+        p.scale = static_cast<float>(meta((hi - lo) / n, spec));
+        if (p.scale != 0.0f) p.intZero = static_cast<float>(std::clamp(std::round(-lo / p.scale), 0.0, n));
       } else {
         const double n = std::pow(2.0, spec.bits) - 1.0;
         p.scale = static_cast<float>(meta((r.hi - r.lo) / n, spec));
@@ -154,6 +160,11 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
         const float qmax = static_cast<float>(std::pow(2.0, spec.bits - 1) - 1.0);
         const float q = std::clamp(std::round(x / s), -qmax, qmax);
         return q * s;
+      } else if (spec.zeroInt) {
+        if (s == 0.0f) return 0.0f;
+        const float n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
+        const float q = std::clamp(std::round(x / s) + p.intZero, 0.0f, n);
+        return (q - p.intZero) * s;
       } else {
         if (s == 0.0f) return p.zero;
         const float n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);

@@ -39,6 +39,7 @@ Range clipRange(const QuantSpec& spec, const std::vector<float>& values);
 /// Scale and zero stored for a group with clipped range r (§2).
 struct Params {
   float scale = 0, zero = 0;
+  float intZero = 0;  ///< zero=int: the integer zero point z (0 … 2^b − 1)
 };
 Params groupParams(const QuantSpec& spec, Range r);
 

@@ -13,8 +13,16 @@
 /// cmake/KvscopeWarnings.cmake), so every version rounds every operation alike and gives
 /// identical results. Callees it should vectorize with it must be inline (KVSCOPE_INLINE) and
 /// visible. Defining KVSCOPE_NO_AVX512 leaves out the AVX-512 version (to compare the two).
+/// KVSCOPE_PORTABLE (the CMake option of that name) builds core without any x86 code: no clones,
+/// no intrinsics, no streaming stores; the GCC vector types below compile on every target.
+#if defined(__x86_64__) && !defined(KVSCOPE_PORTABLE)
+#define KVSCOPE_HAS_SSE_STREAMING 1
+#else
+#define KVSCOPE_HAS_SSE_STREAMING 0
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KVSCOPE_NO_SIMD_CLONES) && \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(KVSCOPE_PORTABLE)
 /// KVSCOPE_SIMD_CLONES_256 is the same without the AVX-512 version, for loops that streamed
 /// sixteen-lane vectors made slower (measured: the attention detail's weighted sums).
 #define KVSCOPE_SIMD_CLONES_256 __attribute__((target_clones("avx2", "default")))

@@ -3,6 +3,7 @@
 // defaults, shape checks, and the canonical printer that parsing inverts.
 #include "core/quant/spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -28,6 +29,28 @@ const char* metaTypeName(MetaType type) {
     case MetaType::Fp32: return "fp32";
   }
   return "?";
+}
+
+const char* rotationName(Rotation rotation) {
+  switch (rotation) {
+    case Rotation::None: return "none";
+    case Rotation::Hadamard: return "hadamard";
+    case Rotation::Rht: return "rht";
+    case Rotation::Random: return "random";
+  }
+  return "?";
+}
+
+QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens) {
+  QuantizedTokens q;
+  q.first = std::min<int64_t>(std::max(spec.sinks, 0), tokens);
+  const int64_t rest = tokens - q.first;
+  if (spec.chunk > 0) {
+    q.count = rest / spec.chunk * spec.chunk;  // whole chunks only: the remainder waits exact
+  } else {
+    q.count = std::max<int64_t>(0, rest - std::max(spec.residual, 0));
+  }
+  return q;
 }
 
 namespace {
@@ -95,8 +118,11 @@ MetaType defaultScale(FormatId id) {
 bool isFp8(FormatId id) { return id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2; }
 
 constexpr const char* kOptionList =
-    "sym, asym, prerope, sinks=S, residual=R, rot=hadamard|none, outliers=f, "
+    "sym, asym, zero=int|float, prerope, sinks=S, residual=R, chunk=R, "
+    "rot=hadamard|hadamard:N|rht|random|none, seed=N, outliers=f, "
     "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale";
+
+bool isPowerOfTwo(long long n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
@@ -172,7 +198,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
                                                : std::string(info->name);
 
   std::vector<std::string> seen;
-  bool axisGiven = false, groupGiven = false, clipGiven = false, scaleGiven = false;
+  bool axisGiven = false, groupGiven = false, clipGiven = false, scaleGiven = false, seedGiven = false;
   for (size_t i = 1; i < items.size(); ++i) {
     std::string_view item = items[i];
     if (item.empty()) return bad("empty option (a stray comma?); allowed options: " + std::string(kOptionList));
@@ -214,19 +240,58 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     } else if (key == "prerope") {
       KVS_RETURN_IF_ERROR(noValue());
       spec.prerope = true;
-    } else if (key == "sinks" || key == "residual") {
+    } else if (key == "sinks" || key == "residual" || key == "chunk") {
       KVS_RETURN_IF_ERROR(needsValue("a whole number ≥ 0"));
       long long n = 0;
       if (!parseInt(value, n) || n < 0 || n > 1'000'000'000) {
         return bad("'" + key + "=" + std::string(value) + "' is not a token count (allowed: " + key +
                    "=N with N a whole number ≥ 0)");
       }
-      (key == "sinks" ? spec.sinks : spec.residual) = static_cast<int>(n);
+      (key == "sinks" ? spec.sinks : key == "residual" ? spec.residual : spec.chunk) = static_cast<int>(n);
     } else if (key == "rot") {
-      KVS_RETURN_IF_ERROR(needsValue("hadamard|none"));
-      if (value == "hadamard") spec.hadamard = true;
-      else if (value == "none") spec.hadamard = false;
-      else return bad("unknown rotation '" + std::string(value) + "' (allowed: rot=hadamard or rot=none)");
+      KVS_RETURN_IF_ERROR(needsValue("hadamard|hadamard:N|rht|random|none"));
+      const std::string_view name = value.substr(0, value.find(':'));
+      const bool hasBlock = name.size() < value.size();
+      if (name == "hadamard") spec.rotation = Rotation::Hadamard;
+      else if (name == "rht") spec.rotation = Rotation::Rht;
+      else if (name == "random") spec.rotation = Rotation::Random;
+      else if (name == "none") spec.rotation = Rotation::None;
+      else {
+        return bad("unknown rotation '" + std::string(value) +
+                   "' (allowed: rot=hadamard, rot=hadamard:N, rot=rht, rot=random or rot=none)");
+      }
+      if (hasBlock) {
+        long long n = 0;
+        const std::string_view block = value.substr(name.size() + 1);
+        if (spec.rotation != Rotation::Hadamard) {
+          return bad("'rot=" + std::string(value) + "': only rot=hadamard takes a block size (allowed: rot=hadamard:N)");
+        }
+        // Whether N is a power of two dividing D is checked with the head dim (checkRotation).
+        if (!parseInt(block, n) || n < 2 || n > (1 << 20)) {
+          return bad("'rot=" + std::string(value) + "': " + std::string(block) +
+                     " is not a block size (allowed: rot=hadamard:N with N a power of two ≥ 2 dividing the head dim)");
+        }
+        spec.rotationBlock = static_cast<int>(n);
+      }
+    } else if (key == "seed") {
+      KVS_RETURN_IF_ERROR(needsValue("N, a whole number ≥ 0"));
+      unsigned long long n = 0;
+      const char* first = value.data();
+      const char* last = value.data() + value.size();
+      auto [ptr, ec] = std::from_chars(first, last, n);
+      if (ec != std::errc() || ptr != last) {
+        return bad("'seed=" + std::string(value) + "' is not a seed (allowed: seed=N with N a whole number from 0 to 2^64 − 1)");
+      }
+      spec.seed = n;
+      seedGiven = true;
+    } else if (key == "zero") {
+      KVS_RETURN_IF_ERROR(needsValue("int|float"));
+      if (info->id != FormatId::Int) {
+        return bad("'zero=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
+      }
+      if (value == "int") spec.zeroInt = true;
+      else if (value == "float") spec.zeroInt = false;
+      else return bad("unknown zero point '" + std::string(value) + "' (allowed: zero=int or zero=float)");
     } else if (key == "outliers") {
       KVS_RETURN_IF_ERROR(needsValue("f with 0 ≤ f < 1"));
       double f = 0;
@@ -285,6 +350,19 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     }
   }
 
+  if (spec.residual > 0 && spec.chunk > 0) {
+    return bad("residual=" + std::to_string(spec.residual) + " and chunk=" + std::to_string(spec.chunk) +
+               " exclude each other: choose one (residual=R keeps the newest R tokens exact, a sliding "
+               "window; chunk=R quantizes tokens R at a time and keeps the unfilled remainder exact)");
+  }
+  if (spec.symmetric && spec.zeroInt) {
+    return bad("zero=int is the zero point of an asymmetric grid: it does not apply with sym (allowed: "
+               + formatName + ",zero=int or " + formatName + ",sym)");
+  }
+  if (seedGiven && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
+    return bad("seed= draws the signs or matrix of rot=rht and rot=random, and this spec has neither "
+               "(allowed: seed=N together with rot=rht or rot=random)");
+  }
   if (spec.unitscale && (axisGiven || groupGiven || clipGiven || scaleGiven)) {
     return bad("unitscale stores no scale, so axis=, group=, clip= and scale= do not apply (allowed: "
                + formatName + ",unitscale with pipeline options only)");
@@ -298,6 +376,34 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     if (!groupGiven) spec.group = defaultGroup(spec.format, spec.axis);
   }
   return spec;
+}
+
+Status checkRotation(const QuantSpec& spec, int64_t headDim) {
+  const std::string d = std::to_string(headDim);
+  switch (spec.rotation) {
+    case Rotation::None:
+    case Rotation::Random:
+      return Status::ok();
+    case Rotation::Hadamard:
+      if (spec.rotationBlock != 0) {
+        if (!isPowerOfTwo(spec.rotationBlock) || headDim % spec.rotationBlock != 0) {
+          return Status::invalidArgument("rot=hadamard:" + std::to_string(spec.rotationBlock) + ": " +
+                                         std::to_string(spec.rotationBlock) + " is not a power of two dividing " + d +
+                                         " (allowed: rot=hadamard:N with N a power of two dividing the head dim D = " +
+                                         d + ")");
+        }
+        return Status::ok();
+      }
+      [[fallthrough]];
+    case Rotation::Rht:
+      if (!isPowerOfTwo(headDim)) {
+        return Status::invalidArgument(std::string("rot=") + rotationName(spec.rotation) +
+                                       " needs a head dim that is a power of two, but D = " + d +
+                                       " (allowed: rot=hadamard:N with N a power of two dividing D, or rot=random)");
+      }
+      return Status::ok();
+  }
+  return Status::ok();
 }
 
 Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
@@ -322,8 +428,20 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (!(spec.outliers >= 0 && spec.outliers < 1)) {
     return bad("the outlier fraction is out of range (allowed: 0 ≤ f < 1)");
   }
-  if (spec.sinks < 0 || spec.residual < 0 || spec.group < 0) {
-    return bad("sinks, residual and group must be ≥ 0 (allowed: whole numbers ≥ 0)");
+  if (spec.sinks < 0 || spec.residual < 0 || spec.chunk < 0 || spec.group < 0) {
+    return bad("sinks, residual, chunk and group must be ≥ 0 (allowed: whole numbers ≥ 0)");
+  }
+  if (spec.residual > 0 && spec.chunk > 0) {
+    return bad("residual and chunk exclude each other: choose one");
+  }
+  if (spec.zeroInt && (!format.hasBits || spec.symmetric)) {
+    return bad("zero=int is allowed with asymmetric int1 … int8 only");
+  }
+  // With the head dim known, checkRotation below says more (e.g. "48 is not a power of two dividing 128").
+  if (spec.rotationBlock != 0 && (spec.rotation != Rotation::Hadamard || spec.rotationBlock < 2 ||
+                                  (context.headDim <= 0 && !isPowerOfTwo(spec.rotationBlock)))) {
+    return bad("rot=hadamard:" + std::to_string(spec.rotationBlock) + ": " + std::to_string(spec.rotationBlock) +
+               " is not a power of two (allowed: rot=hadamard:N with N a power of two ≥ 2 dividing the head dim)");
   }
   if (spec.prerope && !context.isKey) {
     return bad("prerope applies to keys only (values have no RoPE); remove it from the value spec");
@@ -332,11 +450,8 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
     return bad("prerope needs the dump's key_pre_rope dataset, which this dump does not have "
                "(allowed: a spec without prerope, or a dump written with key_pre_rope)");
   }
-  if (spec.hadamard && context.headDim > 0) {
-    const int d = context.headDim;
-    if ((d & (d - 1)) != 0) {
-      return bad("rot=hadamard needs a head dim that is a power of two, but D = " + std::to_string(d));
-    }
+  if (rotates(spec) && context.headDim > 0) {
+    KVS_RETURN_IF_ERROR(checkRotation(spec, context.headDim).withContext("spec '" + text + "'"));
   }
   const FormatInfo& info = formatInfo(spec.format);
   if (info.blockSize > 0 && context.kvHeads > 0 && context.headDim > 0) {
@@ -358,11 +473,18 @@ std::string toString(const QuantSpec& spec) {
   auto add = [&](const std::string& option) { out += ","; out += option; };
 
   if (info.hasBits && spec.symmetric) add("sym");
+  if (spec.zeroInt) add("zero=int");
   // Pipeline options, in the order of §1.
   if (spec.prerope) add("prerope");
   if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));
   if (spec.residual != 0) add("residual=" + std::to_string(spec.residual));
-  if (spec.hadamard) add("rot=hadamard");
+  if (spec.chunk != 0) add("chunk=" + std::to_string(spec.chunk));
+  if (rotates(spec)) {
+    std::string rot = std::string("rot=") + rotationName(spec.rotation);
+    if (spec.rotationBlock != 0) rot += ":" + std::to_string(spec.rotationBlock);
+    add(rot);
+    if (spec.seed != 0) add("seed=" + std::to_string(spec.seed));
+  }
   if (spec.outliers != 0) add("outliers=" + formatNumber(spec.outliers));
   // Format options (§3, §4, §5).
   if (info.grouped && !spec.unitscale) {

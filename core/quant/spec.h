@@ -2,6 +2,7 @@
 // A quantization setting (quantization.md §1-4) as data, and its canonical spec string.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,12 @@ const char* axisName(Axis axis);
 enum class MetaType { Fp16, Bf16, Fp32 };
 /// "fp16", "bf16", "fp32".
 const char* metaTypeName(MetaType type);
+
+/// Rotation of step 3 (§1): none, the normalized Hadamard matrix (whole D, or blocks of
+/// `rotationBlock`), the randomized Hadamard diag(σ)·H_D, or a seeded random orthogonal matrix.
+enum class Rotation { None, Hadamard, Rht, Random };
+/// "none", "hadamard", "rht", "random".
+const char* rotationName(Rotation rotation);
 
 /// Clipping (§4).
 struct Clip {
@@ -39,8 +46,12 @@ struct QuantSpec {
   Clip clip;
   double outliers = 0.0;    ///< `outliers=f`, dense-and-sparse fraction per kv head
   int sinks = 0;            ///< `sinks=S`
-  int residual = 0;         ///< `residual=R`
-  bool hadamard = false;    ///< `rot=hadamard`
+  int residual = 0;         ///< `residual=R` (a sliding window)
+  int chunk = 0;            ///< `chunk=R` (a flushing window, KIVI's key cache)
+  Rotation rotation = Rotation::None;  ///< `rot=`
+  int rotationBlock = 0;    ///< `rot=hadamard:N`: N; 0 = the whole head dim
+  uint64_t seed = 0;        ///< `seed=N` for rot=rht|random
+  bool zeroInt = false;     ///< `zero=int` (int asym only): integer zero point
   bool prerope = false;     ///< `prerope` (keys only)
   MetaType scale = MetaType::Fp16;  ///< `scale=`
   bool unitscale = false;   ///< `unitscale` (fp8 only)
@@ -62,9 +73,24 @@ Expected<QuantSpec> parseSpec(std::string_view text);
 /// Checks the rules that depend on the tensor (prerope on values or without key_pre_rope,
 /// rot=hadamard with D not a power of two, block formats whose row KVH*D does not divide).
 Status validateSpec(const QuantSpec& spec, const SpecContext& context);
+/// Checks a spec's rotation against head dim D: rot=hadamard and rot=rht need D a power of two,
+/// rot=hadamard:N needs N to divide D. The message says what is allowed.
+Status checkRotation(const QuantSpec& spec, int64_t headDim);
 /// The canonical spec string: the format first, then every option that differs from the
 /// format's default, in the order of §1 (see docs/spec-strings.md).
 std::string toString(const QuantSpec& spec);
+/// The tokens step 2 quantizes: [first, first + count) of a tensor of `tokens` tokens (sinks
+/// kept before, a residual or chunk remainder kept after).
+struct QuantizedTokens {
+  int64_t first = 0;
+  int64_t count = 0;
+  [[nodiscard]] int64_t kept(int64_t tokens) const { return tokens - count; }
+};
+/// The quantized tokens of `spec` on a tensor of `tokens` tokens (§1 step 2).
+QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens);
+/// Whether step 3 rotates.
+inline bool rotates(const QuantSpec& spec) { return spec.rotation != Rotation::None; }
+
 /// The default spec of a format (as parseSpec("<name>") returns it).
 QuantSpec defaultSpec(FormatId format, int bits = 0);
 

@@ -270,7 +270,11 @@ std::vector<std::string> defaultCandidates() {
   }
   for (const char* s : {"int4,sym", "int8,sym", "int4,clip=mse", "int3,clip=mse", "fp8_e4m3",
                         "fp8_e5m2", "fp8_e4m3,axis=token", "nf4", "nf4,group=32", "mxfp4", "nvfp4",
-                        "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "bf16", "fp16"}) {
+                        "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "bf16", "fp16",
+                        // Rotated (§1 step 3): what llama.cpp stores today and QuaRot-style grids;
+                        // skipped on head dims the rotation does not suit.
+                        "q8_0,rot=hadamard", "q4_0,rot=hadamard", "q4_0,rot=hadamard:64", "int4,rot=hadamard",
+                        "int3,rot=hadamard", "int2,rot=hadamard,group=32"}) {
     out.emplace_back(s);
   }
   for (const Preset& p : presetTable()) {

@@ -163,7 +163,7 @@ ViewTensor HistogramView::tensor() const { return static_cast<ViewTensor>(tensor
 QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const {
   const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
                            (t == ViewTensor::KeyPreRope && spec.prerope);
-  const int64_t keptEnd = tokens - spec.residual;
+  const QuantizedTokens range = quantizedTokens(spec, tokens);
   if (spec.format == FormatId::None || spec.format == FormatId::Fp16 || spec.format == FormatId::Bf16) {
     return tr("no scale groups: %1 rounds each element").arg(QString::fromStdString(toString(spec)));
   }
@@ -171,9 +171,11 @@ QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t to
     return tr("levels not drawn: this spec quantizes %1, not this tensor")
         .arg(spec.prerope ? tr("pre-RoPE K") : tr("K after RoPE"));
   }
-  if (spec.hadamard) return tr("levels not drawn: they apply in the Hadamard-rotated space");
-  if (token_ < spec.sinks || token_ >= keptEnd) {
-    return tr("token %1 is kept exactly (sink or residual window)").arg(token_);
+  if (rotates(spec)) {
+    return tr("levels not drawn: they apply in the rotated space (rot=%1)").arg(rotationName(spec.rotation));
+  }
+  if (token_ < range.first || token_ >= range.first + range.count) {
+    return tr("token %1 is kept exactly (sink, residual window or unfilled chunk)").arg(token_);
   }
   return {};
 }

@@ -120,8 +120,11 @@ SpecPanel::SpecPanel(bool isKey, QWidget* parent) : QWidget(parent), isKey_(isKe
   residual_->setToolTip(tr("Keep this many most recent tokens unquantized, as a residual window does."));
   form->addRow(tr("Residual tokens"), residual_);
 
-  hadamard_ = new QCheckBox(tr("Hadamard rotation"), this);
-  hadamard_->setToolTip(tr("Rotate each token vector by a normalized Hadamard matrix before quantizing, spreading outliers over channels."));
+  hadamard_ = new QCheckBox(tr("Rotation"), this);
+  hadamard_->setToolTip(tr("Rotate each token vector before quantizing, spreading outliers over channels: the "
+                           "normalized Hadamard matrix when the head dim is a power of two, otherwise a seeded "
+                           "random orthogonal matrix. Type rot=hadamard:N, rot=rht or rot=random,seed=N in the "
+                           "spec field for the other rotations."));
   form->addRow(QString(), hadamard_);
 
   prerope_ = new QCheckBox(tr("Pre-RoPE keys"), this);
@@ -211,7 +214,10 @@ void SpecPanel::fromControls(bool formatChanged) {
     s.outliers = spec_.outliers;
     s.sinks = spec_.sinks;
     s.residual = spec_.residual;
-    s.hadamard = spec_.hadamard;
+    s.chunk = spec_.chunk;
+    s.rotation = spec_.rotation;
+    s.rotationBlock = spec_.rotationBlock;
+    s.seed = spec_.seed;
     s.prerope = spec_.prerope;
   } else {
     const FormatInfo& info = formatInfo(s.format);
@@ -225,7 +231,14 @@ void SpecPanel::fromControls(bool formatChanged) {
     s.outliers = outliers_->value();
     s.sinks = sinks_->value();
     s.residual = residual_->value();
-    s.hadamard = hadamard_->isChecked();
+    if (!hadamard_->isChecked()) {
+      s.rotation = Rotation::None;
+      s.rotationBlock = 0;
+      s.seed = 0;
+    } else if (!rotates(s)) {
+      const bool powerOfTwo = context_.headDim <= 0 || (context_.headDim & (context_.headDim - 1)) == 0;
+      s.rotation = powerOfTwo ? Rotation::Hadamard : Rotation::Random;
+    }
     s.prerope = isKey_ && prerope_->isChecked();
     s.scale = static_cast<MetaType>(meta_->currentData().toInt());
     s.unitscale = info.kind == FormatKind::Float8 && unitscale_->isChecked();
@@ -253,7 +266,8 @@ void SpecPanel::toControls() {
   outliers_->setValue(spec_.outliers);
   sinks_->setValue(spec_.sinks);
   residual_->setValue(spec_.residual);
-  hadamard_->setChecked(spec_.hadamard);
+  hadamard_->setChecked(rotates(spec_));
+  hadamard_->setText(rotates(spec_) ? tr("Rotation (%1)").arg(rotationName(spec_.rotation)) : tr("Rotation"));
   prerope_->setChecked(spec_.prerope);
   meta_->setCurrentIndex(meta_->findData(static_cast<int>(spec_.scale)));
   unitscale_->setChecked(spec_.unitscale);
@@ -267,7 +281,6 @@ void SpecPanel::updateEnabled() {
   const bool linked = linkedToKey();
   const bool grouped = info.grouped;
   const bool isNone = spec_.format == FormatId::None;
-  const bool powerOfTwo = context_.headDim <= 0 || (context_.headDim & (context_.headDim - 1)) == 0;
   format_->setEnabled(!linked && format_->count() > 0 && !formatTable().empty());
   bits_->setEnabled(!linked && info.hasBits);
   symmetric_->setEnabled(!linked && info.kind == FormatKind::Integer);
@@ -278,7 +291,7 @@ void SpecPanel::updateEnabled() {
   outliers_->setEnabled(!linked && !isNone);
   sinks_->setEnabled(!linked && !isNone);
   residual_->setEnabled(!linked && !isNone);
-  hadamard_->setEnabled(!linked && !isNone && powerOfTwo);
+  hadamard_->setEnabled(!linked && !isNone);
   prerope_->setEnabled(isKey_ && !isNone && context_.hasKeyPreRope);
   meta_->setEnabled(!linked && grouped && !spec_.unitscale);
   unitscale_->setEnabled(!linked && info.kind == FormatKind::Float8);

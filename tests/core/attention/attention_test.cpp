@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
@@ -305,6 +306,58 @@ TEST(AttentionMetrics, TiesGoToTheFirstKey) {
   auto earlier = attentionMetrics(in);
   ASSERT_TRUE(earlier.hasValue());
   EXPECT_EQ((*earlier)[0].keyOnly.top1Agreement, 1.0);
+}
+
+// #18: ŝ is computed from k̂ itself, so keys that reconstruct to the same row tie. Here
+// k = [1, 1 + 2⁻²³] and both reconstruct to 0.5: argmax s is key 1, and the tie in ŝ goes to key
+// 0. Reading ŝ as s + q·(k̂ − k) in float gives ŝ_1 = 0.0500000045 > ŝ_0 = 0.0500000007 (rounding
+// noise), which would count the row as agreeing.
+TEST(AttentionMetrics, EqualReconstructedKeysTieAndGoToTheLowerIndex) {
+  Layer l;
+  l.q = Tensor3(1, 1, 1, 0.1f);
+  l.k = Tensor3(1, 2, 1);
+  l.k.data = {1.0f, std::nextafter(1.0f, 2.0f)};
+  l.v = Tensor3(1, 2, 1, 1.0f);
+  l.vh = l.v;
+  l.kh = Tensor3(1, 2, 1, 0.5f);
+  AttentionInput in = l.input();
+  in.softmaxScale = 1.0;
+  auto m = attentionMetrics(in);
+  ASSERT_TRUE(m.hasValue());
+  EXPECT_EQ((*m)[0].keyOnly.top1Agreement, 0.0);
+  EXPECT_EQ((*m)[0].joint.top1Agreement, 0.0);
+}
+
+// #18: a degenerate head where one outlier channel owns every q4_0 block, so most keys reconstruct
+// to a few distinct rows; top-1 must equal the float64 definition's, ties included.
+TEST(AttentionMetrics, Top1OfADegenerateHeadMatchesTheDefinition) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  Layer l;
+  const int64_t t = 256, d = 32;
+  l.k = Tensor3(1, t, d);
+  for (int64_t j = 0; j < t; ++j) {
+    for (int64_t c = 0; c < d; ++c) l.k.at(0, j, c) = 0.05f * n(rng);
+    l.k.at(0, j, 0) = 100.0f + static_cast<float>(j % 3);  // the outlier that sets each block's scale
+  }
+  l.v = Tensor3(1, t, d);
+  for (float& x : l.v.data) x = n(rng);
+  l.q = Tensor3(2, 16, d);
+  for (float& x : l.q.data) x = n(rng);
+  auto kh = quantizeTensor(QuantInput{&l.k, nullptr, {}}, *parseSpec("q4_0"));
+  ASSERT_TRUE(kh.hasValue());
+  l.kh = kh->reconstruction;
+  l.vh = l.v;
+  AttentionInput in = l.input();
+  auto got = attentionMetrics(in);
+  ASSERT_TRUE(got.hasValue());
+  const auto want = test::attentionReference64(in);
+  EXPECT_DOUBLE_EQ((*got)[0].keyOnly.top1Agreement, want[0].keyOnly.top1Agreement);
+  EXPECT_DOUBLE_EQ((*got)[0].joint.top1Agreement, want[0].joint.top1Agreement);
+  // The head is degenerate: at most a handful of distinct reconstructed rows.
+  std::set<std::vector<float>> rows;
+  for (int64_t j = 0; j < t; ++j) rows.insert(std::vector<float>(l.kh.row(0, j), l.kh.row(0, j) + d));
+  EXPECT_LE(rows.size(), 8u);
 }
 
 TEST(AttentionMetrics, ExtremeScoresGiveFiniteDivergence) {

@@ -354,6 +354,22 @@ TEST(QuantizedKvStore, SinksAndResidualWindowStayExact) {
   expectRowsEqual(lc, lc.value, offline("int2", false), 3, kSteps - 10, "quantized middle");
 }
 
+TEST(QuantizedKvStore, ChunksAreQuantizedWhenTheyFillAsKivisDecodeLoop) {
+  REQUIRE_STORIES();
+  // #18: kivi-2's keys. 96 tokens, sinks 1, chunk 40: chunks [1, 41) and [41, 81) fill and are
+  // quantized (channel groups of 8 counted from token 1); [81, 96) never fills and stays exact.
+  // The offline pipeline on all 96 tokens stores the same: §1 step 2 with chunk=R.
+  const std::string s = "int2,axis=channel,group=8,sinks=1,chunk=40";
+  LayerCache lc = replayCache(s, "none", 0);
+  const LayerRecording& lr = fixture().rec.layers[0];
+  expectRowsEqual(lc, lc.key, lr.key, 0, 1, "sink");
+  expectRowsEqual(lc, lc.key, lr.key, 81, kSteps, "unfilled chunk");
+  expectRowsEqual(lc, lc.key, offline(s, true), 0, kSteps, "offline chunk=40");
+  // A token-local format quantizes a chunk's tokens alone, all at once when the chunk fills.
+  LayerCache tl = replayCache("int4,chunk=32", "int4,chunk=32", 0);
+  expectRowsEqual(tl, tl.key, offline("int4", true), 0, kSteps, "three full chunks of 32");
+}
+
 TEST(QuantizedKvStore, ChannelGroupsCountFromTheFirstTokenOutsideTheWindow) {
   REQUIRE_STORIES();
   // KIVI-like: sinks 1, residual 16, groups of 8 → eligible tokens [1, 80) hold 9 full groups

@@ -15,6 +15,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
+#include "core/quant/rotation.h"
 
 namespace kvscope {
 namespace {
@@ -336,12 +337,14 @@ TEST(Outliers, SelectionAgreesWithAFullSortOnTiesAndSignedZeros) {
 Tensor3 composeSection1(const Tensor3& x, const QuantSpec& qs) {
   const int64_t kvh = x.heads, t = x.tokens, d = x.dim;
   const int64_t first = std::min<int64_t>(qs.sinks, t);
-  const int64_t count = t - std::min<int64_t>(int64_t{qs.sinks} + qs.residual, t);
+  // §1 step 2: a chunk keeps the (T − S) mod R newest tokens, a residual the R newest.
+  const int64_t count = qs.chunk > 0 ? (t - first) - (t - first) % qs.chunk
+                                     : t - std::min<int64_t>(int64_t{qs.sinks} + qs.residual, t);
   Tensor3 q(kvh, count, d);
   for (int64_t h = 0; h < kvh; ++h)
     for (int64_t j = 0; j < count; ++j)
       for (int64_t c = 0; c < d; ++c) q.at(h, j, c) = x.at(h, first + j, c);
-  if (qs.hadamard) hadamardInPlace(q);
+  rotateRows(qs, q.data.data(), kvh * count, d);
   std::vector<std::pair<size_t, float>> saved;
   const int64_t n = count * d, k = outlierCount(qs.outliers, n);
   for (int64_t h = 0; h < kvh; ++h) {
@@ -358,7 +361,7 @@ Tensor3 composeSection1(const Tensor3& x, const QuantSpec& qs) {
   }
   EXPECT_TRUE(quantizeFormatReference(q, qs).isOk());
   for (const auto& [at, value] : saved) q.data[at] = value;
-  if (qs.hadamard) hadamardInPlace(q);
+  unrotateRows(qs, q.data.data(), kvh * count, d);
   Tensor3 want = x;
   for (int64_t h = 0; h < kvh; ++h)
     for (int64_t j = 0; j < count; ++j)
@@ -389,6 +392,8 @@ TEST(Pipeline, RotationAndOutliersInPiecesEqualTheComposition) {
   Tensor3 x = randomTensor(3, 3100, 32, 41, 1.5f);
   for (float& v : x.data) v = std::round(v * 4.0f) / 4.0f;
   for (const char* text : {"int4,outliers=0.01", "int4,rot=hadamard,outliers=0.02,sinks=5,residual=17",
+                           "q4_0,rot=hadamard:8,outliers=0.01,sinks=2,chunk=128", "int4,rot=rht,seed=7,outliers=0.01",
+                           "q8_0,rot=random,seed=3,chunk=1000", "int4,zero=int,rot=hadamard,group=16,outliers=0.01",
                            "int3,axis=channel,group=64,outliers=0.005,rot=hadamard", "q4_0,outliers=0.01,sinks=1",
                            "int4,rot=hadamard,residual=3", "fp8_e4m3,axis=token,outliers=0.03",
                            "int2,axis=channel,outliers=0.01"}) {
@@ -425,7 +430,8 @@ TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
   // D=32: blocks stay inside a head; D=8 with 4 heads: 32-value blocks straddle heads; D=88:
   // channel runs read 64 channels at a time, then 16, then one by one.
   const Shape shapes[] = {{2, 70, 32}, {4, 19, 8}, {2, 45, 88}};
-  const char* options[] = {"", ",sinks=3", ",residual=5", ",sinks=2,residual=7", ",sinks=90"};
+  const char* options[] = {"", ",sinks=3", ",residual=5", ",sinks=2,residual=7", ",sinks=90", ",chunk=16",
+                           ",sinks=3,chunk=7"};
   std::vector<std::string> specs;
   for (const FormatInfo& info : formatTable()) {
     const std::string name = info.hasBits ? "int3" : std::string(info.name);
@@ -440,6 +446,8 @@ TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
     }
   }
   specs.push_back("int4,sym,axis=channel,group=4");
+  specs.push_back("int3,zero=int,axis=channel,group=8");
+  specs.push_back("int4,zero=int,axis=token,group=8,clip=mse");
   int checked = 0;
   for (const Shape& sh : shapes) {
     Tensor3 x = randomTensor(sh.kvh, sh.t, sh.d, 77, 2.0f);
@@ -450,7 +458,8 @@ TEST(Pipeline, EveryFormatAxisAndKeptSplitEqualsTheScalarReferenceOnTheSlice) {
         ASSERT_TRUE(parsed.hasValue()) << text << ": " << parsed.status().message();
         const QuantSpec qs = *parsed;
         const int64_t first = std::min<int64_t>(qs.sinks, sh.t);
-        const int64_t kept = std::min<int64_t>(int64_t{qs.sinks} + qs.residual, sh.t);
+        const int64_t kept = qs.chunk > 0 ? first + (sh.t - first) % qs.chunk
+                                           : std::min<int64_t>(int64_t{qs.sinks} + qs.residual, sh.t);
         const int64_t count = sh.t - kept;
         Tensor3 want = x;
         if (count > 0 && qs.format != FormatId::None) {

@@ -32,7 +32,9 @@ TEST(SpecParse, IntDefaultsAreAsymPerTokenWholeAxisFp16) {
   EXPECT_EQ(s.sinks, 0);
   EXPECT_EQ(s.residual, 0);
   EXPECT_EQ(s.outliers, 0.0);
-  EXPECT_FALSE(s.hadamard);
+  EXPECT_EQ(s.rotation, Rotation::None);
+  EXPECT_EQ(s.chunk, 0);
+  EXPECT_FALSE(s.zeroInt);
   EXPECT_FALSE(s.prerope);
   EXPECT_FALSE(s.unitscale);
 }
@@ -71,7 +73,8 @@ TEST(SpecParse, FullIntSpecReadsEveryOption) {
   EXPECT_EQ(s.outliers, 0.01);
   EXPECT_EQ(s.sinks, 4);
   EXPECT_EQ(s.residual, 128);
-  EXPECT_TRUE(s.hadamard);
+  EXPECT_EQ(s.rotation, Rotation::Hadamard);
+  EXPECT_EQ(s.rotationBlock, 0);
   EXPECT_TRUE(s.prerope);
   EXPECT_EQ(s.scale, MetaType::Fp16);
   EXPECT_EQ(toString(s), "int4,prerope,sinks=4,residual=128,rot=hadamard,outliers=0.01,axis=channel,group=32,clip=0.99");
@@ -151,7 +154,7 @@ TEST(SpecParse, ErrorsSayWhatIsWrongAndWhatIsAllowed) {
       {"int4,group=-3", "group=G"},
       {"int4,axis=row", "channel"},
       {"int4,scale=fp8", "bf16"},
-      {"int4,rot=random", "hadamard"},
+      {"int4,rot=spin", "hadamard"},
       {"int4,axis=channel,axis=token", "more than once"},
       {"int4,sym,asym", "more than once"},
       {"int4,sinks=1,sinks=2", "more than once"},
