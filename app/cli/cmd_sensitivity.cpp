@@ -29,9 +29,9 @@ struct Options {
 };
 
 // 'default', 'search' (the budget search's whole set), a file of specs, or specs joined by ';'.
-Expected<std::vector<std::string>> candidateList(const std::string& text) {
+Expected<std::vector<std::string>> candidateList(const std::string& text, const DumpInfo& info) {
   if (text == "default") return sensitivityCandidates();
-  if (text == "search") return defaultCandidates();
+  if (text == "search") return defaultCandidates(KvShape{info.headDim, info.layers, info.kvHeads});
   std::error_code ec;
   if (text.find(';') == std::string::npos && std::filesystem::is_regular_file(text, ec)) {
     auto content = readTextFile(text);
@@ -61,7 +61,7 @@ Expected<std::vector<std::string>> candidateList(const std::string& text) {
 
 Expected<SensitivityOptions> sensitivityOptions(const Options& o, const DumpInfo& info) {
   SensitivityOptions s;
-  auto cands = candidateList(o.candidates);
+  auto cands = candidateList(o.candidates, info);
   if (!cands) return cands.status();
   s.candidates = *cands;
   if (o.side == "both") {
