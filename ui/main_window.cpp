@@ -1043,6 +1043,7 @@ void MainWindow::recomputeSummary() {
           context.rope = RopeParams{di.ropeTheta, di.ropeStyle};
           context.softmaxScale = di.softmaxScale;
           context.origin = di.path + ": layer " + std::to_string(layer);
+          context.layers = di.layers;
           auto evaluated = evaluateLayer(std::move(layerData), context, options, sub);
           if (!evaluated) return evaluated.status();
           post([this, result = evaluated->result] { summary_->addLayer(result); });
@@ -1118,8 +1119,8 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, QS
     report.dump = info;
     report.key = keyPanel_->spec();
     report.value = valuePanel_->spec();
-    report.keyStorage = storageFor(report.key, info.kvHeads, info.tokens, info.headDim);
-    report.valueStorage = storageFor(report.value, info.kvHeads, info.tokens, info.headDim);
+    report.keyStorage = storageFor(keyPanel_->spec(), info.kvHeads, info.tokens, info.headDim);
+    report.valueStorage = storageFor(valuePanel_->spec(), info.kvHeads, info.tokens, info.headDim);
     report.bytesPerTokenBaseline = static_cast<double>(info.bytesPerTokenFp16());
     report.bytesPerTokenQuantized =
         info.layers * (report.keyStorage.totalBits() + report.valueStorage.totalBits()) / 8.0 / info.tokens;

@@ -28,7 +28,7 @@ struct Options {
   std::string json;
 };
 
-Expected<CapacityRequest> buildRequest(const Options& o, ResolvedSpecs& resolved) {
+Expected<CapacityRequest> buildRequest(const Options& o, ResolvedPlans& resolved) {
   CapacityRequest r;
   const bool shapeGiven = o.layers > 0 || o.kvHeads > 0 || o.headDim > 0;
   if (!o.dump.empty() && shapeGiven) {
@@ -50,11 +50,11 @@ Expected<CapacityRequest> buildRequest(const Options& o, ResolvedSpecs& resolved
   if (o.context > 0) r.context = o.context;
   if (r.context <= 0) r.context = 4096;
   r.batch = o.batch;
-  auto specs = resolveSpecs(o.spec, KvShape{r.shape.headDim, r.shape.layers, r.shape.kvHeads});
-  if (!specs) return specs.status();
-  r.key = specs->specs.key;
-  r.value = specs->specs.value;
-  resolved = *specs;
+  auto plans = resolvePlans(o.spec, KvShape{r.shape.headDim, r.shape.layers, r.shape.kvHeads});
+  if (!plans) return plans.status();
+  r.key = plans->plans.key;
+  r.value = plans->plans.value;
+  resolved = std::move(*plans);
   auto memory = parseByteSize(o.memory, "--memory");
   if (!memory) return memory.status();
   auto weights = parseByteSize(o.weights, "--weights");
@@ -184,8 +184,8 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--layers", o->layers, "number of layers (without --dump)");
   sub.add_option("--kv-heads", o->kvHeads, "number of kv heads (without --dump)");
   sub.add_option("--head-dim", o->headDim, "head dimension (without --dump)");
-  sub.add_option("--key", o->spec.key, "spec string for keys");
-  sub.add_option("--value", o->spec.value, "spec string for values");
+  sub.add_option("--key", o->spec.key, "spec or plan for keys, e.g. q4_0 or q4_0;first2+last2:q8_0");
+  sub.add_option("--value", o->spec.value, "spec or plan for values");
   sub.add_option("--preset", o->spec.preset, "a named K/V setting instead of --key/--value");
   addEngineOptions(sub, o->spec);
   sub.add_option("--memory", o->memory, "accelerator memory (default 80GiB)");
@@ -199,7 +199,7 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--device", o->device, "datasheet figures of h100, h200, a100, l4 or rtx4090");
   sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
   return [o]() -> int {
-    ResolvedSpecs resolved;
+    ResolvedPlans resolved;
     auto request = buildRequest(*o, resolved);
     if (!request) return fail(request.status());
     const KvShape shape{request->shape.headDim, request->shape.layers, request->shape.kvHeads};

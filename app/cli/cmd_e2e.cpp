@@ -82,7 +82,7 @@ std::string sweepTable(const std::vector<E2eResult>& results, const std::vector<
 
 /// The settings to replay with, for the model's shape (presets and engines depend on it).
 /// `resolved` receives the single setting's resolution (for --explain and notes).
-Expected<std::vector<SweepEntry>> entriesFrom(const Options& o, const KvShape& shape, ResolvedSpecs& resolved) {
+Expected<std::vector<SweepEntry>> entriesFrom(const Options& o, const KvShape& shape, ResolvedPlans& resolved) {
   const SpecChoice& c = o.spec;
   const bool specs = !c.key.empty() || !c.value.empty();
   const int ways = (specs ? 1 : 0) + (c.preset.empty() ? 0 : 1) + (c.engine.empty() ? 0 : 1) +
@@ -91,12 +91,12 @@ Expected<std::vector<SweepEntry>> entriesFrom(const Options& o, const KvShape& s
     return Status::invalidArgument(
         "give exactly one of: --key SPEC --value SPEC, --preset NAME, --engine \"ENGINE FLAGS\", or --sweep LIST");
   if (!o.sweep.empty()) return parseSweep(o.sweep, shape);
-  auto r = resolveSpecs(c, shape);
+  auto r = resolvePlans(c, shape);
   if (!r) return r.status();
   SweepEntry e;
   e.label = r->label;
-  e.key = r->specs.key;
-  e.value = r->specs.value;
+  e.key = r->plans.key;
+  e.value = r->plans.value;
   resolved = std::move(*r);
   return std::vector<SweepEntry>{e};
 }
@@ -105,8 +105,8 @@ CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
   sub.add_option("dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
-  sub.add_option("--key", o->spec.key, "spec string for keys");
-  sub.add_option("--value", o->spec.value, "spec string for values");
+  sub.add_option("--key", o->spec.key, "spec or plan for keys, e.g. q8_0 or q4_0;last1:q8_0");
+  sub.add_option("--value", o->spec.value, "spec or plan for values");
   sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets')");
   addEngineOptions(sub, o->spec);
   sub.add_option("--sweep", o->sweep,
@@ -118,7 +118,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!model) return fail(model.status());
     const ModelConfig& cfg = (*model)->config();
     const KvShape shape{cfg.headDim(), cfg.layers, cfg.kvHeads};
-    ResolvedSpecs resolved;
+    ResolvedPlans resolved;
     auto entries = entriesFrom(*o, shape, resolved);
     if (!entries) return fail(entries.status());
     if (o->spec.explain) {

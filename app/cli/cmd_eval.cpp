@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli eval`: quantize a dump's K and V with specs or a preset and report the damage
+// `kvscope-cli eval`: quantize a dump's K and V with specs, plans or a preset and report the damage
 // (quantization.md §8; docs/report.md).
 #include <iostream>
 #include <memory>
@@ -26,10 +26,13 @@ struct Options {
 };
 
 /// Builds EvalOptions from the command line; every error names the option and what is allowed.
-Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const ResolvedSpecs& specs) {
+Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const ResolvedPlans& resolved) {
   EvalOptions options;
-  options.key = specs.specs.key;
-  options.value = specs.specs.value;
+  // A range beyond the dump's layers is the flag's error, named as such.
+  if (auto k = resolve(resolved.plans.key, info.layers); !k) return k.status().withContext("--key");
+  if (auto v = resolve(resolved.plans.value, info.layers); !v) return v.status().withContext("--value");
+  options.key = resolved.plans.key;
+  options.value = resolved.plans.value;
   options.preset = o.spec.preset;
   options.engine = o.spec.engine;
   auto layers = parseLayerList(o.layers, info.layers);
@@ -48,8 +51,9 @@ Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
-  sub.add_option("--key", o->spec.key, "spec string for keys, e.g. int4,axis=channel,group=32");
-  sub.add_option("--value", o->spec.value, "spec string for values, e.g. int4,axis=token,group=32");
+  sub.add_option("--key", o->spec.key,
+                 "spec or plan for keys, e.g. int4,axis=channel,group=32 or q4_0;first2+last2:q8_0");
+  sub.add_option("--value", o->spec.value, "spec or plan for values, e.g. int4,axis=token,group=32");
   sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets --dump DUMP')");
   addEngineOptions(sub, o->spec);
   sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
@@ -68,7 +72,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!dump) return fail(dump.status());
     const DumpInfo& info = (*dump)->info();
     const KvShape shape{info.headDim, info.layers, info.kvHeads};
-    auto specs = resolveSpecs(o->spec, shape);
+    auto specs = resolvePlans(o->spec, shape);
     if (!specs) return fail(specs.status());
     if (o->spec.explain) {
       std::cout << explainText(o->spec, *specs, shape);

@@ -149,7 +149,7 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--threshold", o->threshold,
                  "outlier channel: max|x| above this multiple of the median channel's (default 6)");
   sub.add_option("--top-tokens", o->topTokens, "tokens listed by norm ratio (default 5)");
-  sub.add_option("--spec", o->spec, "also measure code utilisation under this spec (K and V)");
+  sub.add_option("--spec", o->spec, "also measure code utilisation under this spec or plan (K and V), e.g. int4 or int4;last1:int8");
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
   sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
   return [o]() -> int {
@@ -163,7 +163,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!layers) return fail(layers.status());
     options.layers = *layers;
     if (!o->spec.empty()) {
-      auto spec = parseSpec(o->spec);
+      auto spec = parsePlan(o->spec);
       if (!spec) return fail(spec.status().withContext("--spec"));
       options.spec = *spec;
     }

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "app/cli/command.h"
 #include "core/report/eval.h"
@@ -17,6 +18,7 @@ namespace {
 struct Options {
   std::string dump, mapping;
   std::string keyBudget, valueBudget;
+  std::string key, value;  ///< a fixed (unsearched) side's spec or plan
   std::string candidates = "default";
   bool perLayer = false;
   std::string layers = "all";
@@ -43,6 +45,13 @@ Expected<SearchOptions> searchOptions(const Options& o, const DumpInfo& info) {
     if (!b) return b.status();
     s.valueBudget = *b;
   }
+  for (const auto& [text, out, flag] : {std::tuple{&o.key, &s.fixedKey, "--key"},
+                                        std::tuple{&o.value, &s.fixedValue, "--value"}}) {
+    if (text->empty()) continue;
+    auto plan = parsePlan(*text);
+    if (!plan) return plan.status().withContext(flag);
+    *out = *plan;
+  }
   if (o.candidates != "default") {
     auto text = readTextFile(o.candidates);
     if (!text) return text.status();
@@ -68,6 +77,10 @@ CommandSetup setup = [](CLI::App& sub) {
                  "bound on a key_only metric, e.g. kl_mean=1e-3 (top1_agreement is a minimum)");
   sub.add_option("--value-budget", o->valueBudget,
                  "bound on a value_only metric, e.g. output_rel_error=0.02");
+  sub.add_option("--key", o->key,
+                 "without --key-budget: store keys under this spec or plan in the joint result (default: exact)");
+  sub.add_option("--value", o->value,
+                 "without --value-budget: store values under this spec or plan in the joint result (default: exact)");
   sub.add_option("--candidates", o->candidates,
                  "'default' or a file of spec strings, one per line, # comments");
   sub.add_flag("--per-layer", o->perLayer, "choose a spec per layer");
@@ -86,14 +99,21 @@ CommandSetup setup = [](CLI::App& sub) {
     if (!options) return fail(options.status());
     if (!o->baseline.engine.empty() || !o->baseline.preset.empty()) {
       const KvShape shape{info.headDim, info.layers, info.kvHeads};
-      auto base = resolveSpecs(o->baseline, shape);
+      auto base = resolvePlans(o->baseline, shape);
       if (!base) return fail(base.status());
       if (o->baseline.explain) {
         std::cout << explainText(o->baseline, *base, shape);
         return kExitOk;
       }
+      // The baseline is measured like a candidate, and candidates are one spec for every layer.
+      for (const Plan* p : {&base->plans.key, &base->plans.value}) {
+        if (!isUniform(*p))
+          return fail(Status::invalidArgument("'" + base->label + "' stores '" + toString(*p) +
+                                              "', a spec per layer; search compares against a baseline "
+                                              "with one spec for every layer"));
+      }
       if (!o->baseline.engine.empty()) printNotes(*base);
-      options->baseline = SearchBaseline{base->label, toString(base->specs.key), toString(base->specs.value)};
+      options->baseline = SearchBaseline{base->label, toString(base->plans.key.base), toString(base->plans.value.base)};
     } else if (o->baseline.explain) {
       return fail(Status::invalidArgument("--explain explains --engine or --preset; give one"));
     }

@@ -12,6 +12,7 @@
 
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
+#include "core/quant/plan.h"
 #include "core/quant/presets.h"
 #include "core/util/status.h"
 
@@ -55,7 +56,7 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
 /// Writes `text` to `path`: "-" is standard output, anything else is written atomically.
 Status writeOutput(const std::string& path, const std::string& text);
 
-/// Where a command's K and V specs come from: `--key SPEC --value SPEC`, `--preset NAME` or
+/// Where a command's K and V plans come from: `--key PLAN --value PLAN`, `--preset NAME` or
 /// `--engine "ENGINE FLAGS…"` (exactly one way), and `--explain`.
 struct SpecChoice {
   std::string key, value, preset, engine;
@@ -64,19 +65,19 @@ struct SpecChoice {
 /// Adds `--engine` and `--explain` to a subcommand (its --key/--value/--preset stay its own).
 void addEngineOptions(CLI::App& sub, SpecChoice& choice);
 
-/// The specs a SpecChoice resolves to for a dump's shape, with the resolution's notes.
-struct ResolvedSpecs {
-  PresetSpecs specs;
+/// The K and V plans a SpecChoice resolves to for a dump's shape, with the resolution's notes.
+struct ResolvedPlans {
+  KvPlans plans;       ///< a plain spec is a one-part plan (quantization.md §12)
   ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them
   std::string label;   ///< the preset name or engine string; empty for --key/--value
 };
-/// Resolves `choice` for `shape` (presets and engines depend on it); errors name the option and
-/// what is allowed.
-Expected<ResolvedSpecs> resolveSpecs(const SpecChoice& choice, const KvShape& shape);
+/// Resolves `choice` for `shape` (presets and engines depend on it), every string parsed as a
+/// plan; errors name the flag ("--key: plan '…': part 2 '…': …") and what is allowed.
+Expected<ResolvedPlans> resolvePlans(const SpecChoice& choice, const KvShape& shape);
 /// The --explain text: what the choice resolved to at `shape`, and every note.
-std::string explainText(const SpecChoice& choice, const ResolvedSpecs& resolved, const KvShape& shape);
+std::string explainText(const SpecChoice& choice, const ResolvedPlans& resolved, const KvShape& shape);
 /// Prints the resolution's notes to standard error ("kvscope-cli: note: …").
-void printNotes(const ResolvedSpecs& resolved);
+void printNotes(const ResolvedPlans& resolved);
 
 /// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);

@@ -78,37 +78,37 @@ void addEngineOptions(CLI::App& sub, SpecChoice& choice) {
                "print what --preset or --engine resolves to for this dump, and why, then stop");
 }
 
-Expected<ResolvedSpecs> resolveSpecs(const SpecChoice& c, const KvShape& shape) {
+Expected<ResolvedPlans> resolvePlans(const SpecChoice& c, const KvShape& shape) {
   const bool specs = !c.key.empty() || !c.value.empty();
   const int ways = (specs ? 1 : 0) + (c.preset.empty() ? 0 : 1) + (c.engine.empty() ? 0 : 1);
   if (ways > 1) {
     return Status::invalidArgument("give one of --key and --value, --preset or --engine, not both");
   }
-  ResolvedSpecs out;
+  ResolvedPlans out;
   if (!c.preset.empty() || !c.engine.empty()) {
     const bool isPreset = !c.preset.empty();
     auto r = isPreset ? resolvePreset(c.preset, shape) : resolveEngine(c.engine, shape);
     if (!r) return isPreset ? r.status() : r.status().withContext("--engine");
     out.label = isPreset ? c.preset : c.engine;
-    auto parsed = parseResolved(*r, isPreset ? "preset " + c.preset : "--engine '" + c.engine + "'");
+    auto parsed = parseResolvedPlans(*r, isPreset ? "preset " + c.preset : "--engine '" + c.engine + "'");
     if (!parsed) return parsed.status();
-    out.specs = *parsed;
+    out.plans = *parsed;
     out.strings = std::move(*r);
     return out;
   }
   if (c.key.empty() || c.value.empty())
-    return Status::invalidArgument("give both --key SPEC and --value SPEC, --preset NAME "
+    return Status::invalidArgument("give both --key SPEC and --value SPEC (a spec or a plan), --preset NAME "
                                    "(run 'kvscope-cli presets' for the list) or --engine \"ENGINE FLAGS\"");
-  auto k = parseSpec(c.key);
+  auto k = parsePlan(c.key);
   if (!k) return k.status().withContext("--key");
-  auto v = parseSpec(c.value);
+  auto v = parsePlan(c.value);
   if (!v) return v.status().withContext("--value");
-  out.specs = PresetSpecs{*k, *v};
+  out.plans = KvPlans{*k, *v};
   out.strings = ResolvedKv{c.key, c.value, {}};
   return out;
 }
 
-std::string explainText(const SpecChoice& c, const ResolvedSpecs& r, const KvShape& shape) {
+std::string explainText(const SpecChoice& c, const ResolvedPlans& r, const KvShape& shape) {
   std::string out;
   if (!c.engine.empty()) {
     out += "engine: " + c.engine + "\n";
@@ -117,13 +117,13 @@ std::string explainText(const SpecChoice& c, const ResolvedSpecs& r, const KvSha
   }
   out += "for D = " + std::to_string(shape.headDim) + ", " + std::to_string(shape.kvHeads) + " kv heads, " +
          std::to_string(shape.layers) + " layers:\n";
-  out += "key:   " + toString(r.specs.key) + "\n";
-  out += "value: " + toString(r.specs.value) + "\n";
+  out += "key:   " + toString(r.plans.key) + "\n";
+  out += "value: " + toString(r.plans.value) + "\n";
   for (const std::string& n : r.strings.notes) out += "  " + n + "\n";
   return out;
 }
 
-void printNotes(const ResolvedSpecs& r) {
+void printNotes(const ResolvedPlans& r) {
   for (const std::string& n : r.strings.notes) std::cerr << "kvscope-cli: note: " << n << "\n";
 }
 

@@ -61,18 +61,35 @@ TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t contex
   return {storage.totalBits(), total, storage.bitsPerElement()};
 }
 
-CapacityEntry entryFor(const std::string& name, const QuantSpec& key, const QuantSpec& value,
+/// A plan's cost over all layers: bits and ops summed, bits per element over all elements.
+TensorCost planCost(const Plan& plan, const ModelShape& shape, int64_t context) {
+  const double layers = shape.layers;
+  if (isUniform(plan)) {
+    const TensorCost c = costOf(plan.base, shape, context);
+    return {layers * c.bits, layers * c.ops, c.bitsPerElement};
+  }
+  TensorCost sum;
+  for (int l = 0; l < shape.layers; ++l) {
+    const TensorCost c = costOf(specForLayer(plan, l, shape.layers), shape, context);
+    sum.bits += c.bits;
+    sum.ops += c.ops;
+  }
+  const double elements = layers * static_cast<double>(shape.kvHeads) * static_cast<double>(context) * shape.headDim;
+  sum.bitsPerElement = elements > 0 ? sum.bits / elements : 0;
+  return sum;
+}
+
+CapacityEntry entryFor(const std::string& name, const Plan& key, const Plan& value,
                        const CapacityRequest& r, double available) {
   CapacityEntry e;
   e.name = name;
   e.keySpec = toString(key);
   e.valueSpec = toString(value);
-  const TensorCost k = costOf(key, r.shape, r.context);
-  const TensorCost v = costOf(value, r.shape, r.context);
+  const TensorCost k = planCost(key, r.shape, r.context);
+  const TensorCost v = planCost(value, r.shape, r.context);
   e.keyBitsPerElement = k.bitsPerElement;
   e.valueBitsPerElement = v.bitsPerElement;
-  const double layers = r.shape.layers;
-  e.bytesPerToken = layers * (k.bits + v.bits) / 8.0 / static_cast<double>(r.context);
+  e.bytesPerToken = (k.bits + v.bits) / 8.0 / static_cast<double>(r.context);
   e.tokensFit = e.bytesPerToken > 0 ? std::floor(available / e.bytesPerToken) : 0;
   const double perSequence = e.bytesPerToken * static_cast<double>(r.context);
   e.sequencesFit = perSequence > 0 ? static_cast<int64_t>(std::floor(available / perSequence)) : 0;
@@ -80,7 +97,7 @@ CapacityEntry entryFor(const std::string& name, const QuantSpec& key, const Quan
   if (r.decode) {
     DecodeCost d;
     d.bytesRead = static_cast<double>(r.batch) * perSequence;
-    d.dequantOps = static_cast<double>(r.batch) * layers * (k.ops + v.ops);
+    d.dequantOps = static_cast<double>(r.batch) * (k.ops + v.ops);
     d.memorySeconds = d.bytesRead / r.decode->bandwidth;
     d.computeSeconds = d.dequantOps / r.decode->opsPerSecond;
     d.seconds = std::max(d.memorySeconds, d.computeSeconds);
@@ -148,16 +165,20 @@ Expected<CapacityReport> planCapacity(const CapacityRequest& r) {
   }
   SpecContext keyContext{true, r.shape.kvHeads, r.shape.headDim, true};
   SpecContext valueContext{false, r.shape.kvHeads, r.shape.headDim, true};
-  KVS_RETURN_IF_ERROR(validateSpec(r.key, keyContext).withContext("--key"));
-  KVS_RETURN_IF_ERROR(validateSpec(r.value, valueContext).withContext("--value"));
+  KVS_RETURN_IF_ERROR(validatePlan(r.key, keyContext, r.shape.layers).withContext("--key"));
+  KVS_RETURN_IF_ERROR(validatePlan(r.value, valueContext, r.shape.layers).withContext("--value"));
 
   CapacityReport report;
   report.request = r;
   report.availableBytes = std::max(0.0, r.memoryBytes - r.weightsBytes);
   if (r.weightsBytes >= r.memoryBytes) report.notes.push_back("the weights take all the memory");
-  for (const QuantSpec* s : {&r.key, &r.value}) {
-    if (quantizedTokens(*s, r.context).count == 0) {
-      report.notes.push_back(std::string(s == &r.key ? "key" : "value") +
+  for (const Plan* p : {&r.key, &r.value}) {
+    bool covered = false;
+    for (int l = 0; l < r.shape.layers; ++l) {
+      covered = covered || quantizedTokens(specForLayer(*p, l, r.shape.layers), r.context).count == 0;
+    }
+    if (covered) {
+      report.notes.push_back(std::string(p == &r.key ? "key" : "value") +
                              ": kept tokens (sinks, residual or an unfilled chunk) cover the whole context, so it "
                              "is stored in fp16");
     }

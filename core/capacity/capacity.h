@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -57,8 +58,8 @@ struct DecodeHardware {
 /// What to plan for.
 struct CapacityRequest {
   ModelShape shape;
-  QuantSpec key;
-  QuantSpec value;
+  Plan key;     ///< a spec or a plan (§12): each layer costs what its own spec stores
+  Plan value;
   double memoryBytes = 80.0 * (1ull << 30);  ///< accelerator memory
   double weightsBytes = 0;                   ///< memory the weights (and anything else) take
   int64_t context = 4096;                    ///< tokens per sequence; sets per-group metadata
@@ -79,9 +80,9 @@ struct DecodeCost {
 /// One K/V choice (fp16 baseline or the requested specs).
 struct CapacityEntry {
   std::string name;            ///< "fp16" or "quantized"
-  std::string keySpec;         ///< canonical spec strings
+  std::string keySpec;         ///< canonical spec (or plan) strings
   std::string valueSpec;
-  double keyBitsPerElement = 0;
+  double keyBitsPerElement = 0;    ///< a plan's: storage over all layers / all elements
   double valueBitsPerElement = 0;
   double bytesPerToken = 0;    ///< Σ layers of K and V bits / 8 / context
   double tokensFit = 0;        ///< floor(available / bytes_per_token)

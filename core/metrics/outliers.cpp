@@ -269,21 +269,45 @@ Expected<OutlierProfile> outlierProfile(const Dump& dump, const OutlierOptions& 
   if (layers.empty()) {
     for (int l = 0; l < info.layers; ++l) layers.push_back(l);
   }
-  std::optional<QuantSpec> keySpec = options.spec, valueSpec = options.spec;
+  // Each layer's spec for K and V (a plan gives each layer its own); prerope ones measure K only,
+  // and only where the dump has key_pre_rope.
+  std::vector<std::optional<QuantSpec>> keySpecs(static_cast<size_t>(info.layers));
+  std::vector<std::optional<QuantSpec>> valueSpecs(static_cast<size_t>(info.layers));
   if (options.spec) {
     profile.spec = toString(*options.spec);
-    if (options.spec->prerope) {
-      valueSpec.reset();
-      profile.notes.push_back("prerope applies to keys only: no value code utilisation");
+    auto specs = resolve(*options.spec, info.layers);
+    if (!specs) return specs.status().withContext("--spec");
+    bool noValue = false, noKey = false;
+    for (int l = 0; l < info.layers; ++l) {
+      const QuantSpec& s = (*specs)[static_cast<size_t>(l)];
+      keySpecs[static_cast<size_t>(l)] = s;
+      valueSpecs[static_cast<size_t>(l)] = s;
+      if (!s.prerope) continue;
+      valueSpecs[static_cast<size_t>(l)].reset();
+      noValue = true;
       if (!info.hasKeyPreRope) {
-        keySpec.reset();
-        profile.notes.push_back("the dump has no key_pre_rope: no key code utilisation");
+        keySpecs[static_cast<size_t>(l)].reset();
+        noKey = true;
       }
     }
-    for (auto [spec, isKey] : {std::pair{&keySpec, true}, std::pair{&valueSpec, false}}) {
-      if (!*spec) continue;
-      SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
-      KVS_RETURN_IF_ERROR(validateSpec(**spec, ctx).withContext("--spec"));
+    const bool plan = !isUniform(*options.spec);
+    if (noValue) {
+      profile.notes.push_back(std::string("prerope applies to keys only: no value code utilisation") +
+                              (plan ? " in the layers whose spec has it" : ""));
+    }
+    if (noKey) {
+      profile.notes.push_back(std::string("the dump has no key_pre_rope: no key code utilisation") +
+                              (plan ? " in the layers whose spec has prerope" : ""));
+    }
+    for (int l = 0; l < info.layers; ++l) {
+      for (auto [spec, isKey] : {std::pair{&keySpecs[static_cast<size_t>(l)], true},
+                                 std::pair{&valueSpecs[static_cast<size_t>(l)], false}}) {
+        if (!*spec) continue;
+        SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
+        Status s = validateSpec(**spec, ctx);
+        if (plan) s = s.withContext("layer " + std::to_string(l));
+        KVS_RETURN_IF_ERROR(s.withContext("--spec"));
+      }
     }
   }
   std::vector<std::string> text;
@@ -314,6 +338,8 @@ Expected<OutlierProfile> outlierProfile(const Dump& dump, const OutlierOptions& 
     lo.layer = layer;
     std::vector<double> ku, vu;
     const std::string where = info.path + ": layer " + std::to_string(layer);
+    const std::optional<QuantSpec>& keySpec = keySpecs[static_cast<size_t>(layer)];
+    const std::optional<QuantSpec>& valueSpec = valueSpecs[static_cast<size_t>(layer)];
     if (keySpec) {
       auto u = codeUtilisation(*key, *keySpec, pre ? &*pre : nullptr);
       if (!u) return u.status().withContext(where + ": key");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/dump.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
@@ -20,7 +21,7 @@ namespace kvscope {
 struct OutlierOptions {
   double threshold = 6.0;      ///< a channel is an outlier when max|x| / median > threshold
   int topTokens = 5;           ///< tokens listed by norm ratio (plus every one above threshold)
-  std::optional<QuantSpec> spec;  ///< code utilisation under this spec (K and V; prerope: K only)
+  std::optional<Plan> spec;    ///< code utilisation under this spec or plan (K and V; prerope: K only)
   std::vector<int> layers;     ///< empty = all
   int sequence = 0;
 };
@@ -87,7 +88,7 @@ struct LayerOutliers {
 struct OutlierProfile {
   DumpInfo dump;
   double threshold = 6.0;
-  std::string spec;                 ///< canonical spec of the utilisation, empty when none
+  std::string spec;                 ///< canonical spec (or plan) of the utilisation, empty when none
   std::vector<LayerOutliers> layers;
   std::vector<std::string> notes;
 };

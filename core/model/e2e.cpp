@@ -123,7 +123,7 @@ Expected<E2eBaseline> e2eBaseline(const std::shared_ptr<const Checkpoint>& model
 }
 
 Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const Recording& recording,
-                           const E2eBaseline& baseline, const QuantSpec& key, const QuantSpec& value,
+                           const E2eBaseline& baseline, const Plan& key, const Plan& value,
                            const Progress& progress) {
   const ModelConfig& c = model->config();
   KVS_RETURN_IF_ERROR(checkFits(c, recording));
@@ -135,33 +135,61 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
   const bool hasPreRope = !recording.layers.empty() && recording.layers[0].keyPreRope.heads > 0;
   SpecContext kc{true, KVH, D, true};
   SpecContext vc{false, KVH, D, false};
-  KVS_RETURN_IF_ERROR(validateSpec(key, kc));
-  KVS_RETURN_IF_ERROR(validateSpec(value, vc));
+  // A range beyond the model is the flag's error; a plain spec's check reads as it always did.
+  auto keySpecs = resolve(key, L);
+  if (!keySpecs) return keySpecs.status().withContext("--key");
+  auto valueSpecs = resolve(value, L);
+  if (!valueSpecs) return valueSpecs.status().withContext("--value");
+  KVS_RETURN_IF_ERROR(validatePlan(key, kc, L));
+  KVS_RETURN_IF_ERROR(validatePlan(value, vc, L));
 
   E2eResult r;
   r.model = recording.model;
   r.tokens = T;
-  auto describeTensor = [&](const QuantSpec& s) {
+  auto describeTensor = [&](const Plan& plan, const std::vector<QuantSpec>& specs) {
     E2eTensorInfo info;
-    info.spec = s;
-    info.specText = toString(s);
-    info.bitsPerElement = storageFor(s, KVH, T, D).bitsPerElement();
-    info.mode = streamingModeName(streamingModeFor(s));
-    info.storage = streamingDescription(s);
+    info.spec = plan;
+    info.specText = toString(plan);
+    info.bitsPerElement = planStorage(plan, L, KVH, T, D).bitsPerElement();
+    info.layerSpecs = specs;
+    if (isUniform(plan)) {
+      info.mode = streamingModeName(streamingModeFor(plan.base));
+      info.storage = streamingDescription(plan.base);
+      return info;
+    }
+    // One mode when every layer streams alike; the storage sentence per run of layers that
+    // share a spec.
+    info.mode = streamingModeName(streamingModeFor(specs.front()));
+    for (int l = 0; l < L;) {
+      const QuantSpec& s = specs[static_cast<size_t>(l)];
+      int end = l + 1;
+      while (end < L && specs[static_cast<size_t>(end)] == s) ++end;
+      if (streamingModeFor(s) != streamingModeFor(specs.front())) info.mode = "per-layer";
+      const std::string layers = end - l == 1 ? "layer " + std::to_string(l)
+                                              : "layers " + std::to_string(l) + "-" + std::to_string(end - 1);
+      info.storage += (l == 0 ? "" : "; ") + layers + " (" + toString(s) + "): " + streamingDescription(s);
+      l = end;
+    }
     return info;
   };
-  r.key = describeTensor(key);
-  r.value = describeTensor(value);
+  r.key = describeTensor(key, *keySpecs);
+  r.value = describeTensor(value, *valueSpecs);
   r.dumpLogitsMaxAbsDiff = baseline.dumpLogitsMaxAbsDiff;
   r.warnings = baseline.warnings;
 
-  const bool calibrated = streamingModeFor(key) == StreamingMode::Calibrated ||
-                          streamingModeFor(value) == StreamingMode::Calibrated;
+  bool calibrated = false, calibratedPrerope = false;
+  for (int l = 0; l < L; ++l) {
+    const QuantSpec& ks = (*keySpecs)[static_cast<size_t>(l)];
+    const bool keyCalibrated = streamingModeFor(ks) == StreamingMode::Calibrated;
+    calibrated = calibrated || keyCalibrated ||
+                 streamingModeFor((*valueSpecs)[static_cast<size_t>(l)]) == StreamingMode::Calibrated;
+    calibratedPrerope = calibratedPrerope || (keyCalibrated && ks.prerope);
+  }
   std::vector<CalibrationLayer> calibration;
   if (calibrated) {
     if (recording.layers.empty())
       return Status::invalidArgument("a spec with whole-cache scales needs the dump's key and value tensors");
-    if (key.prerope && streamingModeFor(key) == StreamingMode::Calibrated && !hasPreRope)
+    if (calibratedPrerope && !hasPreRope)
       return Status::invalidArgument("spec '" + r.key.specText + "': prerope needs key_pre_rope in the dump");
     for (const LayerRecording& lr : recording.layers)
       calibration.push_back({&lr.key, lr.keyPreRope.heads > 0 ? &lr.keyPreRope : nullptr, &lr.value});
@@ -169,13 +197,27 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
   // The model's own RoPE, whatever the dump's attributes say.
   QuantizedKvStore store(c, key, value, RopeParams{kLlamaRopeTheta, RopeStyle::Interleaved},
                          std::move(calibration));
-  for (const auto& [name, s] : {std::pair<const char*, const QuantSpec*>{"key", &key}, {"value", &value}}) {
-    if (streamingModeFor(*s) != StreamingMode::ChannelGroups) continue;
-    const auto eligible = static_cast<int>(quantizedTokens(*s, T).count);
-    if (const int tail = eligible % s->group; tail > 0)
-      r.notes.push_back(std::string(name) + ": the last " + std::to_string(tail) + " tokens before the residual " +
-                        "window form an incomplete channel group of " + std::to_string(s->group) +
-                        " and stay in full precision (bits_per_element counts them as quantized)");
+  struct Tensor {
+    const char* name;
+    const Plan* plan;
+    const std::vector<QuantSpec>* specs;
+  };
+  for (const Tensor& t : {Tensor{"key", &key, &*keySpecs}, Tensor{"value", &value, &*valueSpecs}}) {
+    // One note per distinct spec, in layer order (a plan's layers often share one).
+    std::vector<std::string> seen;
+    for (const QuantSpec& s : *t.specs) {
+      if (streamingModeFor(s) != StreamingMode::ChannelGroups) continue;
+      const auto eligible = static_cast<int>(quantizedTokens(s, T).count);
+      const int tail = eligible % s.group;
+      if (tail == 0) continue;
+      std::string note = std::string(t.name) + ": the last " + std::to_string(tail) + " tokens before the residual " +
+                         "window form an incomplete channel group of " + std::to_string(s.group) +
+                         " and stay in full precision (bits_per_element counts them as quantized)";
+      if (!isUniform(*t.plan)) note += " (" + toString(s) + ")";
+      if (std::find(seen.begin(), seen.end(), note) != seen.end()) continue;
+      seen.push_back(note);
+      r.notes.push_back(note);
+    }
   }
   Transformer tf(model, &store);
 
@@ -269,6 +311,8 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
     const LayerAccumulator& a = acc[static_cast<size_t>(l)];
     E2eLayer e;
     e.layer = l;
+    e.keySpec = toString((*keySpecs)[static_cast<size_t>(l)]);
+    e.valueSpec = toString((*valueSpecs)[static_cast<size_t>(l)]);
     e.attentionKlMean = a.klSum / static_cast<double>(a.heads);
     e.attentionKlMax = a.klMax;
     e.attentionTop1 = a.top1 / static_cast<double>(a.heads);
@@ -301,7 +345,9 @@ std::string e2eToJson(const E2eResult& r) {
                       {"attention_kl_max", l.attentionKlMax},
                       {"attention_top1_agreement", l.attentionTop1},
                       {"attention_output_rel_error", l.outputRelError},
-                      {"hidden_rel_error", l.hiddenRelError}});
+                      {"hidden_rel_error", l.hiddenRelError},
+                      {"key_spec", l.keySpec},
+                      {"value_spec", l.valueSpec}});
   }
   json out{{"kvscope_e2e", 1},
            {"model", r.model},
@@ -354,16 +400,20 @@ Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvSh
     const auto colon = item.find(':');
     if (colon == std::string::npos) {
       if (findPreset(item) != nullptr) {
-        auto specs = presetSpecs(item, shape);
-        if (!specs) return specs.status();
-        e.key = specs->key;
-        e.value = specs->value;
+        // Parsed as plans: a preset may store a spec per layer.
+        auto resolved = resolvePreset(item, shape);
+        if (!resolved) return resolved.status();
+        auto plans = parseResolvedPlans(*resolved, "preset " + item);
+        if (!plans) return plans.status();
+        e.key = plans->key;
+        e.value = plans->value;
       } else {
         auto s = parseSpec(item);
         if (!s) return s.status().withContext("--sweep entry '" + item + "' (neither a preset nor a spec for K and V)");
+        QuantSpec valueSpec = *s;
+        valueSpec.prerope = false;
         e.key = *s;
-        e.value = *s;
-        e.value.prerope = false;
+        e.value = valueSpec;
       }
     } else {
       auto k = parseSpec(trim(item.substr(0, colon)));

@@ -11,6 +11,7 @@
 
 #include "core/model/checkpoint.h"
 #include "core/model/record.h"
+#include "core/quant/plan.h"
 #include "core/quant/presets.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
@@ -36,6 +37,8 @@ struct E2eLayer {
   double attentionTop1 = 1;     ///< fraction of (position, head) whose most-attended token agrees
   double outputRelError = 0;    ///< mean ‖ô − o‖₂ / ‖o‖₂ of the attention output
   double hiddenRelError = 0;    ///< mean ‖h_quant − h_fp‖₂ / ‖h_fp‖₂ of the residual stream after the layer
+  std::string keySpec;          ///< canonical spec this layer's K was stored under
+  std::string valueSpec;        ///< the same for V
 };
 
 /// Averages over positions.
@@ -50,11 +53,12 @@ struct E2eSummary {
 
 /// Storage and streaming of one tensor kind.
 struct E2eTensorInfo {
-  QuantSpec spec;
-  std::string specText;        ///< canonical spec string
-  double bitsPerElement = 16;  ///< §5 accounting for the dump's length
-  std::string mode;            ///< streamingModeName
-  std::string storage;         ///< streamingDescription: how the replay stored it
+  Plan spec;                   ///< a spec or a plan (§12)
+  std::string specText;        ///< canonical spec (or plan) string
+  double bitsPerElement = 16;  ///< §5 accounting for the dump's length, over all layers for a plan
+  std::string mode;            ///< streamingModeName ("per-layer" when a plan's layers differ)
+  std::string storage;         ///< streamingDescription: how the replay stored it (per layer for a plan)
+  std::vector<QuantSpec> layerSpecs;  ///< each layer's spec
 };
 
 /// Everything one e2e run produced.
@@ -85,20 +89,23 @@ struct E2eBaseline {
 Expected<E2eBaseline> e2eBaseline(const std::shared_ptr<const Checkpoint>& model, const Recording& recording,
                                   const Progress& progress = {});
 
-/// Replays `recording`'s tokens with the cache stored under `key`/`value` and compares with `baseline`.
+/// Replays `recording`'s tokens with the cache stored under `key`/`value` (specs or plans: each
+/// layer under its own spec) and compares with `baseline`.
 Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const Recording& recording,
-                           const E2eBaseline& baseline, const QuantSpec& key, const QuantSpec& value,
+                           const E2eBaseline& baseline, const Plan& key, const Plan& value,
                            const Progress& progress = {});
 
 /// The result as JSON: {"summary": {…}, "key", "value", "positions": […], "layers": […], …}.
 std::string e2eToJson(const E2eResult& result);
 
 /// Parses a sweep: "K1:V1;K2:V2" (a preset name may stand for a pair) or, when `text` names a
-/// file, its lines in the same form (# comments). Each entry gives (label, key, value).
+/// file, its lines in the same form (# comments). Each entry gives (label, key, value). Its ';'
+/// and ':' are those of plans, so written entries are specs (a preset's may resolve to a plan);
+/// --key/--value take plans.
 struct SweepEntry {
   std::string label;
-  QuantSpec key;
-  QuantSpec value;
+  Plan key;
+  Plan value;
 };
 /// Presets resolve for `shape` (the recording's head dim, layers and kv heads).
 Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvShape& shape);

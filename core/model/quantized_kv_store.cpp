@@ -72,9 +72,13 @@ std::string streamingDescription(const QuantSpec& spec) {
   return {};
 }
 
-QuantizedKvStore::QuantizedKvStore(const ModelConfig& config, QuantSpec key, QuantSpec value,
+QuantizedKvStore::QuantizedKvStore(const ModelConfig& config, const Plan& key, const Plan& value,
                                    RopeParams rope, std::vector<CalibrationLayer> calibration)
-    : config_(config), key_(key), value_(value), rope_(rope), calibration_(std::move(calibration)) {
+    : config_(config), rope_(rope), calibration_(std::move(calibration)) {
+  for (int l = 0; l < config.layers; ++l) {
+    key_.push_back(specForLayer(key, l, config.layers));
+    value_.push_back(specForLayer(value, l, config.layers));
+  }
   const size_t rows = static_cast<size_t>(config.seqLen) * static_cast<size_t>(config.kvDim());
   keyState_.assign(static_cast<size_t>(config.layers), TensorState{std::vector<float>(rows), 0});
   valueState_.assign(static_cast<size_t>(config.layers), TensorState{std::vector<float>(rows), 0});
@@ -86,7 +90,7 @@ Status QuantizedKvStore::store(int layer, int position, LayerCache& cache) {
 }
 
 Status QuantizedKvStore::advance(int layer, int position, bool isKey, LayerCache& cache, TensorState& state) {
-  const QuantSpec& spec = isKey ? key_ : value_;
+  const QuantSpec& spec = (isKey ? key_ : value_)[static_cast<size_t>(layer)];
   std::vector<float>& stored = isKey ? cache.key : cache.value;
   const std::vector<float>& exact = isKey ? cache.exactKey : cache.exactValue;
   const size_t rowBytes = sizeof(float) * static_cast<size_t>(cache.kvDim);
@@ -122,7 +126,7 @@ Status QuantizedKvStore::advance(int layer, int position, bool isKey, LayerCache
 
 Status QuantizedKvStore::quantizeRows(int layer, bool isKey, int first, int count, const LayerCache& cache,
                                       float* out) {
-  const QuantSpec& spec = isKey ? key_ : value_;
+  const QuantSpec& spec = (isKey ? key_ : value_)[static_cast<size_t>(layer)];
   const int kvh = config_.kvHeads, d = config_.headDim();
   const bool prerope = isKey && spec.prerope;
   const std::vector<float>& source = prerope ? cache.exactKeyPreRope : (isKey ? cache.exactKey : cache.exactValue);

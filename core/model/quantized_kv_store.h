@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/transformer.h"
+#include "core/quant/plan.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 #include "core/util/tensor.h"
@@ -34,12 +35,14 @@ struct CalibrationLayer {
   const Tensor3* value = nullptr;
 };
 
-/// Stores K and V rows quantized under two specs. Sinks stay exact; residual=R keeps the R
-/// newest tokens exact at each step and quantizes a token when it leaves the window.
+/// Stores K and V rows quantized under two plans, each layer under its own spec (§12). Sinks
+/// stay exact; residual=R keeps the R newest tokens exact at each step and quantizes a token
+/// when it leaves the window.
 class QuantizedKvStore final : public KvStore {
  public:
   /// `calibration` (one entry per layer) must outlive the store when a spec is calibrated.
-  QuantizedKvStore(const ModelConfig& config, QuantSpec key, QuantSpec value, RopeParams rope,
+  /// Plans are resolved for config.layers (ranges beyond it cover nothing: validate first).
+  QuantizedKvStore(const ModelConfig& config, const Plan& key, const Plan& value, RopeParams rope,
                    std::vector<CalibrationLayer> calibration = {});
 
   Status store(int layer, int position, LayerCache& cache) override;
@@ -53,7 +56,7 @@ class QuantizedKvStore final : public KvStore {
   Status quantizeRows(int layer, bool isKey, int first, int count, const LayerCache& cache, float* out);
 
   ModelConfig config_;
-  QuantSpec key_, value_;
+  std::vector<QuantSpec> key_, value_;  ///< one spec per layer
   RopeParams rope_;
   std::vector<CalibrationLayer> calibration_;
   std::vector<TensorState> keyState_, valueState_;

@@ -188,6 +188,14 @@ Expected<PresetSpecs> parseResolved(const ResolvedKv& resolved, std::string_view
   return PresetSpecs{*key, *value};
 }
 
+Expected<KvPlans> parseResolvedPlans(const ResolvedKv& resolved, std::string_view origin) {
+  auto key = parsePlan(resolved.key);
+  if (!key) return key.status().withContext(std::string(origin) + ", key");
+  auto value = parsePlan(resolved.value);
+  if (!value) return value.status().withContext(std::string(origin) + ", value");
+  return KvPlans{*key, *value};
+}
+
 Expected<PresetSpecs> presetSpecs(std::string_view name, const KvShape& shape) {
   auto resolved = resolvePreset(name, shape);
   if (!resolved) return resolved.status();

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -61,7 +62,17 @@ struct PresetSpecs {
 };
 /// Parses a preset's specs for `shape` (see resolvePreset).
 Expected<PresetSpecs> presetSpecs(std::string_view name, const KvShape& shape);
-/// Parses resolved spec strings; errors name `origin` (a preset or an engine string).
+/// Parses resolved spec strings; errors name `origin` (a preset or an engine string). For callers
+/// that hold one spec per tensor (the GUI's panels); where plans are accepted use parseResolvedPlans.
 Expected<PresetSpecs> parseResolved(const ResolvedKv& resolved, std::string_view origin);
+
+/// K and V plans (§12; a plain spec is a one-part plan).
+struct KvPlans {
+  Plan key;
+  Plan value;
+};
+/// Parses resolved strings as plans, so a preset or engine may store a spec per layer; errors
+/// name `origin` as parseResolved's do.
+Expected<KvPlans> parseResolvedPlans(const ResolvedKv& resolved, std::string_view origin);
 
 }  // namespace kvscope

@@ -144,6 +144,20 @@ void meanInto(double& out, int n, Field sum) {
 
 }  // namespace
 
+Expected<std::pair<QuantSpec, QuantSpec>> layerSpecs(const EvalOptions& options, const LayerContext& context) {
+  const bool uniform = isUniform(options.key) && isUniform(options.value);
+  if (uniform) return std::pair{options.key.base, options.value.base};
+  if (context.layers <= 0) {
+    return Status::invalidArgument(context.origin + ": a plan with per-layer specs needs the dump's layer count");
+  }
+  if (context.layer < 0 || context.layer >= context.layers) {
+    return Status::invalidArgument(context.origin + ": layer " + std::to_string(context.layer) +
+                                   " is outside the plan's " + std::to_string(context.layers) + " layers");
+  }
+  return std::pair{specForLayer(options.key, context.layer, context.layers),
+                   specForLayer(options.value, context.layer, context.layers)};
+}
+
 Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
                          LayerEvaluation& ev, const Progress& progress) {
   const std::string& origin = context.origin;
@@ -163,17 +177,24 @@ Status evaluateLayerInto(LayerData data, const LayerContext& context, const Eval
     skipNonFiniteHeads(data, ev.result.heads);
   }
 
+  auto specs = layerSpecs(options, context);
+  if (!specs) return specs.status();
+  const QuantSpec& keySpec = specs->first;
+  const QuantSpec& valueSpec = specs->second;
+  ev.result.keySpec = keySpec;
+  ev.result.valueSpec = valueSpec;
+
   // The reconstructions reuse ev's buffers: fresh layer-sized allocations cost more than the
   // quantization itself.
   QuantOutput keyOut{std::move(ev.keyHat), {}};
   QuantInput keyIn{&data.key, data.keyPreRope ? &*data.keyPreRope : nullptr, context.rope};
-  Status keyStatus = quantizeTensorInto(keyIn, options.key, keyOut, subProgress(progress, 0.0, 0.4));
+  Status keyStatus = quantizeTensorInto(keyIn, keySpec, keyOut, subProgress(progress, 0.0, 0.4));
   ev.keyHat = std::move(keyOut.reconstruction);
   ev.keyStorage = keyOut.storage;
   KVS_RETURN_IF_ERROR(keyStatus.withContext(origin + ": key"));
   QuantOutput valueOut{std::move(ev.valueHat), {}};
   QuantInput valueIn{&data.value, nullptr, context.rope};
-  Status valueStatus = quantizeTensorInto(valueIn, options.value, valueOut, subProgress(progress, 0.4, 0.8));
+  Status valueStatus = quantizeTensorInto(valueIn, valueSpec, valueOut, subProgress(progress, 0.4, 0.8));
   ev.valueHat = std::move(valueOut.reconstruction);
   ev.valueStorage = valueOut.storage;
   KVS_RETURN_IF_ERROR(valueStatus.withContext(origin + ": value"));
@@ -243,8 +264,8 @@ Status validateEvalOptions(const DumpInfo& info, const EvalOptions& options) {
   }
   SpecContext keyContext{true, info.kvHeads, info.headDim, info.hasKeyPreRope};
   SpecContext valueContext{false, info.kvHeads, info.headDim, info.hasKeyPreRope};
-  KVS_RETURN_IF_ERROR(validateSpec(options.key, keyContext).withContext(origin + ": key"));
-  KVS_RETURN_IF_ERROR(validateSpec(options.value, valueContext).withContext(origin + ": value"));
+  KVS_RETURN_IF_ERROR(validatePlan(options.key, keyContext, info.layers).withContext(origin + ": key"));
+  KVS_RETURN_IF_ERROR(validatePlan(options.value, valueContext, info.layers).withContext(origin + ": value"));
   return Status::ok();
 }
 
@@ -323,16 +344,16 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
   rep.engine = options.engine;
   rep.lastQueries = options.lastQueries;
   rep.nonFinite = options.nonFinite;
-  // Storage does not depend on the data and every layer has the same shape, so bytes per token
-  // covers all L layers whichever layers are evaluated (docs/report.md).
-  rep.keyStorage = storageFor(options.key, info.kvHeads, info.tokens, info.headDim);
-  rep.valueStorage = storageFor(options.value, info.kvHeads, info.tokens, info.headDim);
+  // Storage does not depend on the data, so bytes per token covers all L layers, each under its
+  // own spec, whichever layers are evaluated (docs/report.md).
+  auto keyLayers = planLayerStorage(options.key, info.layers, info.kvHeads, info.tokens, info.headDim);
+  if (!keyLayers) return keyLayers.status().withContext(info.path + ": key");
+  auto valueLayers = planLayerStorage(options.value, info.layers, info.kvHeads, info.tokens, info.headDim);
+  if (!valueLayers) return valueLayers.status().withContext(info.path + ": value");
+  rep.keyStorage = planStorage(options.key, info.layers, info.kvHeads, info.tokens, info.headDim);
+  rep.valueStorage = planStorage(options.value, info.layers, info.kvHeads, info.tokens, info.headDim);
   rep.bytesPerTokenBaseline = static_cast<double>(info.bytesPerTokenFp16());
-  if (info.tokens > 0) {
-    rep.bytesPerTokenQuantized = static_cast<double>(info.layers) *
-                                 (rep.keyStorage.totalBits() + rep.valueStorage.totalBits()) / 8.0 /
-                                 static_cast<double>(info.tokens);
-  }
+  rep.bytesPerTokenQuantized = bytesPerToken(*keyLayers, *valueLayers, info.tokens);
   if (!info.hasQuery) rep.notes.push_back("attention metrics are null: the dump has no query");
 
   std::vector<int> layers = options.layers;
@@ -358,7 +379,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
     auto value = dump.read(l, TensorKind::Value, options.sequence);
     if (!value) return value.status();
     data.value = std::move(*value);
-    if (options.key.prerope) {
+    if (specForLayer(options.key, l, info.layers).prerope) {
       auto pre = dump.read(l, TensorKind::KeyPreRope, options.sequence);
       if (!pre) return pre.status();
       data.keyPreRope = std::move(*pre);
@@ -374,6 +395,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
     context.rope = RopeParams{info.ropeTheta, info.ropeStyle};
     context.softmaxScale = info.softmaxScale;
     context.origin = info.path + ": layer " + std::to_string(l);
+    context.layers = info.layers;
     KVS_RETURN_IF_ERROR(evaluateLayerInto(std::move(data), context, options, ev, subProgress(progress, from, to)));
     if (!ev.notes.empty()) {
       attentionUnsupported = true;  // the engine said no: do not read queries again

@@ -6,11 +6,13 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/attention/attention.h"
 #include "core/io/dump.h"
 #include "core/metrics/tensor_metrics.h"
+#include "core/quant/plan.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
@@ -33,8 +35,8 @@ Expected<int> parseQueryCount(std::string_view text);
 
 /// Options of one evaluation.
 struct EvalOptions {
-  QuantSpec key;                 ///< spec applied to keys
-  QuantSpec value;               ///< spec applied to values
+  Plan key;                      ///< keys' spec per layer (a plain spec is a one-part plan)
+  Plan value;                    ///< values' spec per layer
   std::string preset;            ///< preset name the specs came from (recorded only; may be empty)
   std::string engine;            ///< engine string the specs came from (recorded only; may be empty)
   std::vector<int> layers;       ///< layers to evaluate, ascending; empty = all
@@ -57,6 +59,8 @@ struct HeadResult {
 struct LayerResult {
   int layer = 0;
   std::vector<HeadResult> heads;
+  QuantSpec keySpec;    ///< the spec this layer's K was quantized with (its plan's, §12)
+  QuantSpec valueSpec;  ///< the spec this layer's V was quantized with
 };
 
 /// Means over all evaluated (layer, kv head) entries; *_max fields (max_abs_error, score_max,
@@ -72,12 +76,12 @@ struct EvalSummary {
 struct EvalReport {
   DumpInfo dump;                 ///< the dump's metadata
   int sequence = 0;
-  QuantSpec key;
-  QuantSpec value;
+  Plan key;
+  Plan value;
   std::string preset;            ///< empty when the specs were given directly
   std::string engine;            ///< the engine string the specs came from; empty otherwise
-  StorageCount keyStorage;       ///< storage of one layer's K tensor (the same for every layer)
-  StorageCount valueStorage;     ///< storage of one layer's V tensor
+  StorageCount keyStorage;       ///< planStorage of K: one layer tensor for a uniform plan, else all L
+  StorageCount valueStorage;     ///< the same for V
   double bytesPerTokenBaseline = 0;   ///< fp16 K+V bytes per token over all L layers
   double bytesPerTokenQuantized = 0;  ///< quantized K+V bytes per token over all L layers
   int lastQueries = 0;           ///< as requested (0 = all)
@@ -114,9 +118,14 @@ struct LayerContext {
   RopeParams rope;
   double softmaxScale = 0;  ///< 0 = 1/sqrt(D)
   std::string origin;       ///< prefix for error messages, e.g. "model.h5: layer 3"
+  int layers = 0;           ///< the dump's layer count, to resolve plans (0: uniform plans only)
 };
 
-/// Evaluates one layer already in memory. Non-finite values follow options.nonFinite. When the
+/// The K and V specs of layer `context.layer` under options' plans; errors when a non-uniform
+/// plan meets an unknown layer count (context.layers = 0) or a layer outside it.
+Expected<std::pair<QuantSpec, QuantSpec>> layerSpecs(const EvalOptions& options, const LayerContext& context);
+
+/// Evaluates one layer already in memory with that layer's specs. Non-finite values follow options.nonFinite. When the
 /// attention engine answers Status::unsupported, attention stays empty and a note says why.
 Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& context,
                                         const EvalOptions& options, const Progress& progress = {});
@@ -125,7 +134,7 @@ Expected<LayerEvaluation> evaluateLayer(LayerData data, const LayerContext& cont
 Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
                          LayerEvaluation& ev, const Progress& progress = {});
 
-/// Checks options against a dump (layers, sequence, queries, specs via validateSpec).
+/// Checks options against a dump (layers, sequence, queries, plans via validatePlan).
 Status validateEvalOptions(const DumpInfo& info, const EvalOptions& options);
 
 /// Evaluates a dump layer by layer (reads K, V, Q and pre-RoPE K of one layer, quantizes,

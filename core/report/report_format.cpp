@@ -26,9 +26,9 @@ std::string cell(double v) {
 }
 std::string cell(const std::optional<double>& v) { return v ? cell(*v) : std::string(); }
 
-Json specJson(const QuantSpec& spec, const StorageCount& storage) {
+Json specJson(const Plan& plan, const StorageCount& storage) {
   Json j;
-  j["spec"] = toString(spec);
+  j["spec"] = toString(plan);
   j["bits_per_element"] = number(storage.bitsPerElement());
   j["storage_bits"] = {{"payload", storage.payloadBits},
                        {"metadata", storage.metadataBits},
@@ -121,7 +121,10 @@ Json reportJson(const EvalReport& r) {
       hj["attention"] = attentionCasesJson(h.attention);
       heads.push_back(std::move(hj));
     }
-    layers.push_back({{"layer", layer.layer}, {"heads", std::move(heads)}});
+    layers.push_back({{"layer", layer.layer},
+                      {"heads", std::move(heads)},
+                      {"key_spec", toString(layer.keySpec)},
+                      {"value_spec", toString(layer.valueSpec)}});
   }
   j["layers"] = std::move(layers);
   Json summary;
@@ -197,6 +200,12 @@ std::string toText(const EvalReport& r) {
   if (!r.engine.empty()) out << "engine: " << r.engine << "\n";
   out << "key:    " << toString(r.key) << "  (" << fixed(r.keyBitsPerElement(), 4) << " bits/element)\n";
   out << "value:  " << toString(r.value) << "  (" << fixed(r.valueBitsPerElement(), 4) << " bits/element)\n";
+  if (!isUniform(r.key) || !isUniform(r.value)) {
+    for (const LayerResult& layer : r.layers) {
+      out << "  layer " << layer.layer << ": K " << toString(layer.keySpec) << ", V " << toString(layer.valueSpec)
+          << "\n";
+    }
+  }
   out << "bytes per token (all " << d.layers << " layers): " << fixed(r.bytesPerTokenQuantized, 1) << " vs "
       << fixed(r.bytesPerTokenBaseline, 1) << " fp16";
   if (r.bytesPerTokenQuantized > 0) {

@@ -76,6 +76,25 @@ TEST_F(CliEngine, ExplainSaysWhatTheFlagsResolveToAndWhyThenStops) {
   EXPECT_NE(cap.out.find("value: fp16"), std::string::npos) << cap.out;
 }
 
+TEST_F(CliEngine, EngineAndPlansMeetInOneReport) {
+  // An engine's specs are one-part plans: each layer's key_spec is the engine's spec.
+  auto r = test::runCli("eval '" + d96_ + "' --engine 'llama.cpp -ctk q4_0 -ctv q8_0' --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  Json j = Json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const Json& l : j["layers"]) {
+    EXPECT_EQ(l["key_spec"], "q4_0");
+    EXPECT_EQ(l["value_spec"], "q8_0");
+  }
+  // --explain prints a plan given with --key as written (canonically), and refuses a plan beside --engine.
+  auto p = test::runCli("eval '" + d96_ + "' --key 'q4_0;1:q8_0' --value q8_0 --explain");
+  ASSERT_EQ(p.exitCode, 0) << p.err;
+  EXPECT_NE(p.out.find("key:   q4_0;1:q8_0\n"), std::string::npos) << p.out;
+  auto both = test::runCli("eval '" + d96_ + "' --engine 'llama.cpp -ctk q4_0' --key 'q4_0;1:q8_0' --value q8_0");
+  EXPECT_EQ(both.exitCode, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+}
+
 TEST_F(CliEngine, RefusedFlagsAndConflictsExitWithStatus2) {
   struct Case {
     std::string args;

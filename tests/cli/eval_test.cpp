@@ -123,6 +123,55 @@ TEST_F(CliEval, BadInputExitsTwoWithTheReason) {
   EXPECT_EQ(missing.exitCode, 2) << missing.err;
 }
 
+TEST_F(CliEval, APlanQuantizesEachLayerWithItsOwnSpec) {
+  auto r = eval("--key 'q4_0;first1+last1:q8_0' --value 'int4;1:int8' --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["key"]["spec"], "q4_0;first1+last1:q8_0");
+  EXPECT_EQ(plan["value"]["spec"], "int4;1:int8");
+  // q8_0, q4_0, q8_0: (8.5 + 4.5 + 8.5) / 3 bits per element; int4 (token groups of D = 32,
+  // fp16 scale and min) is 5, int8 is 9: (5 + 9 + 5) / 3.
+  EXPECT_DOUBLE_EQ(plan["key"]["bits_per_element"].get<double>(), 21.5 / 3);
+  EXPECT_DOUBLE_EQ(plan["value"]["bits_per_element"].get<double>(), 19.0 / 3);
+  // Bytes per token: KVH·D = 64 elements per token and layer, K and V.
+  EXPECT_DOUBLE_EQ(plan["bytes_per_token"]["quantized"].get<double>(), 64 * (21.5 + 19) / 8);
+  ASSERT_EQ(plan["layers"].size(), 3u);
+  const char* keys[] = {"q8_0", "q4_0", "q8_0"};
+  const char* values[] = {"int4", "int8", "int4"};
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(plan["layers"][l]["key_spec"], keys[l]) << l;
+    EXPECT_EQ(plan["layers"][l]["value_spec"], values[l]) << l;
+    // Each layer's metrics are those of a uniform run with that layer's specs.
+    auto u = eval(std::string("--key ") + keys[l] + " --value " + values[l] + " --json -");
+    ASSERT_EQ(u.exitCode, 0) << u.err;
+    const Json uniform = Json::parse(u.out);
+    EXPECT_EQ(plan["layers"][l]["heads"], uniform["layers"][l]["heads"]) << "layer " << l;
+    EXPECT_EQ(uniform["layers"][l]["key_spec"], keys[l]);
+  }
+}
+
+TEST_F(CliEval, ABadPlanExitsTwoNamingTheFlagAndThePart) {
+  struct Case {
+    std::string args;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {"--key 'q4_0;3-1:q8_0' --value int4", "--key: plan 'q4_0;3-1:q8_0': part 2 '3-1:q8_0'"},
+      {"--key 'q4_0;3-1:q8_0' --value int4", "M ≥ N"},
+      {"--key int4 --value 'int4;first0:int8'", "--value: plan 'int4;first0:int8': part 2 'first0:int8'"},
+      {"--key 'int4;' --value int4", "--key: plan 'int4;': part 2 '' is empty"},
+      {"--key 'int4;1:int9' --value int4", "--key: plan 'int4;1:int9': part 2 '1:int9': spec 'int9'"},
+      {"--key 'int4;3:int8' --value int4", "--key: plan 'int4;3:int8': part 2 '3:int8': layer 3 does not exist"},
+      {"--key int4 --value 'int4;last4:int8'", "--value: plan 'int4;last4:int8'"},
+  };
+  for (const Case& c : cases) {
+    auto r = eval(c.args);
+    EXPECT_EQ(r.exitCode, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.fragment), std::string::npos) << c.args << " -> " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args;
+  }
+}
+
 TEST_F(CliEval, FailedRunLeavesNoOutputFile) {
   const std::string json = dir_->file("never.json");
   auto r = eval("--key int4 --value int4,prerope --json '" + json + "'");

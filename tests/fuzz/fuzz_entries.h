@@ -18,6 +18,7 @@
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 
 namespace kvscope::fuzz {
@@ -124,22 +125,51 @@ inline std::string fuzzMapping(const uint8_t* data, size_t size) {
   return "";
 }
 
-/// Parses the bytes as a spec string; an accepted spec is validated against a few tensor shapes
-/// and its canonical string must re-parse to the same spec (and print the same again).
+/// Parses the bytes as a spec string or a plan (§12; a plain spec is a one-part plan): each
+/// accepted part's spec is validated against a few tensor shapes, the plan is resolved and
+/// validated on 1 and 5 layers (refusals must explain themselves), and its canonical string must
+/// re-parse to the same plan (and print the same again).
 inline std::string fuzzSpec(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto spec = parseSpec(text);
-  if (!spec) return checkFailure(spec.status(), "parseSpec", "");
-  for (const SpecContext& ctx : {SpecContext{true, 0, 0, true}, SpecContext{true, 8, 64, true},
-                                 SpecContext{false, 2, 48, false}, SpecContext{true, 1, 1, false}}) {
-    Status st = validateSpec(*spec, ctx);
-    if (auto bad = checkFailure(st, "validateSpec", ""); !bad.empty()) return bad;
+  auto plan = parsePlan(text);
+  if (!plan) return checkFailure(plan.status(), "parsePlan", "");
+  std::vector<const QuantSpec*> specs{&plan->base};
+  for (const PlanOverride& o : plan->overrides) specs.push_back(&o.spec);
+  for (const QuantSpec* spec : specs) {
+    for (const SpecContext& ctx : {SpecContext{true, 0, 0, true}, SpecContext{true, 8, 64, true},
+                                   SpecContext{false, 2, 48, false}, SpecContext{true, 1, 1, false}}) {
+      Status st = validateSpec(*spec, ctx);
+      if (auto bad = checkFailure(st, "validateSpec", ""); !bad.empty()) return bad;
+    }
+    const std::string canonical = toString(*spec);
+    auto again = parseSpec(canonical);
+    if (!again) return "toString gave '" + canonical + "', which parseSpec rejects: " + again.status().message();
+    if (!(*again == *spec)) {
+      std::string why = "'";  // built piecewise: GCC 12's -Wrestrict misreads "'" + std::string(…)
+      why.append(text).append("' -> '").append(canonical).append("' re-parses to a different spec");
+      return why;
+    }
+    if (toString(*again) != canonical) return "canonical string is not stable: '" + canonical + "'";
   }
-  const std::string canonical = toString(*spec);
-  auto again = parseSpec(canonical);
-  if (!again) return "toString gave '" + canonical + "', which parseSpec rejects: " + again.status().message();
-  if (!(*again == *spec)) return "'" + std::string(text) + "' -> '" + canonical + "' re-parses to a different spec";
-  if (toString(*again) != canonical) return "canonical string is not stable: '" + canonical + "'";
+  for (int layers : {1, 5}) {
+    auto resolved = resolve(*plan, layers);
+    if (!resolved) {
+      if (auto bad = checkFailure(resolved.status(), "resolve", ""); !bad.empty()) return bad;
+    } else if (resolved->size() != static_cast<size_t>(layers)) {
+      return "resolve gave " + std::to_string(resolved->size()) + " specs for " + std::to_string(layers) + " layers";
+    }
+    Status st = validatePlan(*plan, SpecContext{true, 8, 64, true}, layers);
+    if (auto bad = checkFailure(st, "validatePlan", ""); !bad.empty()) return bad;
+  }
+  const std::string canonical = toString(*plan);
+  auto again = parsePlan(canonical);
+  if (!again) return "toString gave plan '" + canonical + "', which parsePlan rejects: " + again.status().message();
+  if (!(*again == *plan)) {
+    std::string why = "'";
+    why.append(text).append("' -> '").append(canonical).append("' re-parses to a different plan");
+    return why;
+  }
+  if (toString(*again) != canonical) return "canonical plan string is not stable: '" + canonical + "'";
   return "";
 }
 

@@ -389,6 +389,55 @@ TEST(QuantizedKvStore, ChannelGroupsCountFromTheFirstTokenOutsideTheWindow) {
   expectRowsEqual(lc, lc.key, q->reconstruction, 0, 73, "groups");
 }
 
+Plan planOf(const std::string& text) {
+  auto p = parsePlan(text);
+  EXPECT_TRUE(p) << p.status().message();
+  return p ? *p : Plan{};
+}
+
+TEST(QuantizedKvStore, APlanStoresEachLayerUnderItsOwnSpec) {
+  REQUIRE_STORIES();
+  const Fixture& f = fixture();
+  QuantizedKvStore store(f.model->config(), planOf("none;0:int4"), planOf("q8_0;0:none"),
+                         RopeParams{10000.0, RopeStyle::Interleaved});
+  Transformer tf(f.model, &store);
+  for (int p = 0; p < f.rec.tokenCount(); ++p) ASSERT_TRUE(tf.step(f.rec.tokens[static_cast<size_t>(p)], p).isOk());
+  // Layer 0: int4 keys exactly as the offline pipeline stores them, values exact.
+  const LayerCache& l0 = tf.cache(0);
+  expectRowsEqual(l0, l0.key, offline("int4", true), 0, kSteps, "layer 0 key");
+  EXPECT_EQ(l0.value, l0.exactValue);
+  // Layer 1: keys exact (the base `none`), values q8_0 (not exact).
+  const LayerCache& l1 = tf.cache(1);
+  EXPECT_EQ(l1.key, l1.exactKey);
+  EXPECT_NE(l1.value, l1.exactValue);
+}
+
+TEST(E2e, APlanReportsEachLayersSpecsAndItsOwnBits) {
+  REQUIRE_STORIES();
+  const Fixture& f = fixture();
+  const int L = f.model->config().layers;
+  ASSERT_EQ(L, 5);
+  // Layer 0 exact, layers 1-4 in int2: layer 0's attention sees its exact cache.
+  auto r = runE2e(f.model, f.rec, f.baseline, planOf("int2;0:none"), planOf("int2;first1:none"));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->key.specText, "int2;0:none");
+  EXPECT_EQ(r->layers[0].keySpec, "none");
+  EXPECT_EQ(r->layers[1].keySpec, "int2");
+  EXPECT_EQ(r->layers[4].valueSpec, "int2");
+  EXPECT_EQ(r->layers[0].attentionKlMean, 0.0);
+  EXPECT_EQ(r->layers[0].hiddenRelError, 0.0);
+  EXPECT_GT(r->layers[1].attentionKlMean, 0.0);
+  // int2 on token groups of D = 8 with an fp16 scale and min: 2 + 32/8 = 6 bits; none: 16.
+  EXPECT_DOUBLE_EQ(r->key.bitsPerElement, (16.0 + 4 * 6.0) / 5);
+  const E2eResult uniform = run("int2", "int2");
+  EXPECT_GT(uniform.layers[0].attentionKlMean, 0.0);
+  EXPECT_EQ(uniform.layers[1].keySpec, "int2");
+  // A layer beyond the model is refused.
+  auto bad = runE2e(f.model, f.rec, f.baseline, planOf("int2;5:none"), spec("int2"));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("layer 5 does not exist"), std::string::npos) << bad.status().message();
+}
+
 TEST(E2e, ValueOnlyQuantizationLeavesAttentionWeightsExact) {
   REQUIRE_STORIES();
   E2eResult r = run("none", "int4");
@@ -462,11 +511,11 @@ TEST(Sweep, ParsesPairsPresetsAndSingleSpecs) {
   auto s = parseSweep("int4,axis=channel,group=32 : int4 ; kivi-2;q8_0;llamacpp-q4_0", shape);
   ASSERT_TRUE(s) << s.status().message();
   ASSERT_EQ(s->size(), 4u);
-  EXPECT_EQ((*s)[0].key.axis, Axis::Channel);
-  EXPECT_EQ((*s)[0].value.axis, Axis::Token);
-  EXPECT_EQ((*s)[1].value.residual, 128);
-  EXPECT_EQ((*s)[2].key.format, FormatId::Q8_0);
-  EXPECT_EQ((*s)[2].value.format, FormatId::Q8_0);
+  EXPECT_EQ((*s)[0].key.base.axis, Axis::Channel);
+  EXPECT_EQ((*s)[0].value.base.axis, Axis::Token);
+  EXPECT_EQ((*s)[1].value.base.residual, 128);
+  EXPECT_EQ((*s)[2].key.base.format, FormatId::Q8_0);
+  EXPECT_EQ((*s)[2].value.base.format, FormatId::Q8_0);
   // Presets resolve for the shape: D = 8 is not a multiple of 64, so llama.cpp does not rotate.
   EXPECT_EQ(toString((*s)[3].key), "q4_0");
   EXPECT_FALSE(parseSweep("int4:int99", shape));
@@ -480,7 +529,7 @@ TEST(Sweep, ReadsAFile) {
   auto s = parseSweep(path, KvShape{8, 5, 4});
   ASSERT_TRUE(s) << s.status().message();
   ASSERT_EQ(s->size(), 2u);
-  EXPECT_EQ((*s)[1].key.bits, 4);
+  EXPECT_EQ((*s)[1].key.base.bits, 4);
 }
 
 }  // namespace

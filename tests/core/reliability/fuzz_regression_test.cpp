@@ -79,7 +79,8 @@ TEST(FuzzEntries, ValidInputsPassEveryProperty) {
             "");
   for (const char* spec : {"int4", "int2,axis=channel,group=32,residual=128", "fp8_e4m3,unitscale",
                            "nf4", "q4_0", "int4,sym,clip=0.99", "int3,prerope,axis=channel,outliers=0.01,sinks=1",
-                           "int4,rot=hadamard,axis=token,group=128", "mxfp4", "nvfp4", "fp16", "none"})
+                           "int4,rot=hadamard,axis=token,group=128", "mxfp4", "nvfp4", "fp16", "none",
+                           "q4_0;first2+last2:q8_0", "int4;0-2:int8,sym;last1:none", "int4;9:int8"})
     EXPECT_EQ(run(fuzz::fuzzSpec, spec), "") << spec;
 }
 
@@ -109,10 +110,12 @@ TEST(FuzzEntries, MutatedSpecStringsNeverBreakTheParser) {
   const std::vector<std::string> seeds = {
       "int4", "int2,axis=channel,group=32,residual=128", "fp8_e5m2,scale=bf16", "nf4,group=64,clip=mse",
       "int8,sym,axis=head", "q8_0", "iq4_nl", "int3,prerope,axis=channel,outliers=0.01,sinks=1",
-      "int4,rot=hadamard,axis=token,group=128", "bf16", "nvfp4,sinks=4"};
+      "int4,rot=hadamard,axis=token,group=128", "bf16", "nvfp4,sinks=4", "q4_0;first2+last2:q8_0",
+      "int4;1-3:int8;last1:none"};
   const std::vector<std::string> pieces = {",", "=", "int", "axis", "group", "clip", "sym", "asym", "mse",
                                            "0", "-1", "1e308", "nan", "0.5", "tensor", "token", "prerope",
-                                           "scale=fp32", "residual=", "outliers=1", "9999999999", " "};
+                                           "scale=fp32", "residual=", "outliers=1", "9999999999", " ",
+                                           ";", ":", "+", "first", "last", ";2:"};
   std::mt19937 rng(20261129);
   int accepted = 0, refused = 0;
   for (int i = 0; i < 20000; ++i) {
@@ -129,7 +132,7 @@ TEST(FuzzEntries, MutatedSpecStringsNeverBreakTheParser) {
     }
     const std::string bad = run(fuzz::fuzzSpec, s);
     ASSERT_EQ(bad, "") << "input: '" << s << "'";
-    (parseSpec(s) ? accepted : refused)++;
+    (parsePlan(s) ? accepted : refused)++;
   }
   std::printf("[ mutated  ] 20000 spec strings: %d accepted, %d refused\n", accepted, refused);
   EXPECT_GT(accepted, 0);

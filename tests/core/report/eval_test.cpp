@@ -9,6 +9,7 @@
 
 #include "core/io/dump_writer.h"
 #include "core/report/eval.h"
+#include "core/report/report_format.h"
 #include "core/synth/synth.h"
 #include "tests/support/test_support.h"
 
@@ -172,7 +173,7 @@ TEST_F(EvaluateDump, ReportMatchesPerLayerRecomputation) {
     auto pre = dump_->read(l.layer, TensorKind::KeyPreRope);
     ASSERT_TRUE(key.hasValue() && pre.hasValue());
     QuantInput in{&*key, &*pre, {dump_->info().ropeTheta, dump_->info().ropeStyle}};
-    auto kq = quantizeTensor(in, o.key);
+    auto kq = quantizeTensor(in, o.key.base);
     ASSERT_TRUE(kq.hasValue());
     for (const HeadResult& h : l.heads) {
       const TensorMetrics m = headMetrics(*key, kq->reconstruction, h.kvHead);
@@ -182,7 +183,8 @@ TEST_F(EvaluateDump, ReportMatchesPerLayerRecomputation) {
     }
   }
   // Bytes per token count all 3 layers: K and V bits of one layer × 3 / 8 / T.
-  const double bits = storageFor(o.key, 2, 64, 32).totalBits() + storageFor(o.value, 2, 64, 32).totalBits();
+  const double bits =
+      storageFor(o.key.base, 2, 64, 32).totalBits() + storageFor(o.value.base, 2, 64, 32).totalBits();
   EXPECT_DOUBLE_EQ(rep->bytesPerTokenQuantized, 3 * bits / 8 / 64);
   EXPECT_DOUBLE_EQ(rep->bytesPerTokenBaseline, 2.0 * 3 * 2 * 32 * 2);
   EXPECT_EQ(rep->summary.entries, 4);
@@ -204,6 +206,120 @@ TEST_F(EvaluateDump, RejectsBadOptionsBeforeReading) {
   EXPECT_FALSE(evaluate(*dump_, o).hasValue()) << "one sequence only";
   o = options("int4,rot=hadamard", "q4_0");
   EXPECT_TRUE(evaluate(*dump_, o).hasValue()) << "D=32 and KVH·D=64 are fine";
+}
+
+EvalOptions planOptions(const char* key, const char* value) {
+  EvalOptions o;
+  auto k = parsePlan(key);
+  auto v = parsePlan(value);
+  EXPECT_TRUE(k.hasValue() && v.hasValue()) << key << " / " << value;
+  if (k && v) {
+    o.key = *k;
+    o.value = *v;
+  }
+  return o;
+}
+
+void expectSameLayer(const LayerResult& a, const LayerResult& b) {
+  ASSERT_EQ(a.heads.size(), b.heads.size());
+  for (size_t g = 0; g < a.heads.size(); ++g) {
+    const HeadResult& x = a.heads[g];
+    const HeadResult& y = b.heads[g];
+    EXPECT_EQ(x.key.mse, y.key.mse) << "layer " << a.layer << " head " << g;
+    EXPECT_EQ(x.key.maxAbsError, y.key.maxAbsError);
+    EXPECT_EQ(x.value.mse, y.value.mse);
+    EXPECT_EQ(x.value.relError, y.value.relError);
+    ASSERT_TRUE(x.attention.has_value() && y.attention.has_value());
+    EXPECT_EQ(x.attention->joint.klMean, y.attention->joint.klMean);
+    EXPECT_EQ(x.attention->keyOnly.scoreMax, y.attention->keyOnly.scoreMax);
+    EXPECT_EQ(x.attention->valueOnly.outputRelError, y.attention->valueOnly.outputRelError);
+  }
+}
+
+TEST_F(EvaluateDump, APlanQuantizesEachLayerWithItsOwnSpec) {
+  // Layer 1 of `int4;1:int8` is layer 1 of a uniform int8 run; layers 0 and 2 are int4's.
+  auto plan = evaluate(*dump_, planOptions("int4;1:int8", "int8;1:int4"));
+  auto int4 = evaluate(*dump_, options("int4", "int8"));
+  auto int8 = evaluate(*dump_, options("int8", "int4"));
+  ASSERT_TRUE(plan.hasValue()) << plan.status().message();
+  ASSERT_TRUE(int4.hasValue() && int8.hasValue());
+  ASSERT_EQ(plan->layers.size(), 3u);
+  expectSameLayer(plan->layers[0], int4->layers[0]);
+  expectSameLayer(plan->layers[1], int8->layers[1]);
+  expectSameLayer(plan->layers[2], int4->layers[2]);
+  // The layers really differ: int4 keys lose more than int8 keys on the same data.
+  EXPECT_GT(int4->layers[1].heads[0].key.mse, plan->layers[1].heads[0].key.mse);
+  EXPECT_EQ(toString(plan->layers[0].keySpec), "int4");
+  EXPECT_EQ(toString(plan->layers[1].keySpec), "int8");
+  EXPECT_EQ(toString(plan->layers[1].valueSpec), "int4");
+  EXPECT_EQ(toString(plan->key), "int4;1:int8");
+  // Storage by hand (2 kv heads × 64 tokens × D 32 = 4096 elements a layer tensor; token groups
+  // of 32 with an fp16 scale and min): int4 = 5 bits per element, int8 = 9. K: (5 + 9 + 5) / 3.
+  EXPECT_DOUBLE_EQ(plan->keyBitsPerElement(), 19.0 / 3.0);
+  EXPECT_DOUBLE_EQ(plan->valueBitsPerElement(), 23.0 / 3.0);  // (9 + 5 + 9) / 3
+  EXPECT_EQ(plan->keyStorage.elements, 3 * 4096);
+  // Bytes per token: per layer KVH·D = 64 elements per token of K and of V.
+  EXPECT_DOUBLE_EQ(plan->bytesPerTokenQuantized, 64.0 * (19 + 23) / 8.0);
+  // A uniform report keeps one layer tensor's storage.
+  EXPECT_EQ(int4->keyStorage.elements, 4096);
+  EXPECT_DOUBLE_EQ(int4->keyBitsPerElement(), 5.0);
+
+  // The JSON report: §8's shape, the canonical plan, and each layer's specs.
+  const auto j = reportJson(*plan);
+  EXPECT_EQ(j["key"]["spec"], "int4;1:int8");
+  EXPECT_EQ(j["value"]["spec"], "int8;1:int4");
+  EXPECT_DOUBLE_EQ(j["key"]["bits_per_element"].get<double>(), 19.0 / 3.0);
+  EXPECT_EQ(j["key"]["storage_bits"]["elements"], 3 * 4096);
+  ASSERT_EQ(j["layers"].size(), 3u);
+  EXPECT_EQ(j["layers"][0]["key_spec"], "int4");
+  EXPECT_EQ(j["layers"][1]["key_spec"], "int8");
+  EXPECT_EQ(j["layers"][1]["value_spec"], "int4");
+  EXPECT_EQ(j["layers"][2]["value_spec"], "int8");
+  EXPECT_EQ(reportJson(*int4)["layers"][1]["key_spec"], "int4") << "a plain spec lists itself per layer";
+  const std::string text = toText(*plan);
+  EXPECT_NE(text.find("layer 1: K int8, V int4"), std::string::npos) << text;
+}
+
+TEST_F(EvaluateDump, APlanEvaluatesASubsetOfLayersWithTheirOwnSpecs) {
+  EvalOptions o = planOptions("int4;last1:int8", "int4");
+  o.layers = {2};
+  auto rep = evaluate(*dump_, o);
+  ASSERT_TRUE(rep.hasValue()) << rep.status().message();
+  ASSERT_EQ(rep->layers.size(), 1u);
+  EXPECT_EQ(toString(rep->layers[0].keySpec), "int8");
+  // Bytes per token still count all 3 layers, each under its own spec: K (5 + 5 + 9), V 3 × 5.
+  EXPECT_DOUBLE_EQ(rep->bytesPerTokenQuantized, 64.0 * (19 + 15) / 8.0);
+}
+
+TEST_F(EvaluateDump, APlanBeyondTheDumpsLayersIsRefused) {
+  auto rep = evaluate(*dump_, planOptions("int4;3:int8", "int4"));
+  ASSERT_FALSE(rep.hasValue());
+  EXPECT_NE(rep.status().message().find("key: plan 'int4;3:int8': part 2 '3:int8': layer 3 does not exist"),
+            std::string::npos)
+      << rep.status().message();
+  // A spec check failing on one layer's spec names that layer.
+  rep = evaluate(*dump_, planOptions("int4", "int4;2:int4,prerope"));
+  ASSERT_FALSE(rep.hasValue());
+  EXPECT_NE(rep.status().message().find("value: layer 2: "), std::string::npos) << rep.status().message();
+}
+
+TEST(EvaluateLayerPlan, ANonUniformPlanNeedsTheLayerCount) {
+  EvalOptions o;
+  o.key = *parsePlan("int4;1:int8");
+  o.value = *parseSpec("int4");
+  LayerContext context;
+  context.layer = 1;
+  auto ev = evaluateLayer(smallLayer(false), context, o);
+  ASSERT_FALSE(ev.hasValue());
+  EXPECT_NE(ev.status().message().find("layer count"), std::string::npos) << ev.status().message();
+  context.layers = 2;
+  ev = evaluateLayer(smallLayer(false), context, o);
+  ASSERT_TRUE(ev.hasValue()) << ev.status().message();
+  EXPECT_EQ(toString(ev->result.keySpec), "int8");
+  // A uniform plan needs no layer count, as a plain spec never did.
+  context.layers = 0;
+  o.key = *parsePlan("int4;1:int4");
+  EXPECT_TRUE(evaluateLayer(smallLayer(false), context, o).hasValue());
 }
 
 TEST_F(EvaluateDump, CancelStopsBetweenLayers) {
@@ -238,7 +354,7 @@ TEST(EvaluateBatch, EvaluatesTheRequestedSequence) {
   auto key = (*dump)->read(0, TensorKind::Key, 1);
   ASSERT_TRUE(key.hasValue());
   QuantInput in{&*key, nullptr, {}};
-  auto kq = quantizeTensor(in, o.key);
+  auto kq = quantizeTensor(in, o.key.base);
   ASSERT_TRUE(kq.hasValue());
   EXPECT_EQ(rep->layers[0].heads[1].key.mse, headMetrics(*key, kq->reconstruction, 1).mse);
   EXPECT_FALSE(rep->layers[0].heads[0].attention.has_value()) << "no queries in this dump";

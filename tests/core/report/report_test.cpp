@@ -32,8 +32,8 @@ HeadResult head(int g, double mse, double rel, std::optional<double> sqnr, doubl
 
 /// Two layers × two kv heads; layer 1 head 1 has zero error (no sqnr).
 std::vector<LayerResult> sampleLayers() {
-  LayerResult a{0, {head(0, 1.0, 0.1, 20.0, 3.0, 0.1), head(1, 2.0, 0.2, 10.0, 5.0, 0.2)}};
-  LayerResult b{1, {head(0, 3.0, 0.3, 30.0, 1.0, 0.3), head(1, 0.0, 0.0, std::nullopt, 0.0, 0.0)}};
+  LayerResult a{0, {head(0, 1.0, 0.1, 20.0, 3.0, 0.1), head(1, 2.0, 0.2, 10.0, 5.0, 0.2)}, {}, {}};
+  LayerResult b{1, {head(0, 3.0, 0.3, 30.0, 1.0, 0.3), head(1, 0.0, 0.0, std::nullopt, 0.0, 0.0)}, {}, {}};
   return {a, b};
 }
 
@@ -50,8 +50,8 @@ EvalReport sampleReport() {
   r.dump.hasQuery = true;
   r.key = *parseSpec("int4,axis=channel");
   r.value = *parseSpec("q4_0");
-  r.keyStorage = storageFor(r.key, 2, 16, 8);
-  r.valueStorage = storageFor(r.value, 2, 16, 8);
+  r.keyStorage = storageFor(r.key.base, 2, 16, 8);
+  r.valueStorage = storageFor(r.value.base, 2, 16, 8);
   r.bytesPerTokenBaseline = 2.0 * 2 * 2 * 8 * 2;
   r.bytesPerTokenQuantized = 2 * (r.keyStorage.totalBits() + r.valueStorage.totalBits()) / 8 / 16;
   r.layers = sampleLayers();

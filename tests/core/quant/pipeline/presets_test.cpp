@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "core/quant/plan.h"
 #include "core/quant/presets.h"
 
 namespace kvscope {
@@ -181,6 +182,30 @@ TEST(Presets, UnknownNameListsTheKnownOnes) {
   EXPECT_NE(s.status().message().find("kivi-2"), std::string::npos);
   EXPECT_NE(s.status().message().find("allowed"), std::string::npos);
   EXPECT_EQ(findPreset("nope"), nullptr);
+}
+
+TEST(Presets, ResolvedStringsParseAsPlansWherePlansAreAccepted) {
+  // A resolution may give a spec per layer (quantization.md §12): layer 0 q8_0, the rest q4_0.
+  auto plans = parseResolvedPlans(ResolvedKv{"q4_0;first1:q8_0", "q8_0", {}}, "engine 'x'");
+  ASSERT_TRUE(plans.hasValue()) << plans.status().message();
+  EXPECT_EQ(toString(specForLayer(plans->key, 0, 4)), "q8_0");
+  EXPECT_EQ(toString(specForLayer(plans->key, 1, 4)), "q4_0");
+  EXPECT_EQ(toString(specForLayer(plans->key, 3, 4)), "q4_0");
+  EXPECT_TRUE(isUniform(plans->value));
+  EXPECT_EQ(toString(plans->value), "q8_0");
+  // A plain preset reads as the one-part plans of its specs.
+  auto resolved = resolvePreset("kivi-2", {128, 4, 2});
+  ASSERT_TRUE(resolved.hasValue());
+  auto kivi = parseResolvedPlans(*resolved, "preset kivi-2");
+  auto specs = presetSpecs("kivi-2", {128, 4, 2});
+  ASSERT_TRUE(kivi.hasValue() && specs.hasValue());
+  EXPECT_EQ(kivi->key, Plan(specs->key));
+  EXPECT_EQ(kivi->value, Plan(specs->value));
+  // A bad part is an error naming the origin and the side.
+  auto bad = parseResolvedPlans(ResolvedKv{"q4_0", "q4_0;1:int9", {}}, "preset p");
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_NE(bad.status().message().find("preset p, value: plan 'q4_0;1:int9': part 2"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace
