@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/io/mapping.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -34,7 +35,7 @@ struct LaunchOptions {
 struct Launch {
   QString dump;  ///< empty = the built-in sample
   std::optional<Mapping> mapping;
-  std::optional<QuantSpec> key, value;
+  std::optional<Plan> key, value;  ///< specs or plans (§12)
   QString session;
   QString exportDir;
   QStringList views;
@@ -43,7 +44,7 @@ struct Launch {
   int tab = -1;
 };
 
-/// Checks the options: spec strings parse, --preset excludes --key/--value, views and size are valid.
+/// Checks the options: spec (or plan) strings parse, --preset excludes --key/--value, views and size are valid.
 Expected<Launch> resolveLaunch(const LaunchOptions& options);
 
 /// Applies `launch` to a shown window (session, specs, then the dump or the sample).

@@ -13,11 +13,13 @@
 
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/search/search.h"
 #include "ui/model/layer_data.h"
 #include "ui/views/drift_view.h"
 
+class QDockWidget;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -32,6 +34,7 @@ class ExportableView;
 class HeatmapView;
 class HistogramView;
 class JobRunner;
+class PlanEditor;
 class SpecPanel;
 class SummaryView;
 class BudgetView;
@@ -60,6 +63,12 @@ class MainWindow : public QMainWindow {
   void openSample();
   /// Sets both specs (as a preset or the command line does) and recomputes.
   void setSpecs(const QuantSpec& key, const QuantSpec& value);
+  /// Sets both plans (quantization.md §12): the panels get the defaults, the plan editor the
+  /// overrides (setSpecs clears them).
+  void setPlans(const Plan& key, const Plan& value);
+  /// The plans in force: each panel's spec as the default, then the plan editor's overrides.
+  [[nodiscard]] Plan keyPlan() const;
+  [[nodiscard]] Plan valuePlan() const;
   /// Applies a §9 preset by name; false (and an error message) when unknown.
   bool applyPreset(const QString& name);
   void select(int layer, int kvHead);
@@ -90,6 +99,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] bool busy() const;
   SpecPanel* keyPanel() { return keyPanel_; }
   SpecPanel* valuePanel() { return valuePanel_; }
+  PlanEditor* planEditor() { return planEditor_; }
   HistogramView* histogramView() { return histogram_; }
   HeatmapView* heatmapView() { return heatmap_; }
   DriftView* driftView() { return drift_; }
@@ -122,6 +132,8 @@ class MainWindow : public QMainWindow {
  private:
   void buildMenus();
   void buildDocks();
+  /// The plan editor's dock, under the spec dock.
+  void buildPlanDock(QDockWidget* specDock);
   void showError(const QString& context, const QString& message);
   void showStatus(const QString& message);
   void onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText, std::optional<Mapping> mapping);
@@ -164,6 +176,7 @@ class MainWindow : public QMainWindow {
   DatasetPanel* dataset_;
   SpecPanel* keyPanel_;
   SpecPanel* valuePanel_;
+  PlanEditor* planEditor_;
   QLabel* storage_;
   QTabWidget* tabs_;
   HistogramView* histogram_;
@@ -180,7 +193,7 @@ class MainWindow : public QMainWindow {
   JobRunner* searchRunner_;
   JobRunner* e2eRunner_;
   /// The specs of the end-to-end result shown (or running); a change makes it stale.
-  std::optional<std::pair<QuantSpec, QuantSpec>> e2eSpecs_;
+  std::optional<std::pair<Plan, Plan>> e2eSpecs_;
   QList<JobRunner*> runners_;
   QTimer recomputeTimer_;
   QLabel* statusText_;

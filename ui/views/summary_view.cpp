@@ -206,9 +206,21 @@ void SummaryView::rebuildTable() {
         }
         row << item;
       }
+      // Each layer's own specs (a plan gives layers different ones, §12).
+      for (const QuantSpec* spec : {&l.keySpec, &l.valueSpec}) {
+        auto* item = new QStandardItem(QString::fromStdString(toString(*spec)));
+        item->setData(item->text(), Qt::UserRole);
+        row << item;
+      }
       model_->appendRow(row);
     }
   }
+  const int specColumn = 2 + static_cast<int>(columns().size());
+  model_->setHorizontalHeaderItem(specColumn, new QStandardItem(tr("K spec")));
+  model_->setHorizontalHeaderItem(specColumn + 1, new QStandardItem(tr("V spec")));
+  model_->setHeaderData(specColumn, Qt::Horizontal, tr("The spec this layer's keys were quantized with."), Qt::ToolTipRole);
+  model_->setHeaderData(specColumn + 1, Qt::Horizontal, tr("The spec this layer's values were quantized with."),
+                        Qt::ToolTipRole);
   table_->resizeColumnsToContents();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
                        ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)
@@ -283,13 +295,17 @@ void SummaryView::renderTo(QPainter& painter, const QRectF& target) { renderChar
 QString SummaryView::toCsv() const {
   QString out = QStringLiteral("layer,kv_head");
   for (const Column& c : columns()) out += QLatin1Char(',') + QString::fromUtf8(c.header).replace(QLatin1Char(' '), QLatin1Char('_'));
-  out += QLatin1Char('\n');
+  out += QStringLiteral(",key_spec,value_spec\n");
   for (const LayerResult& l : layers_) {
     for (const HeadResult& h : l.heads) {
       out += QStringLiteral("%1,%2").arg(l.layer).arg(h.kvHead);
       for (const Column& c : columns()) {
         const auto v = h.skipped ? std::nullopt : c.get(h);
         out += QLatin1Char(',') + (v ? QString::number(*v, 'g', 9) : QString());
+      }
+      // Spec strings hold ',' (group=…,clip=…): quoted as CSV quotes a field.
+      for (const QuantSpec* spec : {&l.keySpec, &l.valueSpec}) {
+        out += QStringLiteral(",\"%1\"").arg(QString::fromStdString(toString(*spec)).replace(QLatin1Char('"'), QStringLiteral("\"\"")));
       }
       out += QLatin1Char('\n');
     }
