@@ -253,6 +253,7 @@ void MainWindow::buildPlanDock(QDockWidget* specDock) {
   planDock->setWidget(scroll);
   addDockWidget(Qt::RightDockWidgetArea, planDock);
   splitDockWidget(specDock, planDock, Qt::Vertical);
+  resizeDocks({specDock, planDock}, {640, 360}, Qt::Vertical);
   const auto specChangedOn = [this](bool isKey) {
     if (isKey) {
       onKeySpecChanged();

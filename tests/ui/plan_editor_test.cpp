@@ -27,6 +27,10 @@
 #include "ui/widgets/plan_editor.h"
 #include "ui/widgets/spec_panel.h"
 
+// Specs, plans and ranges compare as their canonical strings (parsePlan(toString(p)) == p), so a
+// failure prints them.
+#define COMPARE_CANONICAL(a, b) QCOMPARE(QString::fromStdString(toString(a)), QString::fromStdString(toString(b)))
+
 using namespace kvscope;
 using namespace kvscope::ui;
 
@@ -111,9 +115,9 @@ class PlanEditorTest : public QObject {
     typeInto(w.keyPanel()->specEdit(), QStringLiteral("int4;first1+last1:int8"));
     waitForSummary(w);
     // The panel keeps the default; the plan holds the override.
-    QCOMPARE(w.keyPanel()->spec(), spec("int4"));
+    COMPARE_CANONICAL(w.keyPanel()->spec(), spec("int4"));
     QCOMPARE(w.keyPlan().overrides.size(), size_t{1});
-    QCOMPARE(toString(w.keyPlan()), toString(*parsePlan("int4;first1+last1:int8")));
+    COMPARE_CANONICAL(w.keyPlan(), *parsePlan("int4;first1+last1:int8"));
     QCOMPARE(w.planEditor()->table(true)->rowCount(), 1);
     QCOMPARE(w.planEditor()->table(true)->item(0, 0)->text(), QStringLiteral("first1+last1"));
     QCOMPARE(w.planEditor()->planEdit(true)->text(), QString::fromStdString(toString(w.keyPlan())));
@@ -123,8 +127,8 @@ class PlanEditorTest : public QObject {
     QCOMPARE(static_cast<int>(rows.size()), layers);
     for (const LayerResult& r : rows) {
       const bool edge = r.layer == 0 || r.layer == layers - 1;
-      QCOMPARE(r.keySpec, edge ? spec("int8") : spec("int4"));
-      QCOMPARE(r.valueSpec, spec("int4"));
+      COMPARE_CANONICAL(r.keySpec, edge ? spec("int8") : spec("int4"));
+      COMPARE_CANONICAL(r.valueSpec, spec("int4"));
     }
     // …and the table shows it: the K spec column of each row.
     QStandardItemModel* model = w.summaryView()->model();
@@ -172,10 +176,10 @@ class PlanEditorTest : public QObject {
     // Add proposes the layer in view with the spec it has now: the plan gains `;2:int4`.
     editor->addButton(false)->click();
     QCOMPARE(w.valuePlan().overrides.size(), size_t{1});
-    QCOMPARE(w.valuePlan().overrides[0].layers, *parseLayerRanges("2"));
+    COMPARE_CANONICAL(w.valuePlan().overrides[0].layers, *parseLayerRanges("2"));
     QVERIFY(!w.datasetPanel()->layerMarked(2));  // same spec as the default: nothing differs yet
     editCell(editor->table(false), 0, 1, QStringLiteral("int8"));
-    QCOMPARE(toString(w.valuePlan()), toString(*parsePlan("int4;2:int8")));
+    COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;2:int8"));
     QCOMPARE(editor->planEdit(false)->text(), QString::fromStdString(toString(*parsePlan("int4;2:int8"))));
     QVERIFY(editor->messageLabel(false)->text().isEmpty());
     QVERIFY(w.datasetPanel()->layerMarked(2));
@@ -187,7 +191,7 @@ class PlanEditorTest : public QObject {
 
     // The layer in view is recomputed with V = int8; the summary follows.
     waitForSummary(w);
-    for (const LayerResult& r : w.summaryView()->layers()) QCOMPARE(r.valueSpec, r.layer == 2 ? spec("int8") : spec("int4"));
+    for (const LayerResult& r : w.summaryView()->layers()) COMPARE_CANONICAL(r.valueSpec, r.layer == 2 ? spec("int8") : spec("int4"));
 
     // Remove takes it away again.
     editor->removeButton(false)->click();
@@ -201,35 +205,35 @@ class PlanEditorTest : public QObject {
     openSample(w);
     PlanEditor* editor = w.planEditor();
     typeInto(editor->planEdit(true), QStringLiteral("int4;last2:int8"));
-    const std::string applied = toString(w.keyPlan());
-    QCOMPARE(applied, toString(*parsePlan("int4;last2:int8")));
+    const Plan applied = w.keyPlan();
+    COMPARE_CANONICAL(applied, *parsePlan("int4;last2:int8"));
     QTableWidget* table = editor->table(true);
 
     // A range that does not parse: the cell is marked, the message says why, the plan stays.
     editCell(table, 0, 0, QStringLiteral("3-1"));
-    QCOMPARE(toString(w.keyPlan()), applied);
+    COMPARE_CANONICAL(w.keyPlan(), applied);
     QVERIFY2(editor->messageLabel(true)->text().contains(QStringLiteral("3-1")), qPrintable(editor->messageLabel(true)->text()));
     QVERIFY(table->item(0, 0)->background().color().alpha() > 0);
     // A layer the sample (4 layers) does not have: resolve's error, the plan stays.
     editCell(table, 0, 0, QStringLiteral("7"));
-    QCOMPARE(toString(w.keyPlan()), applied);
+    COMPARE_CANONICAL(w.keyPlan(), applied);
     QVERIFY2(editor->messageLabel(true)->text().contains(QStringLiteral("7")), qPrintable(editor->messageLabel(true)->text()));
     // A bad spec in the spec cell.
     editCell(table, 0, 0, QStringLiteral("last2"));
     editCell(table, 0, 1, QStringLiteral("int99"));
-    QCOMPARE(toString(w.keyPlan()), applied);
+    COMPARE_CANONICAL(w.keyPlan(), applied);
     QVERIFY(!editor->messageLabel(true)->text().isEmpty());
     // Fixing the cell applies it and clears the message.
     editCell(table, 0, 1, QStringLiteral("int6"));
-    QCOMPARE(toString(w.keyPlan()), toString(*parsePlan("int4;last2:int6")));
+    COMPARE_CANONICAL(w.keyPlan(), *parsePlan("int4;last2:int6"));
     QVERIFY(editor->messageLabel(true)->text().isEmpty());
     // A whole plan with a layer out of range, typed in the plan field or the spec field: nothing
     // is applied, the panel keeps its default.
     typeInto(editor->planEdit(true), QStringLiteral("int8;9:int2"));
-    QCOMPARE(toString(w.keyPlan()), toString(*parsePlan("int4;last2:int6")));
+    COMPARE_CANONICAL(w.keyPlan(), *parsePlan("int4;last2:int6"));
     QVERIFY(!editor->messageLabel(true)->text().isEmpty());
     typeInto(w.keyPanel()->specEdit(), QStringLiteral("int8;0-5:int2"));
-    QCOMPARE(toString(w.keyPlan()), toString(*parsePlan("int4;last2:int6")));
+    COMPARE_CANONICAL(w.keyPlan(), *parsePlan("int4;last2:int6"));
     QVERIFY(!w.keyPanel()->messageLabel()->text().isEmpty());
     QVERIFY(w.planEditor()->isValid());
   }
@@ -240,11 +244,11 @@ class PlanEditorTest : public QObject {
     openSample(w);
     typeInto(w.planEditor()->planEdit(true), QStringLiteral("int4;1:int8"));
     w.valuePanel()->setLinkedToKey(true);
-    QCOMPARE(toString(w.valuePlan()), toString(*parsePlan("int4;1:int8")));
+    COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;1:int8"));
     QVERIFY(w.planEditor()->planEdit(false)->isReadOnly());
     // Unlinking keeps what V had.
     w.valuePanel()->setLinkedToKey(false);
-    QCOMPARE(toString(w.valuePlan()), toString(*parsePlan("int4;1:int8")));
+    COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;1:int8"));
     QVERIFY(w.planEditor()->table(false)->isEnabled());
   }
 
@@ -255,14 +259,14 @@ class PlanEditorTest : public QObject {
       w.setPlans(*parsePlan("int4;first1:int8"), *parsePlan("int3;1-2+last1:fp8_e4m3"));
       QVERIFY(w.saveSession(path).isOk());
       const nlohmann::json j = nlohmann::json::parse(w.sessionJson());
-      QCOMPARE(j["key"].get<std::string>(), toString(*parsePlan("int4;first1:int8")));
-      QCOMPARE(j["value"].get<std::string>(), toString(*parsePlan("int3;1-2+last1:fp8_e4m3")));
+      QCOMPARE(QString::fromStdString(j["key"].get<std::string>()), QString::fromStdString(toString(*parsePlan("int4;first1:int8"))));
+      QCOMPARE(QString::fromStdString(j["value"].get<std::string>()), QString::fromStdString(toString(*parsePlan("int3;1-2+last1:fp8_e4m3"))));
     }
     {
       MainWindow w(false);
       QVERIFY(w.loadSession(path).isOk());
-      QCOMPARE(w.keyPlan(), *parsePlan("int4;first1:int8"));
-      QCOMPARE(w.valuePlan(), *parsePlan("int3;1-2+last1:fp8_e4m3"));
+      COMPARE_CANONICAL(w.keyPlan(), *parsePlan("int4;first1:int8"));
+      COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int3;1-2+last1:fp8_e4m3"));
       QCOMPARE(w.planEditor()->table(false)->rowCount(), 1);
     }
     // A session written before plans: plain specs, no overrides.
@@ -275,8 +279,8 @@ class PlanEditorTest : public QObject {
     MainWindow w(false);
     w.setPlans(*parsePlan("int4;0:int8"), spec("int4"));
     QVERIFY(w.loadSession(old).isOk());
-    QCOMPARE(w.keyPlan(), Plan(spec("int3")));
-    QCOMPARE(w.valuePlan(), Plan(spec("int5")));
+    COMPARE_CANONICAL(w.keyPlan(), Plan(spec("int3")));
+    COMPARE_CANONICAL(w.valuePlan(), Plan(spec("int5")));
     QCOMPARE(w.planEditor()->table(true)->rowCount(), 0);
   }
 
@@ -286,7 +290,7 @@ class PlanEditorTest : public QObject {
     options.value = QStringLiteral("int4");
     auto launch = resolveLaunch(options);
     QVERIFY2(launch.hasValue(), launch.status().message().c_str());
-    QCOMPARE(*launch->key, *parsePlan("int4;last1:int8"));
+    COMPARE_CANONICAL(*launch->key, *parsePlan("int4;last1:int8"));
     options.key = QStringLiteral("int4;bad:int8");
     QVERIFY(!resolveLaunch(options).hasValue());
 

@@ -40,8 +40,7 @@ PlanEditor::PlanEditor(SpecPanel* keyPanel, SpecPanel* valuePanel, QWidget* pare
   value_.isKey = false;
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(4, 4, 4, 4);
-  auto* intro = new QLabel(tr("Each layer gets the default spec (the Key and Value panels) unless an override "
-                              "below names it; later overrides win."),
+  auto* intro = new QLabel(tr("Layers get the Key/Value panel's spec unless an override names them (later rows win)."),
                            this);
   intro->setWordWrap(true);
   outer->addWidget(intro);
@@ -73,7 +72,9 @@ QWidget* PlanEditor::buildSide(Side& s) {
   layout->setSpacing(2);
   const QString name = s.isKey ? tr("K") : tr("V");
   auto* title = new QLabel(s.isKey ? tr("<b>Key overrides</b>") : tr("<b>Value overrides</b>"), box);
-  layout->addWidget(title);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(title, 1);
+  layout->addLayout(buttons);
 
   s.table = new QTableWidget(0, 2, box);
   s.table->setObjectName(s.isKey ? QStringLiteral("keyOverrides") : QStringLiteral("valueOverrides"));
@@ -90,12 +91,11 @@ QWidget* PlanEditor::buildSide(Side& s) {
   s.table->setToolTip(tr("%1 overrides: double-click a cell to edit it. A row applies only when its layers "
                          "and spec are valid for the open dump.")
                           .arg(name));
-  // Room for a few rows without taking the dock from the spec panels.
-  s.table->setMinimumHeight(s.table->horizontalHeader()->sizeHint().height() + 3 * s.table->verticalHeader()->defaultSectionSize() + 4);
-  s.table->setMaximumHeight(s.table->minimumHeight() + 2 * s.table->verticalHeader()->defaultSectionSize());
+  s.table->setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  s.table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   layout->addWidget(s.table);
+  fitTable(s);
 
-  auto* buttons = new QHBoxLayout;
   s.add = new QPushButton(tr("Add"), box);
   s.add->setObjectName(s.isKey ? QStringLiteral("addKeyOverride") : QStringLiteral("addValueOverride"));
   s.add->setToolTip(tr("Add an override for the layer in view, with the spec it has now; then edit its layers and spec."));
@@ -104,8 +104,6 @@ QWidget* PlanEditor::buildSide(Side& s) {
   s.remove->setToolTip(tr("Remove the selected overrides (the last one when none is selected)."));
   buttons->addWidget(s.add);
   buttons->addWidget(s.remove);
-  buttons->addStretch(1);
-  layout->addLayout(buttons);
 
   auto* planRow = new QHBoxLayout;
   planRow->addWidget(new QLabel(tr("%1 plan").arg(name), box));
@@ -136,6 +134,7 @@ QWidget* PlanEditor::buildSide(Side& s) {
     sp->table->setItem(row, kLayersColumn, new QTableWidgetItem(QString::number(layer)));
     sp->table->setItem(row, kSpecColumn, new QTableWidgetItem(q(toString(specForLayer(current, layer, layers_)))));
     filling_ = false;
+    fitTable(*sp);
     onRowsEdited(*sp);
     if (QTableWidgetItem* spec = sp->table->item(row, kSpecColumn)) {
       sp->table->setCurrentItem(spec);
@@ -150,6 +149,7 @@ QWidget* PlanEditor::buildSide(Side& s) {
     filling_ = true;
     for (int row : rows) sp->table->removeRow(row);
     filling_ = false;
+    fitTable(*sp);
     onRowsEdited(*sp);
   });
   connect(s.plan, &QLineEdit::returnPressed, this, [this, sp] { onPlanTyped(*sp); });
@@ -244,6 +244,16 @@ void PlanEditor::fillTable(Side& s) {
     s.table->setItem(row, kSpecColumn, new QTableWidgetItem(q(toString(o.spec))));
   }
   filling_ = false;
+  fitTable(s);
+}
+
+void PlanEditor::fitTable(Side& s) {
+  // As tall as its rows (one empty row's room at least, six at most): the spec panels above
+  // keep the dock's height.
+  const int rows = std::clamp(s.table->rowCount(), 1, 6);
+  const int frame = 2 * s.table->frameWidth();
+  s.table->setFixedHeight(s.table->horizontalHeader()->sizeHint().height() +
+                          rows * s.table->verticalHeader()->defaultSectionSize() + frame);
 }
 
 void PlanEditor::onRowsEdited(Side& s) {

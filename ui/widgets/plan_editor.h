@@ -86,6 +86,7 @@ class PlanEditor : public QWidget {
   /// Why `plan` does not fit the dump (empty when it does).
   [[nodiscard]] QString check(bool isKey, const Plan& plan) const;
   void fillTable(Side& s);
+  void fitTable(Side& s);
   void onRowsEdited(Side& s);
   void onPlanTyped(Side& s);
   void updateTexts();
