@@ -221,6 +221,7 @@ void MainWindow::buildDocks() {
   specLayout->setContentsMargins(0, 0, 0, 0);
   specLayout->addWidget(specTabs);
   specLayout->addWidget(storage_);
+  specLayout->addWidget(buildPlanEditor());
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(specBox);
   scroll->setWidgetResizable(true);
@@ -228,7 +229,6 @@ void MainWindow::buildDocks() {
   specDock->setObjectName(QStringLiteral("specDock"));
   specDock->setWidget(scroll);
   addDockWidget(Qt::RightDockWidgetArea, specDock);
-  buildPlanDock(specDock);
 
   valuePanel_->setLinkedToKey(false);
   connect(keyPanel_, &SpecPanel::specChanged, this, &MainWindow::onKeySpecChanged);
@@ -242,18 +242,9 @@ void MainWindow::buildDocks() {
   updateStorage();
 }
 
-void MainWindow::buildPlanDock(QDockWidget* specDock) {
+QWidget* MainWindow::buildPlanEditor() {
   // Per-layer overrides (quantization.md §12) under the spec panels, which edit the defaults.
   planEditor_ = new PlanEditor(keyPanel_, valuePanel_, this);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidget(planEditor_);
-  scroll->setWidgetResizable(true);
-  auto* planDock = new QDockWidget(tr("Layer plan"), this);
-  planDock->setObjectName(QStringLiteral("planDock"));
-  planDock->setWidget(scroll);
-  addDockWidget(Qt::RightDockWidgetArea, planDock);
-  splitDockWidget(specDock, planDock, Qt::Vertical);
-  resizeDocks({specDock, planDock}, {640, 360}, Qt::Vertical);
   const auto specChangedOn = [this](bool isKey) {
     if (isKey) {
       onKeySpecChanged();
@@ -283,6 +274,7 @@ void MainWindow::buildPlanDock(QDockWidget* specDock) {
       specChangedOn(isKey);
     });
   }
+  return planEditor_;
 }
 
 Plan MainWindow::keyPlan() const { return planEditor_->keyPlan(); }

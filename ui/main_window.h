@@ -19,7 +19,6 @@
 #include "ui/model/layer_data.h"
 #include "ui/views/drift_view.h"
 
-class QDockWidget;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -132,8 +131,8 @@ class MainWindow : public QMainWindow {
  private:
   void buildMenus();
   void buildDocks();
-  /// The plan editor's dock, under the spec dock.
-  void buildPlanDock(QDockWidget* specDock);
+  /// The plan editor (per-layer overrides), shown under the spec panels.
+  QWidget* buildPlanEditor();
   void showError(const QString& context, const QString& message);
   void showStatus(const QString& message);
   void onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText, std::optional<Mapping> mapping);

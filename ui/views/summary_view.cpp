@@ -186,6 +186,9 @@ void SummaryView::rebuildTable() {
       QList<QStandardItem*> row;
       auto* layerItem = new QStandardItem(QString::number(l.layer));
       layerItem->setData(l.layer, Qt::UserRole);
+      layerItem->setToolTip(tr("Layer %1: K %2 · V %3 (the K spec and V spec columns, at the right)")
+                                .arg(l.layer)
+                                .arg(QString::fromStdString(toString(l.keySpec)), QString::fromStdString(toString(l.valueSpec))));
       auto* headItem = new QStandardItem(QString::number(h.kvHead));
       headItem->setData(h.kvHead, Qt::UserRole);
       row << layerItem << headItem;

@@ -40,6 +40,9 @@ PlanEditor::PlanEditor(SpecPanel* keyPanel, SpecPanel* valuePanel, QWidget* pare
   value_.isKey = false;
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(4, 4, 4, 4);
+  auto* heading = new QLabel(tr("<b>Layer plan</b>"), this);
+  heading->setToolTip(tr("Per-layer specs (quantization.md §12): the panels above edit the default."));
+  outer->addWidget(heading);
   auto* intro = new QLabel(tr("Layers get the Key/Value panel's spec unless an override names them (later rows win)."),
                            this);
   intro->setWordWrap(true);
@@ -51,7 +54,7 @@ PlanEditor::PlanEditor(SpecPanel* keyPanel, SpecPanel* valuePanel, QWidget* pare
   outer->addWidget(layerLabel_);
   outer->addWidget(buildSide(key_));
   outer->addWidget(buildSide(value_));
-  outer->addStretch(1);
+  outer->addStretch(1);  // spare height below the lists, not between them
   // Unlinking keeps what V had, as the panel keeps the copied spec: K's overrides become V's own.
   connect(valuePanel_, &SpecPanel::linkToggled, this, [this](bool on) {
     if (!on) {
