@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "app/cli/command.h"
 #include "core/report/eval.h"
@@ -17,6 +18,7 @@ namespace {
 struct Options {
   std::string dump, mapping;
   std::string keyBudget, valueBudget;
+  std::string key, value;  ///< a fixed (unsearched) side's spec or plan
   std::string candidates = "default";
   bool perLayer = false;
   std::string layers = "all";
@@ -41,6 +43,13 @@ Expected<SearchOptions> searchOptions(const Options& o, const DumpInfo& info) {
     auto b = parseBudget(o.valueBudget, "--value-budget");
     if (!b) return b.status();
     s.valueBudget = *b;
+  }
+  for (const auto& [text, out, flag] : {std::tuple{&o.key, &s.fixedKey, "--key"},
+                                        std::tuple{&o.value, &s.fixedValue, "--value"}}) {
+    if (text->empty()) continue;
+    auto plan = parsePlan(*text);
+    if (!plan) return plan.status().withContext(flag);
+    *out = *plan;
   }
   if (o.candidates != "default") {
     auto text = readTextFile(o.candidates);
@@ -67,6 +76,10 @@ CommandSetup setup = [](CLI::App& sub) {
                  "bound on a key_only metric, e.g. kl_mean=1e-3 (top1_agreement is a minimum)");
   sub.add_option("--value-budget", o->valueBudget,
                  "bound on a value_only metric, e.g. output_rel_error=0.02");
+  sub.add_option("--key", o->key,
+                 "without --key-budget: store keys under this spec or plan in the joint result (default: exact)");
+  sub.add_option("--value", o->value,
+                 "without --value-budget: store values under this spec or plan in the joint result (default: exact)");
   sub.add_option("--candidates", o->candidates,
                  "'default' or a file of spec strings, one per line, # comments");
   sub.add_flag("--per-layer", o->perLayer, "choose a spec per layer");

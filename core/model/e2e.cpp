@@ -135,12 +135,13 @@ Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const
   const bool hasPreRope = !recording.layers.empty() && recording.layers[0].keyPreRope.heads > 0;
   SpecContext kc{true, KVH, D, true};
   SpecContext vc{false, KVH, D, false};
+  // A range beyond the model is the flag's error; a plain spec's check reads as it always did.
+  auto keySpecs = resolve(key, L);
+  if (!keySpecs) return keySpecs.status().withContext("--key");
+  auto valueSpecs = resolve(value, L);
+  if (!valueSpecs) return valueSpecs.status().withContext("--value");
   KVS_RETURN_IF_ERROR(validatePlan(key, kc, L));
   KVS_RETURN_IF_ERROR(validatePlan(value, vc, L));
-  auto keySpecs = resolve(key, L);
-  if (!keySpecs) return keySpecs.status();
-  auto valueSpecs = resolve(value, L);
-  if (!valueSpecs) return valueSpecs.status();
 
   E2eResult r;
   r.model = recording.model;

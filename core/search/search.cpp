@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
@@ -333,6 +334,18 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
                                    " does not exist (0…" + std::to_string(info.sequences - 1) + ")");
   }
   if (options.lastQueries < 0) return Status::invalidArgument("search: lastQueries must be ≥ 0");
+  // A fixed side is stored under its plan in the joint result instead of staying exact.
+  for (const auto& [fixed, budget, isKey] : {std::tuple{&options.fixedKey, &options.keyBudget, true},
+                                             std::tuple{&options.fixedValue, &options.valueBudget, false}}) {
+    if (!*fixed) continue;
+    const char* flag = isKey ? "--key" : "--value";
+    if (*budget) {
+      return Status::invalidArgument(std::string("search: give ") + flag + "-budget (search that side) or " + flag +
+                                     " (fix it), not both");
+    }
+    SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
+    KVS_RETURN_IF_ERROR(validatePlan(**fixed, ctx, info.layers).withContext(flag));
+  }
   SearchResult result;
   result.dump = info;
   result.lastQueries = options.lastQueries;
@@ -462,6 +475,14 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
     TensorChoice& choice = isKey ? result.key : result.value;
     const std::optional<Budget>& budget = isKey ? options.keyBudget : options.valueBudget;
     if (!budget) {
+      const std::optional<Plan>& fixed = isKey ? options.fixedKey : options.fixedValue;
+      if (fixed) {
+        choice.spec = toString(*fixed);
+        choice.bitsPerElement = planStorage(*fixed, info.layers, info.kvHeads, info.tokens, info.headDim).bitsPerElement();
+        result.notes.push_back(std::string(isKey ? "keys" : "values") + " were not searched (no budget) and are stored under " +
+                               choice.spec + " in the joint result");
+        continue;
+      }
       choice.spec = "none";
       result.notes.push_back(std::string(isKey ? "keys" : "values") +
                              " were not searched (no budget) and stay exact");
@@ -480,10 +501,13 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   for (size_t li = 0; li < result.layers.size(); ++li) {
     LayerChoice lc;
     lc.layer = result.layers[li];
-    if (result.key.searched) lc.key = chooseForLayer(result.key, li);
-    else lc.key = {true, -1, "none", 16, 0};
-    if (result.value.searched) lc.value = chooseForLayer(result.value, li);
-    else lc.value = {true, -1, "none", 16, 0};
+    auto unsearched = [&](const std::optional<Plan>& fixed) -> LayerSpecChoice {
+      if (!fixed) return {true, -1, "none", 16, 0};
+      const QuantSpec& s = specForLayer(*fixed, lc.layer, info.layers);
+      return {true, -1, toString(s), storageFor(s, info.kvHeads, info.tokens, info.headDim).bitsPerElement(), 0};
+    };
+    lc.key = result.key.searched ? chooseForLayer(result.key, li) : unsearched(options.fixedKey);
+    lc.value = result.value.searched ? chooseForLayer(result.value, li) : unsearched(options.fixedValue);
     for (auto [tc, sc] : {std::pair{&result.key, &lc.key}, std::pair{&result.value, &lc.value}}) {
       if (tc->searched && tc->found && sc->found && sc->bitsPerElement == tc->bitsPerElement) {
         tc->limitingLayers.push_back(lc.layer);
@@ -497,10 +521,12 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   const double perLayerElements = static_cast<double>(info.kvHeads) * info.headDim;
   result.bytesPerTokenBaseline = static_cast<double>(result.layers.size()) * 2 * 16 * perLayerElements / 8;
   for (const LayerChoice& lc : result.layerChoices) {
-    const double kb = options.perLayer ? lc.key.bitsPerElement
-                                       : (result.key.found || !result.key.searched ? result.key.bitsPerElement : 16);
-    const double vb = options.perLayer ? lc.value.bitsPerElement
-                                       : (result.value.found || !result.value.searched ? result.value.bitsPerElement : 16);
+    // An unsearched side counts each layer's own spec (16 when exact, a fixed plan's otherwise).
+    const double kb = options.perLayer || !result.key.searched ? lc.key.bitsPerElement
+                                                               : (result.key.found ? result.key.bitsPerElement : 16);
+    const double vb = options.perLayer || !result.value.searched
+                          ? lc.value.bitsPerElement
+                          : (result.value.found ? result.value.bitsPerElement : 16);
     result.bytesPerTokenChosen += (kb + vb) * perLayerElements / 8;
   }
   if (options.perLayer) {
@@ -520,9 +546,12 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   for (size_t li = 0; li < result.layers.size(); ++li) {
     const int layer = result.layers[li];
     const LayerChoice& lc = result.layerChoices[li];
-    const std::string keySpecText = options.perLayer ? (lc.key.found ? lc.key.spec : "none") : result.key.spec;
-    const std::string valueSpecText =
-        options.perLayer ? (lc.value.found ? lc.value.spec : "none") : result.value.spec;
+    const std::string keySpecText = !result.key.searched ? lc.key.spec
+                                    : options.perLayer   ? (lc.key.found ? lc.key.spec : "none")
+                                                         : result.key.spec;
+    const std::string valueSpecText = !result.value.searched ? lc.value.spec
+                                      : options.perLayer     ? (lc.value.found ? lc.value.spec : "none")
+                                                             : result.value.spec;
     if (!report(progress, step / total, "budget search: joint")) return Status::cancelled();
     auto keySpec = parseSpec(keySpecText);
     auto valueSpec = parseSpec(valueSpecText);

@@ -11,6 +11,7 @@
 
 #include "core/attention/attention.h"
 #include "core/io/dump.h"
+#include "core/quant/plan.h"
 #include "core/util/status.h"
 
 namespace kvscope {
@@ -53,6 +54,8 @@ Expected<std::vector<std::string>> parseCandidateList(std::string_view text, std
 struct SearchOptions {
   std::optional<Budget> keyBudget;    ///< none: keys are not searched and stay exact (`none`)
   std::optional<Budget> valueBudget;  ///< none: values are not searched and stay exact
+  std::optional<Plan> fixedKey;       ///< keys not searched are stored under this spec or plan (not with keyBudget)
+  std::optional<Plan> fixedValue;     ///< the same for values
   std::vector<std::string> candidates;  ///< spec strings; empty = defaultCandidates()
   bool perLayer = false;       ///< also choose (and report as the result) a spec per layer
   std::vector<int> layers;     ///< layers to search, ascending; empty = all
@@ -79,7 +82,7 @@ struct TensorChoice {
   Budget budget;
   bool found = false;             ///< some candidate meets the budget on every searched layer
   int chosen = -1;                ///< index into `candidates`, -1 when none
-  std::string spec;               ///< the chosen canonical spec ("none" when not searched)
+  std::string spec;               ///< the chosen canonical spec (not searched: "none" or the fixed plan)
   double bitsPerElement = 16;
   double worst = 0;               ///< its budget field's worst value over layers
   double margin = 0;              ///< budget.margin(worst)

@@ -77,7 +77,8 @@ std::string fmt(const char* f, double v) {
 
 void choiceText(std::ostringstream& out, const char* name, const TensorChoice& c) {
   if (!c.searched) {
-    out << name << ": not searched, kept exact (none)\n";
+    if (c.spec == "none") out << name << ": not searched, kept exact (none)\n";
+    else out << name << ": not searched, stored under " << c.spec << " (" << fmt("%.3f", c.bitsPerElement) << " bpe)\n";
     return;
   }
   out << name << " budget " << budgetText(c.budget) << " ("

@@ -102,6 +102,30 @@ TEST_F(CliSearch, JsonNamesTheChosenSpecsAndTheirTables) {
   EXPECT_DOUBLE_EQ(j["bytes_per_token"]["baseline_fp16"].get<double>(), 512.0);
 }
 
+TEST_F(CliSearch, AFixedSideIsStoredUnderItsPlanInTheJointResult) {
+  // Values searched, keys fixed to a plan: layer 0 int4, layer 1 int8.
+  auto r = runCli("search '" + dump_ + "' --value-budget output_rel_error=1e9 --key 'int8;0:int4' --candidates '" +
+                  candidates_ + "' --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["key"]["searched"], false);
+  EXPECT_EQ(j["key"]["spec"], "int8;0:int4");
+  EXPECT_EQ(j["value"]["spec"], "int2");
+  ASSERT_FALSE(j["joint"].is_null());
+  ASSERT_EQ(j["joint"]["layers"].size(), 2u);
+  EXPECT_EQ(j["joint"]["layers"][0]["key_spec"], "int4");
+  EXPECT_EQ(j["joint"]["layers"][1]["key_spec"], "int8");
+  // Bytes per token over the 2 layers, KVH·D = 64 elements each: K int4 (5 bpe: token groups of
+  // D = 32, fp16 scale and min) + int8 (9), V int2 (2 + 1 = 3) on both.
+  EXPECT_DOUBLE_EQ(j["bytes_per_token"]["chosen"].get<double>(), 64.0 * (5 + 9 + 3 + 3) / 8);
+  auto both = runCli("search '" + dump_ + "' --key-budget kl_mean=1 --key int4");
+  EXPECT_EQ(both.exitCode, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+  auto bad = runCli("search '" + dump_ + "' --value-budget kl_mean=1 --key 'int4;2:int8'");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("--key: plan 'int4;2:int8'"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliSearch, TextSaysWhenNoCandidateMeets) {
   auto r = runCli("search '" + dump_ + "' --key-budget top1_agreement=1 --candidates '" +
                   candidates_ + "' --layers 0");

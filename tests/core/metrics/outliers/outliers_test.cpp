@@ -177,5 +177,44 @@ TEST(OutlierProfile, FindsTheSyntheticDumpsOutlierChannelsAndMassiveToken) {
   }
 }
 
+TEST(OutlierProfile, APlanMeasuresEachLayerUnderItsOwnSpec) {
+  test::TempDir dir;
+  SynthOptions o;
+  o.layers = 2;
+  o.tokens = 64;
+  o.queries = 4;
+  o.headDim = 32;
+  const std::string path = dir.file("s.h5");
+  ASSERT_TRUE(writeSynthDump(path, o).isOk());
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump.hasValue());
+  auto profile = [&](const char* text) {
+    OutlierOptions options;
+    auto plan = parsePlan(text);
+    EXPECT_TRUE(plan.hasValue()) << plan.status().message();
+    options.spec = *plan;
+    auto p = outlierProfile(**dump, options);
+    EXPECT_TRUE(p.hasValue()) << p.status().message();
+    return *p;
+  };
+  const OutlierProfile plan = profile("int2;1:int8");
+  const OutlierProfile int2 = profile("int2");
+  const OutlierProfile int8 = profile("int8");
+  EXPECT_EQ(plan.spec, "int2;1:int8");
+  ASSERT_EQ(plan.layers.size(), 2u);
+  // Layer 0 under int2, layer 1 under int8: each equals the uniform profile's same layer.
+  EXPECT_EQ(plan.layers[0].keyUtilisation, int2.layers[0].keyUtilisation);
+  EXPECT_EQ(plan.layers[0].valueUtilisation, int2.layers[0].valueUtilisation);
+  EXPECT_EQ(plan.layers[1].keyUtilisation, int8.layers[1].keyUtilisation);
+  EXPECT_EQ(plan.layers[1].valueUtilisation, int8.layers[1].valueUtilisation);
+  EXPECT_NE(int2.layers[1].keyUtilisation, int8.layers[1].keyUtilisation) << "the specs must differ here";
+  // A range beyond the dump is refused, naming the option.
+  OutlierOptions bad;
+  bad.spec = *parsePlan("int2;2:int8");
+  auto p = outlierProfile(**dump, bad);
+  ASSERT_FALSE(p.hasValue());
+  EXPECT_NE(p.status().message().find("--spec: plan 'int2;2:int8'"), std::string::npos) << p.status().message();
+}
+
 }  // namespace
 }  // namespace kvscope
