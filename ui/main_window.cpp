@@ -637,8 +637,17 @@ void MainWindow::updateStorage() {
   const StorageCount v = sumStorage(valueCounts);
   const double bytesPerToken = kvscope::bytesPerToken(keyCounts, valueCounts, info.tokens);
   const double baseline = static_cast<double>(info.bytesPerTokenFp16());
-  keyPanel_->setStorageText(tr("K: %1 bits per element").arg(k.bitsPerElement(), 0, 'f', 3));
-  valuePanel_->setStorageText(tr("V: %1 bits per element").arg(v.bitsPerElement(), 0, 'f', 3));
+  // The panel edits the default: with overrides, say both the default's and the plan's figure.
+  const auto panelStorage = [&](const QString& side, const Plan& plan, const StorageCount& all) {
+    if (isUniform(plan)) return tr("%1: %2 bits per element").arg(side).arg(all.bitsPerElement(), 0, 'f', 3);
+    const StorageCount base = storageFor(plan.base, info.kvHeads, info.tokens, info.headDim);
+    return tr("%1: %2 bits per element for the default; %3 over the plan's layers")
+        .arg(side)
+        .arg(base.bitsPerElement(), 0, 'f', 3)
+        .arg(all.bitsPerElement(), 0, 'f', 3);
+  };
+  keyPanel_->setStorageText(panelStorage(tr("K"), keys, k));
+  valuePanel_->setStorageText(panelStorage(tr("V"), values, v));
   storage_->setText(tr("<b>K</b> %1 bpe · <b>V</b> %2 bpe<br>%3 bytes/token (fp16: %4) · %5× smaller")
                         .arg(k.bitsPerElement(), 0, 'f', 3)
                         .arg(v.bitsPerElement(), 0, 'f', 3)

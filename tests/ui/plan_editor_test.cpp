@@ -122,6 +122,15 @@ class PlanEditorTest : public QObject {
     QCOMPARE(w.planEditor()->table(true)->item(0, 0)->text(), QStringLiteral("first1+last1"));
     QCOMPARE(w.planEditor()->planEdit(true)->text(), QString::fromStdString(toString(w.keyPlan())));
 
+    // Storage follows §12 (by hand: int4 per token with fp16 scale and minimum over D = 64 is
+    // 4 + 32/64 = 4.5 bits, int8 8.5; the plan's K is (2·8.5 + 2·4.5)/4 = 6.5 bits per element).
+    auto* storage = w.findChild<QLabel*>(QStringLiteral("storageSummary"));
+    QVERIFY(storage);
+    QVERIFY2(storage->text().contains(QStringLiteral("6.500")), qPrintable(storage->text()));
+    QVERIFY2(storage->text().contains(QStringLiteral("4.500")), qPrintable(storage->text()));
+    // 4 layers × 2 kv heads × 64 channels: K (2·8.5 + 2·4.5)·128/8 = 416 bytes, V 4·4.5·128/8 = 288.
+    QVERIFY2(storage->text().contains(QStringLiteral("704.0")), qPrintable(storage->text()));
+
     // The summary evaluated each layer with its own K spec; V stays int4 everywhere.
     const std::vector<LayerResult>& rows = w.summaryView()->layers();
     QCOMPARE(static_cast<int>(rows.size()), layers);
