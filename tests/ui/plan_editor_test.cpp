@@ -152,6 +152,31 @@ class PlanEditorTest : public QObject {
       QCOMPARE(model->item(row, keyColumn)->text(), QString::fromStdString(toString(edge ? spec("int8") : spec("int4"))));
     }
 
+    // Export All: the plan strings, and a plan report with each layer's specs and §12's figures
+    // (K 6.5 bits per element as above; 704 bytes per token).
+    {
+      QTemporaryDir out;
+      QVERIFY(out.isValid());
+      const Status exported = w.exportAll(out.path(), {QStringLiteral("summary")}, QSize(400, 300));
+      QVERIFY2(exported.isOk(), exported.message().c_str());
+      QFile specs(out.filePath(QStringLiteral("specs.txt")));
+      QVERIFY(specs.open(QIODevice::ReadOnly));
+      QVERIFY(QString::fromUtf8(specs.readAll()).contains(QString::fromStdString(toString(w.keyPlan()))));
+      QFile report(out.filePath(QStringLiteral("report.json")));
+      QVERIFY(report.open(QIODevice::ReadOnly));
+      const nlohmann::json j = nlohmann::json::parse(report.readAll().toStdString());
+      QCOMPARE(QString::fromStdString(j["key"]["spec"].get<std::string>()), QString::fromStdString(toString(w.keyPlan())));
+      QCOMPARE(j["key"]["bits_per_element"].get<double>(), 6.5);
+      QCOMPARE(j["bytes_per_token"]["quantized"].get<double>(), 704.0);
+      QCOMPARE(static_cast<int>(j["layers"].size()), layers);
+      for (const auto& layer : j["layers"]) {
+        const int l = layer["layer"].get<int>();
+        const bool edge = l == 0 || l == layers - 1;
+        QCOMPARE(QString::fromStdString(layer["key_spec"].get<std::string>()),
+                 QString::fromStdString(toString(edge ? spec("int8") : spec("int4"))));
+      }
+    }
+
     // The layer worker quantizes the layer in view with that layer's spec: core's int8
     // reconstruction for layer 3, int4 for layer 1.
     const std::string path = sample_.toStdString();
