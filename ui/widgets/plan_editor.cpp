@@ -302,6 +302,22 @@ void PlanEditor::onRowsEdited(Side& s) {
     Plan candidate(base(s.isKey));
     candidate.overrides = rows;
     error = check(s.isKey, candidate);
+    // Mark the cell the dump rejects: a layer it does not have, or a spec its shape refuses.
+    SpecContext context = context_;
+    context.isKey = s.isKey;
+    filling_ = true;
+    for (size_t i = 0; !error.isEmpty() && i < rows.size(); ++i) {
+      Plan single(base(s.isKey));
+      single.overrides = {rows[i]};
+      const int column = layers_ > 0 && !resolve(single, layers_).hasValue() ? kLayersColumn
+                         : !validateSpec(rows[i].spec, context).isOk()       ? kSpecColumn
+                                                                             : -1;
+      if (column < 0) continue;
+      QTableWidgetItem* bad = s.table->item(static_cast<int>(i), column);
+      bad->setBackground(kBadCell);
+      bad->setToolTip(error);
+    }
+    filling_ = false;
   }
   if (!error.isEmpty()) {
     s.pending = error + tr(" — the applied plan is unchanged.");
