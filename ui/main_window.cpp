@@ -242,53 +242,6 @@ void MainWindow::buildDocks() {
   updateStorage();
 }
 
-QWidget* MainWindow::buildPlanEditor() {
-  // Per-layer overrides (quantization.md §12) under the spec panels, which edit the defaults.
-  planEditor_ = new PlanEditor(keyPanel_, valuePanel_, this);
-  const auto specChangedOn = [this](bool isKey) {
-    if (isKey) {
-      onKeySpecChanged();
-    } else {
-      updateStorage();
-      scheduleRecompute();
-    }
-  };
-  connect(planEditor_, &PlanEditor::overridesChanged, this, [this] {
-    updateStorage();
-    scheduleRecompute();
-  });
-  connect(planEditor_, &PlanEditor::planEntered, this, [this, specChangedOn](bool isKey, const QuantSpec& base) {
-    (isKey ? keyPanel_ : valuePanel_)->setSpec(base);
-    specChangedOn(isKey);
-  });
-  // A plan typed in a panel's spec field: the editor checks it against the dump first.
-  for (SpecPanel* panel : {keyPanel_, valuePanel_}) {
-    const bool isKey = panel == keyPanel_;
-    connect(panel, &SpecPanel::planEntered, this, [this, panel, isKey, specChangedOn](const Plan& plan) {
-      const QString error = planEditor_->enterPlan(isKey, plan);
-      if (!error.isEmpty()) {
-        panel->messageLabel()->setText(error + tr("\nThe plan in force is unchanged."));
-        return;
-      }
-      panel->setSpec(plan.base);
-      specChangedOn(isKey);
-    });
-  }
-  return planEditor_;
-}
-
-Plan MainWindow::keyPlan() const { return planEditor_->keyPlan(); }
-
-Plan MainWindow::valuePlan() const { return planEditor_->valuePlan(); }
-
-void MainWindow::setPlans(const Plan& key, const Plan& value) {
-  setSpecs(key.base, value.base);
-  planEditor_->setOverrides(true, key.overrides);
-  planEditor_->setOverrides(false, value.overrides);
-  updateStorage();
-  scheduleRecompute();
-}
-
 void MainWindow::onKeySpecChanged() {
   if (valuePanel_->linkedToKey()) {
     QuantSpec v = keyPanel_->spec();
@@ -450,10 +403,10 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   context.hasKeyPreRope = info.hasKeyPreRope;
   keyPanel_->setContext(context);
   valuePanel_->setContext(context);
-  planEditor_->setContext(context, info.layers);
-  planEditor_->setCurrentLayer(selection_.layer);
   heatmap_->setHasPreRope(info.hasKeyPreRope);
   histogram_->setHasPreRope(info.hasKeyPreRope);
+  planEditor_->setContext(context, info.layers);
+  planEditor_->setCurrentLayer(selection_.layer);
   drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
   drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
   summary_->reset(info.layers);
@@ -591,6 +544,53 @@ void MainWindow::runE2eCheck() {
         showStatus(tr("End-to-end check done."));
         emit e2eFinished();
       });
+}
+
+QWidget* MainWindow::buildPlanEditor() {
+  // Per-layer overrides (quantization.md §12) under the spec panels, which edit the defaults.
+  planEditor_ = new PlanEditor(keyPanel_, valuePanel_, this);
+  const auto specChangedOn = [this](bool isKey) {
+    if (isKey) {
+      onKeySpecChanged();
+    } else {
+      updateStorage();
+      scheduleRecompute();
+    }
+  };
+  connect(planEditor_, &PlanEditor::overridesChanged, this, [this] {
+    updateStorage();
+    scheduleRecompute();
+  });
+  connect(planEditor_, &PlanEditor::planEntered, this, [this, specChangedOn](bool isKey, const QuantSpec& base) {
+    (isKey ? keyPanel_ : valuePanel_)->setSpec(base);
+    specChangedOn(isKey);
+  });
+  // A plan typed in a panel's spec field: the editor checks it against the dump first.
+  for (SpecPanel* panel : {keyPanel_, valuePanel_}) {
+    const bool isKey = panel == keyPanel_;
+    connect(panel, &SpecPanel::planEntered, this, [this, panel, isKey, specChangedOn](const Plan& plan) {
+      const QString error = planEditor_->enterPlan(isKey, plan);
+      if (!error.isEmpty()) {
+        panel->messageLabel()->setText(error + tr("\nThe plan in force is unchanged."));
+        return;
+      }
+      panel->setSpec(plan.base);
+      specChangedOn(isKey);
+    });
+  }
+  return planEditor_;
+}
+
+Plan MainWindow::keyPlan() const { return planEditor_->keyPlan(); }
+
+Plan MainWindow::valuePlan() const { return planEditor_->valuePlan(); }
+
+void MainWindow::setPlans(const Plan& key, const Plan& value) {
+  setSpecs(key.base, value.base);
+  planEditor_->setOverrides(true, key.overrides);
+  planEditor_->setOverrides(false, value.overrides);
+  updateStorage();
+  scheduleRecompute();
 }
 
 void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }

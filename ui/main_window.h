@@ -62,15 +62,15 @@ class MainWindow : public QMainWindow {
   void openSample();
   /// Sets both specs (as a preset or the command line does) and recomputes.
   void setSpecs(const QuantSpec& key, const QuantSpec& value);
+  /// Applies a §9 preset by name; false (and an error message) when unknown.
+  bool applyPreset(const QString& name);
+  void select(int layer, int kvHead);
   /// Sets both plans (quantization.md §12): the panels get the defaults, the plan editor the
   /// overrides (setSpecs clears them).
   void setPlans(const Plan& key, const Plan& value);
   /// The plans in force: each panel's spec as the default, then the plan editor's overrides.
   [[nodiscard]] Plan keyPlan() const;
   [[nodiscard]] Plan valuePlan() const;
-  /// Applies a §9 preset by name; false (and an error message) when unknown.
-  bool applyPreset(const QString& name);
-  void select(int layer, int kvHead);
   /// Runs the budget search in the background; the budget view shows the result.
   void runSearch(const SearchOptions& options);
   /// Runs the end-to-end check (core/model/e2e.h) for the current specs in the background; needs

@@ -215,15 +215,18 @@ void SummaryView::rebuildTable() {
         item->setData(item->text(), Qt::UserRole);
         row << item;
       }
+      if (model_->rowCount() == 0) {
+        const int specColumn = static_cast<int>(row.size()) - 2;
+        model_->setHorizontalHeaderItem(specColumn, new QStandardItem(tr("K spec")));
+        model_->setHorizontalHeaderItem(specColumn + 1, new QStandardItem(tr("V spec")));
+        model_->setHeaderData(specColumn, Qt::Horizontal, tr("The spec this layer's keys were quantized with."),
+                              Qt::ToolTipRole);
+        model_->setHeaderData(specColumn + 1, Qt::Horizontal, tr("The spec this layer's values were quantized with."),
+                              Qt::ToolTipRole);
+      }
       model_->appendRow(row);
     }
   }
-  const int specColumn = 2 + static_cast<int>(columns().size());
-  model_->setHorizontalHeaderItem(specColumn, new QStandardItem(tr("K spec")));
-  model_->setHorizontalHeaderItem(specColumn + 1, new QStandardItem(tr("V spec")));
-  model_->setHeaderData(specColumn, Qt::Horizontal, tr("The spec this layer's keys were quantized with."), Qt::ToolTipRole);
-  model_->setHeaderData(specColumn + 1, Qt::Horizontal, tr("The spec this layer's values were quantized with."),
-                        Qt::ToolTipRole);
   table_->resizeColumnsToContents();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
                        ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)
