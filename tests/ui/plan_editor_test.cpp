@@ -279,9 +279,13 @@ class PlanEditorTest : public QObject {
     w.setSpecs(spec("int4"), spec("int4"));
     openSample(w);
     typeInto(w.planEditor()->planEdit(true), QStringLiteral("int4;1:int8"));
+    typeInto(w.planEditor()->planEdit(false), QStringLiteral("int4;2:int3"));
+    COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;2:int3"));
     w.valuePanel()->setLinkedToKey(true);
     COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;1:int8"));
     QVERIFY(w.planEditor()->planEdit(false)->isReadOnly());
+    QCOMPARE(w.planEditor()->table(false)->rowCount(), 1);  // the greyed list shows K's override
+    QCOMPARE(w.planEditor()->table(false)->item(0, 1)->text(), QStringLiteral("int8"));
     // Unlinking keeps what V had.
     w.valuePanel()->setLinkedToKey(false);
     COMPARE_CANONICAL(w.valuePlan(), *parsePlan("int4;1:int8"));

@@ -363,6 +363,16 @@ void PlanEditor::onPlanTyped(Side& s) {
 
 void PlanEditor::updateTexts() {
   const bool isLinked = linked();
+  if (isLinked) {
+    // The greyed V list shows what V follows (K's overrides), which unlinking keeps.
+    std::vector<PlanOverride> followed = key_.applied;
+    for (PlanOverride& o : followed) o.spec.prerope = false;
+    if (followed != value_.applied) {
+      value_.applied = std::move(followed);
+      value_.pending.clear();
+      fillTable(value_);
+    }
+  }
   for (Side* s : {&key_, &value_}) {
     const Plan plan = s->isKey ? keyPlan() : valuePlan();
     if (!s->plan->hasFocus() || !s->plan->isModified()) {
