@@ -58,9 +58,9 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     if (options.key.isEmpty() || options.value.isEmpty()) {
       return Status::invalidArgument("--key and --value go together (or use --preset)");
     }
-    auto key = parseSpec(options.key.toStdString());
+    auto key = parsePlan(options.key.toStdString());
     if (!key) return key.status().withContext("--key");
-    auto value = parseSpec(options.value.toStdString());
+    auto value = parsePlan(options.value.toStdString());
     if (!value) return value.status().withContext("--value");
     out.key = *key;
     out.value = *value;
@@ -95,7 +95,7 @@ void startInteractive(MainWindow& window, const Launch& launch) {
     const Status s = window.loadSession(launch.session);
     if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
   }
-  if (launch.key) window.setSpecs(*launch.key, *launch.value);
+  if (launch.key) window.setPlans(*launch.key, *launch.value);
   if (!launch.preset.isEmpty()) window.applyPreset(launch.preset);
   if (!launch.engine.isEmpty()) window.applyEngine(launch.engine);
   if (!launch.dump.isEmpty()) window.openDump(launch.dump, launch.mapping);

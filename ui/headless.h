@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/io/mapping.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -35,7 +36,7 @@ struct LaunchOptions {
 struct Launch {
   QString dump;  ///< empty = the built-in sample
   std::optional<Mapping> mapping;
-  std::optional<QuantSpec> key, value;
+  std::optional<Plan> key, value;  ///< specs or plans (§12)
   QString preset;  ///< resolved for the dump once it is open (presets depend on its shape)
   QString engine;  ///< the same for an engine string
   QString session;
@@ -46,7 +47,7 @@ struct Launch {
   int tab = -1;
 };
 
-/// Checks the options: spec strings parse, --preset excludes --key/--value, views and size are valid.
+/// Checks the options: spec (or plan) strings parse, --preset excludes --key/--value, views and size are valid.
 Expected<Launch> resolveLaunch(const LaunchOptions& options);
 
 /// Applies `launch` to a shown window (session, specs, then the dump or the sample).

@@ -63,6 +63,7 @@
 #include "ui/views/summary_view.h"
 #include "ui/widgets/dataset_panel.h"
 #include "ui/widgets/mapping_dialog.h"
+#include "ui/widgets/plan_editor.h"
 #include "ui/widgets/spec_panel.h"
 #include "ui/widgets/steady_tab_widget.h"
 #include "ui/workers/dump_reader.h"
@@ -289,6 +290,7 @@ void MainWindow::buildDocks() {
   specLayout->addWidget(engineNotes_);
   specLayout->addWidget(specTabs);
   specLayout->addWidget(storage_);
+  specLayout->addWidget(buildPlanEditor());
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(specBox);
   scroll->setWidgetResizable(true);
@@ -581,6 +583,8 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   }
   heatmap_->setHasPreRope(info.hasKeyPreRope);
   histogram_->setHasPreRope(info.hasKeyPreRope);
+  planEditor_->setContext(context, info.layers);
+  planEditor_->setCurrentLayer(selection_.layer);
   drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
   drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
   summary_->reset(info.layers);
@@ -614,6 +618,8 @@ void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value, const QS
   keyPanel_->setSpec(key);
   valuePanel_->setLinkedToKey(false);
   valuePanel_->setSpec(value);
+  planEditor_->setOverrides(true, {});  // a preset or a spec pair is the whole setting
+  planEditor_->setOverrides(false, {});
   updateStorage();
   scheduleRecompute();
   recordSpecChange(what.isEmpty() ? tr("K and V settings") : what, nullptr);
@@ -714,6 +720,7 @@ void MainWindow::select(int layer, int kvHead) {
   const DumpInfo& info = dump_->info();
   layer = std::clamp(layer, 0, info.layers - 1);
   kvHead = std::clamp(kvHead, 0, info.kvHeads - 1);
+  planEditor_->setCurrentLayer(layer);
   const bool layerChanged = layer != selection_.layer;
   const bool headChanged = kvHead != selection_.kvHead;
   selection_.layer = layer;
@@ -772,8 +779,8 @@ void MainWindow::runE2eCheck() {
     showError(tr("end-to-end check"), why);
     return;
   }
-  const QuantSpec key = keyPanel_->spec();
-  const QuantSpec value = valuePanel_->spec();
+  const Plan key = keyPlan();
+  const Plan value = valuePlan();
   e2eSpecs_ = std::make_pair(key, value);
   budget_->setE2eResult(nullptr);
   budget_->setE2eMessage(tr("Replaying the recording through the model…"));
@@ -805,6 +812,53 @@ void MainWindow::runE2eCheck() {
       });
 }
 
+QWidget* MainWindow::buildPlanEditor() {
+  // Per-layer overrides (quantization.md §12) under the spec panels, which edit the defaults.
+  planEditor_ = new PlanEditor(keyPanel_, valuePanel_, this);
+  const auto specChangedOn = [this](bool isKey) {
+    if (isKey) {
+      onKeySpecChanged();
+    } else {
+      updateStorage();
+      scheduleRecompute();
+    }
+  };
+  connect(planEditor_, &PlanEditor::overridesChanged, this, [this] {
+    updateStorage();
+    scheduleRecompute();
+  });
+  connect(planEditor_, &PlanEditor::planEntered, this, [this, specChangedOn](bool isKey, const QuantSpec& base) {
+    (isKey ? keyPanel_ : valuePanel_)->setSpec(base);
+    specChangedOn(isKey);
+  });
+  // A plan typed in a panel's spec field: the editor checks it against the dump first.
+  for (SpecPanel* panel : {keyPanel_, valuePanel_}) {
+    const bool isKey = panel == keyPanel_;
+    connect(panel, &SpecPanel::planEntered, this, [this, panel, isKey, specChangedOn](const Plan& plan) {
+      const QString error = planEditor_->enterPlan(isKey, plan);
+      if (!error.isEmpty()) {
+        panel->messageLabel()->setText(error + tr("\nThe plan in force is unchanged."));
+        return;
+      }
+      panel->setSpec(plan.base);
+      specChangedOn(isKey);
+    });
+  }
+  return planEditor_;
+}
+
+Plan MainWindow::keyPlan() const { return planEditor_->keyPlan(); }
+
+Plan MainWindow::valuePlan() const { return planEditor_->valuePlan(); }
+
+void MainWindow::setPlans(const Plan& key, const Plan& value) {
+  setSpecs(key.base, value.base);
+  planEditor_->setOverrides(true, key.overrides);
+  planEditor_->setOverrides(false, value.overrides);
+  updateStorage();
+  scheduleRecompute();
+}
+
 void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }
 
 void MainWindow::stepLayer(int delta) {
@@ -820,6 +874,7 @@ void MainWindow::scheduleRecompute() {
 }
 
 void MainWindow::updateStorage() {
+  planEditor_->refresh();
   if (!dump_) {
     storage_->setText(tr("Open a dump to see storage."));
     keyPanel_->setStorageText({});
@@ -827,21 +882,41 @@ void MainWindow::updateStorage() {
     return;
   }
   const DumpInfo& info = dump_->info();
-  budget_->setInputs(info, keyPanel_->spec(), valuePanel_->spec());
-  if (e2eSpecs_ && (e2eSpecs_->first != keyPanel_->spec() || e2eSpecs_->second != valuePanel_->spec())) {
+  const Plan keys = keyPlan(), values = valuePlan();
+  budget_->setInputs(info, keys, values);
+  const std::vector<QuantSpec> keyLayers = layerSpecsOf(keys, info.layers);
+  const std::vector<QuantSpec> valueLayers = layerSpecsOf(values, info.layers);
+  dataset_->setLayerSpecs(keyLayers, valueLayers, keys.base, values.base);
+  if (e2eSpecs_ && (e2eSpecs_->first != keys || e2eSpecs_->second != values)) {
     // The shown (or running) end-to-end check is for other specs.
     e2eRunner_->cancel();
     e2eSpecs_.reset();
     budget_->setE2eResult(nullptr);
     budget_->setE2eMessage(tr("The specs changed; press Run to check these."));
   }
-  const StorageCount k = storageFor(keyPanel_->spec(), info.kvHeads, info.tokens, info.headDim);
-  const StorageCount v = storageFor(valuePanel_->spec(), info.kvHeads, info.tokens, info.headDim);
-  // §5: bytes per token = Σ over layers of K and V bits / 8 / T (every layer has the same shape).
-  const double bytesPerToken = info.layers * (k.totalBits() + v.totalBits()) / 8.0 / info.tokens;
+  // §5, §12: each layer stores under its own spec; a plan's bits per element are its storage over
+  // all layers / all elements, and bytes per token sum the layers.
+  std::vector<StorageCount> keyCounts, valueCounts;
+  for (const QuantSpec& spec : keyLayers) keyCounts.push_back(storageFor(spec, info.kvHeads, info.tokens, info.headDim));
+  for (const QuantSpec& spec : valueLayers) valueCounts.push_back(storageFor(spec, info.kvHeads, info.tokens, info.headDim));
+  const StorageCount k = sumStorage(keyCounts);
+  const StorageCount v = sumStorage(valueCounts);
+  const double bytesPerToken = kvscope::bytesPerToken(keyCounts, valueCounts, info.tokens);
   const double baseline = static_cast<double>(info.bytesPerTokenFp16());
-  keyPanel_->setStorageText(tr("K: %1 bits per element at %2 tokens").arg(k.bitsPerElement(), 0, 'f', 3).arg(info.tokens));
-  valuePanel_->setStorageText(tr("V: %1 bits per element at %2 tokens").arg(v.bitsPerElement(), 0, 'f', 3).arg(info.tokens));
+  // The panel edits the default: with overrides, say both the default's and the plan's figure.
+  const auto panelStorage = [&](const QString& side, const Plan& plan, const StorageCount& all) {
+    if (isUniform(plan)) {
+      return tr("%1: %2 bits per element at %3 tokens").arg(side).arg(all.bitsPerElement(), 0, 'f', 3).arg(info.tokens);
+    }
+    const StorageCount base = storageFor(plan.base, info.kvHeads, info.tokens, info.headDim);
+    return tr("%1: %2 bits per element for the default; %3 over the plan's layers, at %4 tokens")
+        .arg(side)
+        .arg(base.bitsPerElement(), 0, 'f', 3)
+        .arg(all.bitsPerElement(), 0, 'f', 3)
+        .arg(info.tokens);
+  };
+  keyPanel_->setStorageText(panelStorage(tr("K"), keys, k));
+  valuePanel_->setStorageText(panelStorage(tr("V"), values, v));
   // Kept tokens and per-sequence metadata make these depend on the length: say which one.
   storage_->setText(tr("At the dump's %6 tokens:<br><b>K</b> %1 bpe · <b>V</b> %2 bpe<br>%3 bytes/token (fp16: %4) · "
                        "%5× smaller")
@@ -864,12 +939,18 @@ void MainWindow::recomputeLayer() {
                                                                        : valuePanel_->messageLabel()->text()));
     return;
   }
+  if (!planEditor_->isValid()) {
+    showStatus(tr("Fix the plan first: %1").arg(planEditor_->errorText()));
+    return;
+  }
   const DumpInfo& info = dump_->info();
   const int layer = selection_.layer;
   LayerTensorsPtr cached;
   if (auto it = layerCache_.find(layer); it != layerCache_.end()) cached = it->second;
   auto dump = dump_;
-  const QuantSpec key = keyPanel_->spec(), value = valuePanel_->spec();
+  // The layer in view is quantized with its own specs under the plans (§12).
+  const QuantSpec key = specForLayer(keyPlan(), layer, info.layers);
+  const QuantSpec value = specForLayer(valuePlan(), layer, info.layers);
   // Everything the visible views show is computed in the worker, for the selected kv head only
   // where the specs allow (core's computeViewData); the GUI thread then only draws.
   ViewRequest request;
@@ -1011,13 +1092,13 @@ void MainWindow::recomputeDrift() {
 }
 
 void MainWindow::recomputeSummary() {
-  if (!dump_ || !keyPanel_->isValid() || !valuePanel_->isValid()) return;
+  if (!dump_ || !keyPanel_->isValid() || !valuePanel_->isValid() || !planEditor_->isValid()) return;
   auto dump = dump_;
   const DumpInfo& info = dump->info();
   summary_->reset(info.layers);
   EvalOptions options;
-  options.key = keyPanel_->spec();
-  options.value = valuePanel_->spec();
+  options.key = keyPlan();
+  options.value = valuePlan();
   // The selected layer first, so its row appears before the rest.
   std::vector<int> order{selection_.layer};
   for (int l = 0; l < info.layers; ++l) {
@@ -1111,19 +1192,23 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, QS
     }
   }
   const QString specs = QStringLiteral("key: %1\nvalue: %2\n")
-                            .arg(q(toString(keyPanel_->spec())), q(toString(valuePanel_->spec())));
+                            .arg(q(toString(keyPlan())), q(toString(valuePlan())));
   KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("specs.txt")), specs.toUtf8(), protectedPath));
   if (summaryComplete()) {
     const DumpInfo& info = dump_->info();
     EvalReport report;
     report.dump = info;
-    report.key = keyPanel_->spec();
-    report.value = valuePanel_->spec();
-    report.keyStorage = storageFor(keyPanel_->spec(), info.kvHeads, info.tokens, info.headDim);
-    report.valueStorage = storageFor(valuePanel_->spec(), info.kvHeads, info.tokens, info.headDim);
+    report.key = keyPlan();
+    report.value = valuePlan();
+    // As kvscope-cli eval reports a plan (§8, §12): planStorage, and bytes per token over the layers.
+    report.keyStorage = planStorage(report.key, info.layers, info.kvHeads, info.tokens, info.headDim);
+    report.valueStorage = planStorage(report.value, info.layers, info.kvHeads, info.tokens, info.headDim);
     report.bytesPerTokenBaseline = static_cast<double>(info.bytesPerTokenFp16());
-    report.bytesPerTokenQuantized =
-        info.layers * (report.keyStorage.totalBits() + report.valueStorage.totalBits()) / 8.0 / info.tokens;
+    auto keyLayers = planLayerStorage(report.key, info.layers, info.kvHeads, info.tokens, info.headDim);
+    if (!keyLayers) return keyLayers.status();
+    auto valueLayers = planLayerStorage(report.value, info.layers, info.kvHeads, info.tokens, info.headDim);
+    if (!valueLayers) return valueLayers.status();
+    report.bytesPerTokenQuantized = bytesPerToken(*keyLayers, *valueLayers, info.tokens);
     report.layers = summary_->layers();
     report.summary = summarize(report.layers);
     KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.json")), QByteArray::fromStdString(toJson(report)),
@@ -1139,8 +1224,8 @@ std::string MainWindow::sessionJson() const {
   j["kvscope_session"] = 1;
   j["dump"] = dump_ ? dump_->info().path : std::string();
   if (mapping_) j["mapping"] = nlohmann::json::parse(mappingToJson(*mapping_), nullptr, false);
-  j["key"] = toString(keyPanel_->spec());
-  j["value"] = toString(valuePanel_->spec());
+  j["key"] = toString(keyPlan());  // plan strings (§12); a plain spec is a one-part plan
+  j["value"] = toString(valuePlan());
   j["value_same_as_key"] = valuePanel_->linkedToKey();
   j["selection"] = {{"layer", selection_.layer},       {"kv_head", selection_.kvHead},
                     {"query_head", drift_->queryHead()}, {"query_index", drift_->queryIndex()},
@@ -1187,10 +1272,13 @@ Status MainWindow::loadSession(const QString& path) {
     return Status::invalidData(origin + ": not a kvscope session (no \"kvscope_session\": 1)");
   }
   try {
-    auto key = parseSpec(j.value("key", std::string("none")));
-    if (!key) return key.status().withContext(origin + ": key");
-    auto value = parseSpec(j.value("value", std::string("none")));
-    if (!value) return value.status().withContext(origin + ": value");
+    // Plans (§12); sessions written before plans hold plain specs, which are one-part plans.
+    auto keyParsed = parsePlan(j.value("key", std::string("none")));
+    if (!keyParsed) return keyParsed.status().withContext(origin + ": key");
+    auto valueParsed = parsePlan(j.value("value", std::string("none")));
+    if (!valueParsed) return valueParsed.status().withContext(origin + ": value");
+    const QuantSpec* key = &keyParsed->base;
+    const QuantSpec* value = &valueParsed->base;
     setSpecs(*key, *value, tr("load session"));
     valuePanel_->setLinkedToKey(j.value("value_same_as_key", false));
     sessionPath_ = path;
@@ -1203,6 +1291,10 @@ Status MainWindow::loadSession(const QString& path) {
       selection_.channel = s.value("channel", 0);
       selection_.token = s.value("token", 0);
     }
+    // setSpecs above set the defaults and cleared the overrides; the session's follow.
+    planEditor_->setOverrides(true, keyParsed->overrides);
+    planEditor_->setOverrides(false, valueParsed->overrides);
+    updateStorage();
     if (j.contains("views")) {
       const auto& v = j["views"];
       tabs_->setCurrentIndex(v.value("tab", 0));

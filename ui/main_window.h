@@ -13,6 +13,7 @@
 
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/search/search.h"
 #include "ui/model/layer_data.h"
@@ -35,6 +36,7 @@ class ExportableView;
 class HeatmapView;
 class HistogramView;
 class JobRunner;
+class PlanEditor;
 class SpecPanel;
 class SummaryView;
 class BudgetView;
@@ -91,6 +93,12 @@ class MainWindow : public QMainWindow {
   /// same way; the engine field shows the notes (ignored flags, the rotation rule) or the error.
   bool applyEngine(const QString& text);
   void select(int layer, int kvHead);
+  /// Sets both plans (quantization.md §12): the panels get the defaults, the plan editor the
+  /// overrides (setSpecs clears them).
+  void setPlans(const Plan& key, const Plan& value);
+  /// The plans in force: each panel's spec as the default, then the plan editor's overrides.
+  [[nodiscard]] Plan keyPlan() const;
+  [[nodiscard]] Plan valuePlan() const;
   /// Runs the budget search in the background; the budget view shows the result.
   void runSearch(const SearchOptions& options);
   /// Runs the end-to-end check (core/model/e2e.h) for the current specs in the background; needs
@@ -118,6 +126,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] bool busy() const;
   SpecPanel* keyPanel() { return keyPanel_; }
   SpecPanel* valuePanel() { return valuePanel_; }
+  PlanEditor* planEditor() { return planEditor_; }
   HistogramView* histogramView() { return histogram_; }
   HeatmapView* heatmapView() { return heatmap_; }
   DriftView* driftView() { return drift_; }
@@ -150,6 +159,8 @@ class MainWindow : public QMainWindow {
  private:
   void buildMenus();
   void buildDocks();
+  /// The plan editor (per-layer overrides), shown under the spec panels.
+  QWidget* buildPlanEditor();
   void showError(const QString& context, const QString& message);
   void showStatus(const QString& message);
   void onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText, std::optional<Mapping> mapping);
@@ -208,6 +219,7 @@ class MainWindow : public QMainWindow {
   DatasetPanel* dataset_;
   SpecPanel* keyPanel_;
   SpecPanel* valuePanel_;
+  PlanEditor* planEditor_;
   QLabel* storage_;
   QTabWidget* tabs_;
   HistogramView* histogram_;
@@ -229,7 +241,7 @@ class MainWindow : public QMainWindow {
   JobRunner* searchRunner_;
   JobRunner* e2eRunner_;
   /// The specs of the end-to-end result shown (or running); a change makes it stale.
-  std::optional<std::pair<QuantSpec, QuantSpec>> e2eSpecs_;
+  std::optional<std::pair<Plan, Plan>> e2eSpecs_;
   QList<JobRunner*> runners_;
   QTimer recomputeTimer_;
   QLabel* statusText_;

@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
                                QStringLiteral("[dump]"));
   const QCommandLineOption mapping(QStringLiteral("mapping"), QStringLiteral("Mapping file for a non-canonical dump."),
                                    QStringLiteral("file"));
-  const QCommandLineOption key(QStringLiteral("key"), QStringLiteral("Key spec, e.g. int4,axis=channel."), QStringLiteral("spec"));
-  const QCommandLineOption value(QStringLiteral("value"), QStringLiteral("Value spec."), QStringLiteral("spec"));
+  const QCommandLineOption key(QStringLiteral("key"), QStringLiteral("Key spec or plan, e.g. int4,axis=channel or q4_0;first2+last2:q8_0."), QStringLiteral("spec"));
+  const QCommandLineOption value(QStringLiteral("value"), QStringLiteral("Value spec or plan."), QStringLiteral("spec"));
   const QCommandLineOption preset(QStringLiteral("preset"), QStringLiteral("Preset name (see kvscope-cli presets)."),
                                   QStringLiteral("name"));
   const QCommandLineOption engine(QStringLiteral("engine"),

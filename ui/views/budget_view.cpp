@@ -184,7 +184,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   recompute();
 }
 
-void BudgetView::setInputs(const DumpInfo& info, const QuantSpec& key, const QuantSpec& value) {
+void BudgetView::setInputs(const DumpInfo& info, const Plan& key, const Plan& value) {
   shape_ = ModelShape{info.layers, info.kvHeads, info.headDim};
   key_ = key;
   value_ = value;

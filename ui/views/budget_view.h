@@ -34,7 +34,7 @@ class BudgetView : public QWidget, public ExportableView {
   explicit BudgetView(QWidget* parent = nullptr);
 
   /// The dump's shape and the current specs; recomputes the plan.
-  void setInputs(const DumpInfo& info, const QuantSpec& key, const QuantSpec& value);
+  void setInputs(const DumpInfo& info, const Plan& key, const Plan& value);
   [[nodiscard]] const std::optional<CapacityReport>& plan() const { return plan_; }
   QDoubleSpinBox* memoryBox() { return memory_; }
   QDoubleSpinBox* weightsBox() { return weights_; }
@@ -89,7 +89,7 @@ class BudgetView : public QWidget, public ExportableView {
   [[nodiscard]] QStringList column(const CapacityEntry& e) const;
 
   std::optional<ModelShape> shape_;
-  QuantSpec key_, value_;
+  Plan key_, value_;  ///< specs or plans (§12): each layer costs what its spec stores
   std::optional<CapacityReport> plan_;
   QString error_;
   QDoubleSpinBox* memory_;

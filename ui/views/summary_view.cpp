@@ -263,6 +263,9 @@ void SummaryView::rebuildTable() {
       QList<QStandardItem*> row;
       auto* layerItem = new QStandardItem(QString::number(l.layer));
       layerItem->setData(l.layer, Qt::UserRole);
+      layerItem->setToolTip(tr("Layer %1: K %2 · V %3 (the K spec and V spec columns, at the right)")
+                                .arg(l.layer)
+                                .arg(QString::fromStdString(toString(l.keySpec)), QString::fromStdString(toString(l.valueSpec))));
       auto* headItem = new QStandardItem(QString::number(h.kvHead));
       headItem->setData(h.kvHead, Qt::UserRole);
       row << layerItem << headItem;
@@ -284,6 +287,21 @@ void SummaryView::rebuildTable() {
           item->setText(QStringLiteral("–"));
         }
         row << item;
+      }
+      // Each layer's own specs (a plan gives layers different ones, §12).
+      for (const QuantSpec* spec : {&l.keySpec, &l.valueSpec}) {
+        auto* item = new QStandardItem(QString::fromStdString(toString(*spec)));
+        item->setData(item->text(), Qt::UserRole);
+        row << item;
+      }
+      if (model_->rowCount() == 0) {
+        const int specColumn = static_cast<int>(row.size()) - 2;
+        model_->setHorizontalHeaderItem(specColumn, new QStandardItem(tr("K spec")));
+        model_->setHorizontalHeaderItem(specColumn + 1, new QStandardItem(tr("V spec")));
+        model_->setHeaderData(specColumn, Qt::Horizontal, tr("The spec this layer's keys were quantized with."),
+                              Qt::ToolTipRole);
+        model_->setHeaderData(specColumn + 1, Qt::Horizontal, tr("The spec this layer's values were quantized with."),
+                              Qt::ToolTipRole);
       }
       model_->appendRow(row);
     }
@@ -397,13 +415,17 @@ void SummaryView::renderTo(QPainter& painter, const QRectF& target) { renderChar
 QString SummaryView::toCsv() const {
   QString out = QStringLiteral("layer,kv_head");
   for (const Column& c : columns()) out += QLatin1Char(',') + QString::fromUtf8(c.header).replace(QLatin1Char(' '), QLatin1Char('_'));
-  out += QLatin1Char('\n');
+  out += QStringLiteral(",key_spec,value_spec\n");
   for (const LayerResult& l : layers_) {
     for (const HeadResult& h : l.heads) {
       out += QStringLiteral("%1,%2").arg(l.layer).arg(h.kvHead);
       for (const Column& c : columns()) {
         const auto v = h.skipped ? std::nullopt : c.get(h);
         out += QLatin1Char(',') + (v ? QString::number(*v, 'g', 9) : QString());
+      }
+      // Spec strings hold ',' (group=…,clip=…): quoted as CSV quotes a field.
+      for (const QuantSpec* spec : {&l.keySpec, &l.valueSpec}) {
+        out += QStringLiteral(",\"%1\"").arg(QString::fromStdString(toString(*spec)).replace(QLatin1Char('"'), QStringLiteral("\"\"")));
       }
       out += QLatin1Char('\n');
     }

@@ -2,6 +2,7 @@
 #include "ui/widgets/dataset_panel.h"
 
 #include <QFileInfo>
+#include <QFont>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
@@ -13,6 +14,7 @@ namespace kvscope::ui {
 namespace {
 constexpr int kLayerRole = Qt::UserRole + 1;
 constexpr int kHeadRole = Qt::UserRole + 2;
+constexpr int kMarkedRole = Qt::UserRole + 3;  // the layer's K or V spec is not the default
 }  // namespace
 
 DatasetPanel::DatasetPanel(QWidget* parent) : QWidget(parent) {
@@ -95,6 +97,45 @@ void DatasetPanel::setDump(const DumpInfo& info) {
   for (const std::string& w : info.warnings) new QTreeWidgetItem(extras, {tr("warning"), QString::fromStdString(w)});
   tree_->resizeColumnToContents(0);
   updating_ = false;
+}
+
+void DatasetPanel::setLayerSpecs(const std::vector<QuantSpec>& key, const std::vector<QuantSpec>& value,
+                                 const QuantSpec& keyDefault, const QuantSpec& valueDefault) {
+  QTreeWidgetItem* layers = tree_->topLevelItem(0);
+  if (!layers) return;
+  for (int l = 0; l < layers->childCount(); ++l) {
+    QTreeWidgetItem* item = layers->child(l);
+    const auto at = static_cast<size_t>(l);
+    if (at >= key.size() || at >= value.size()) continue;
+    const bool keyOverridden = key[at] != keyDefault;
+    const bool valueOverridden = value[at] != valueDefault;
+    const bool marked = keyOverridden || valueOverridden;
+    if (item->font(0).bold() != marked) {
+      QFont font = item->font(0);
+      font.setBold(marked);
+      item->setFont(0, font);
+    }
+    // Only what changed: this runs on every slider step, and each set repaints the tree.
+    if (item->data(0, kMarkedRole).toBool() != marked) item->setData(0, kMarkedRole, marked);
+    const QString tip = tr("Layer %1\nK: %2%3\nV: %4%5")
+                            .arg(l)
+                            .arg(QString::fromStdString(toString(key[at])), keyOverridden ? tr(" (override)") : QString(),
+                                 QString::fromStdString(toString(value[at])),
+                                 valueOverridden ? tr(" (override)") : QString());
+    if (item->toolTip(0) != tip) {
+      item->setToolTip(0, tip);
+      item->setToolTip(1, tip);
+    }
+    // The name says it too, for readers who do not hover.
+    const QString name = marked ? tr("layer %1 ◆").arg(l) : tr("layer %1").arg(l);
+    if (item->text(0) != name) item->setText(0, name);
+  }
+}
+
+bool DatasetPanel::layerMarked(int layer) const {
+  QTreeWidgetItem* layers = tree_->topLevelItem(0);
+  QTreeWidgetItem* item = layers ? layers->child(layer) : nullptr;
+  return item && item->data(0, kMarkedRole).toBool();
 }
 
 void DatasetPanel::setSelection(int layer, int kvHead) {

@@ -6,6 +6,9 @@
 #include <QWidget>
 
 #include "core/io/dump.h"
+#include "core/quant/spec.h"
+
+#include <vector>
 
 class QLabel;
 class QTreeWidget;
@@ -25,6 +28,12 @@ class DatasetPanel : public QWidget {
   /// Highlights (layer, kvHead) without emitting selected().
   void setSelection(int layer, int kvHead);
   QTreeWidget* tree() { return tree_; }
+  /// Each layer's K and V spec under the plans (one entry per layer): layers whose K or V spec
+  /// differs from the default are shown in bold, and every layer's tooltip names its specs.
+  void setLayerSpecs(const std::vector<QuantSpec>& key, const std::vector<QuantSpec>& value,
+                     const QuantSpec& keyDefault, const QuantSpec& valueDefault);
+  /// True when the tree marks `layer` as overridden.
+  [[nodiscard]] bool layerMarked(int layer) const;
 
  signals:
   /// The user picked a layer (kvHead = -1 keeps the current head) or a kv head of a layer.

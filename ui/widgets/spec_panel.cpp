@@ -412,6 +412,17 @@ void SpecPanel::applyText() {
   if (!text_->isModified() || text_->isReadOnly()) return;
   text_->setModified(false);
   const std::string text = text_->text().trimmed().toStdString();
+  if (text.find(';') != std::string::npos) {
+    // A plan (quantization.md §12): its overrides go to the plan editor.
+    auto plan = parsePlan(text);
+    if (!plan) {
+      // Nothing is applied: the spec (and plan) in force stay valid.
+      message_->setText(QString::fromStdString(plan.status().message()) + tr("\nThe plan in force is unchanged."));
+      return;
+    }
+    emit planEntered(*plan);
+    return;
+  }
   auto parsed = parseSpec(text);
   if (!parsed) {
     // The previous spec stays applied (and valid); the message says so.

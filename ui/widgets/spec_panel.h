@@ -5,6 +5,7 @@
 
 #include <QWidget>
 
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 
 class QCheckBox;
@@ -56,6 +57,9 @@ class SpecPanel : public QWidget {
   void specChanged(const kvscope::QuantSpec& spec);
   /// The "same as key" link was toggled.
   void linkToggled(bool linked);
+  /// A plan with overrides (`SPEC;LAYERS:SPEC…`) was typed in the text field. The panel keeps
+  /// its spec: the receiver checks the plan and, when it applies, sets the panel to its base.
+  void planEntered(const kvscope::Plan& plan);
 
  private:
   void fromControls(bool formatChanged);
