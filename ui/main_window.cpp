@@ -1240,6 +1240,7 @@ std::string MainWindow::sessionJson() const {
   views["histogram"]["log"] = histogram_->logBox()->isChecked();
   views["drift"]["case"] = drift_->caseBox()->currentIndex();
   views["histogram"]["bins"] = histogram_->binsBox()->value();
+  views["histogram"]["space"] = histogram_->spaceBox()->currentIndex();
   views["budgets"]["key"] = summary_->keyBudget();
   views["budgets"]["value"] = summary_->valueBudget();
   views["summary"]["log"] = summary_->logScaleBox()->isChecked();
@@ -1308,6 +1309,7 @@ Status MainWindow::loadSession(const QString& path) {
         histogram_->scopeBox()->setCurrentIndex(v["histogram"].value("scope", 0));
         histogram_->logBox()->setChecked(v["histogram"].value("log", false));
         if (v["histogram"].contains("bins")) histogram_->binsBox()->setValue(v["histogram"].value("bins", 128));
+        histogram_->spaceBox()->setCurrentIndex(v["histogram"].value("space", 1));
       }
       if (v.contains("drift")) drift_->caseBox()->setCurrentIndex(v["drift"].value("case", 0));
       if (v.contains("budgets")) summary_->setBudgets(v["budgets"].value("key", 0.05), v["budgets"].value("value", 0.05));

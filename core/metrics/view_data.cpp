@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include "core/quant/codebook.h"
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/simd.h"
@@ -435,6 +436,84 @@ void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const 
   }
 }
 
+Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t firstToken, const QuantSpec& spec,
+                              HistogramScope scope, int64_t index, int bins, int64_t groupToken,
+                              int64_t groupChannel, HistogramWorkspace& workspace, FormatSpaceData& out) {
+  out.normalized = isVectorFormat(spec);
+  out.firstToken = firstToken;
+  out.histogram = HistogramData{};
+  out.density.clear();
+  out.group.reset();
+  out.note.clear();
+  if (head < 0 || head >= formatInput.heads) {
+    return Status::invalidArgument("format space: kv head " + std::to_string(head) +
+                                   " is not in the format input (0…" + std::to_string(formatInput.heads - 1) + ")");
+  }
+  // Step 5 on a copy of everything it saw (its groups may span heads), then this head alone.
+  Tensor3 quantized = formatInput;
+  KVS_RETURN_IF_ERROR(quantizeFormatInPlace(quantized, spec));
+  copyHeads(formatInput, head, 1, out.input);
+  copyHeads(quantized, head, 1, out.output);
+  const int64_t dim = out.input.dim;
+  // The group in this space: describeGroup reads the same input step 5 did.
+  const int64_t groupRow = groupToken - firstToken;
+  if (groupRow >= 0 && groupRow < formatInput.tokens) {
+    auto detail = describeGroup(formatInput, spec, head, groupRow, groupChannel);
+    if (!detail) return detail.status().withContext("format space");
+    out.group = std::move(detail).value();
+  } else {
+    out.note = "token " + std::to_string(groupToken) + " is kept exactly (sink, residual window or unfilled chunk)";
+  }
+  const int bookBits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
+  if (out.normalized) {
+    // u = v/‖v‖ has unit norm exactly (what the codebook's density describes); the output is
+    // divided by the norm as stored, v̂/meta(‖v‖) = û, so tq's values sit on the centroids.
+    for (int64_t t = 0; t < out.input.tokens; ++t) {
+      float* u = out.input.row(0, t);
+      float* uHat = out.output.row(0, t);
+      const double norm = std::sqrt(codebook::sumOfSquares(u, dim));
+      const float stored = fp::metaRound(norm, spec.scale);
+      for (int64_t d = 0; d < dim; ++d) {
+        u[d] = norm > 0 ? static_cast<float>(u[d] / norm) : 0.0f;
+        uHat[d] = stored != 0.0f ? uHat[d] / stored : 0.0f;
+      }
+    }
+    if (out.group) {
+      GroupDetail& g = *out.group;
+      const double norm = std::sqrt(codebook::sumOfSquares(formatInput.row(head, groupRow), dim));
+      const double inv = norm > 0 ? 1.0 / norm : 0.0;
+      g.lo *= inv;
+      g.hi *= inv;
+      g.clipLo *= inv;
+      g.clipHi *= inv;
+      g.levels.clear();
+      for (double c : codebook::sphereCodebook(static_cast<int>(dim), bookBits).centroids) g.levels.push_back(c);
+    }
+  }
+  int64_t histIndex = index;
+  if (scope == HistogramScope::Token) {
+    histIndex = index - firstToken;
+    if (histIndex < 0 || histIndex >= out.input.tokens) {
+      out.note = "token " + std::to_string(index) + " is kept exactly (sink, residual window or unfilled chunk)";
+      return Status::ok();
+    }
+  }
+  computeHistogramInto(out.input, 0, &out.output, 0, scope, histIndex, bins, workspace, out.histogram);
+  if (out.normalized && out.histogram.count > 0 && dim >= codebook::kMinSphereDim) {
+    // Expected counts: the values counted times f's mass over each bin (within [−1, 1]).
+    const auto d = static_cast<int>(dim);
+    const double total = codebook::sphereCell(d, -1.0, 1.0).mass;
+    const std::vector<double>& e = out.histogram.edges;
+    out.density.resize(e.size() - 1);
+    for (size_t b = 0; b + 1 < e.size(); ++b) {
+      const double lo = std::clamp(e[b], -1.0, 1.0), hi = std::clamp(e[b + 1], -1.0, 1.0);
+      const double mass = hi > lo ? codebook::sphereCell(d, lo, hi).mass : 0.0;
+      out.density[b] = static_cast<double>(out.histogram.count) * mass / total;
+    }
+  }
+  return Status::ok();
+}
+
 Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> owner,
                        const QuantSpec& keySpec, const QuantSpec& valueSpec, const ViewRequest& request,
                        ViewWorkspace& ws, ViewData& out, const Progress& progress) {
@@ -566,6 +645,31 @@ Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> 
       out.groupError = detail.status().message();
     }
     if (!step("group")) return Status::cancelled();
+  }
+  {
+    const bool isValue = request.histogramTensor == TensorKind::Value;
+    const QuantSpec& spec = isValue ? valueSpec : keySpec;
+    // The format's space is that of the tensor step 5 saw (pre-RoPE keys for a prerope spec).
+    const bool sameSpace = isValue || (request.histogramTensor == TensorKind::KeyPreRope) == spec.prerope;
+    if (request.formatSpace && request.histogramBins > 0 && rotates(spec) && sameSpace &&
+        checkRotation(spec, key.dim).isOk()) {
+      const Tensor3* source = isValue ? layer.value : (spec.prerope && keyPreRope ? keyPreRope : &key);
+      int64_t firstToken = 0;
+      if (request.group) {  // the group step left this spec's format input in the workspace
+        firstToken = quantizedTokens(spec, source->tokens).first;
+      } else {
+        formatInputInto(*source, whole ? 0 : head, whole ? key.heads : 1, spec, ws.formatInput, &firstToken);
+      }
+      if (!out.formatSpace) out.formatSpace.emplace();
+      const Status s = computeFormatSpaceInto(ws.formatInput, viewHead, firstToken, spec, request.histogramScope,
+                                              request.histogramIndex,
+                                              request.histogramBins, request.groupToken, request.groupChannel,
+                                              ws.histogram, *out.formatSpace);
+      if (!s.isOk()) return s;
+      if (!step("format space")) return Status::cancelled();
+    } else {
+      out.formatSpace.reset();
+    }
   }
   if (request.queryHead >= 0 && layer.query) {
     const Tensor3& query = *layer.query;

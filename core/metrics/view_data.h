@@ -105,6 +105,29 @@ void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out);
 void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
                      Tensor3& out, int64_t* firstToken);
 
+/// The histogram's slice of one kv head in the space step 5 works in (after the rotation of step
+/// 3 and the outliers of step 4), for a rotated spec: its input and its output, with the levels
+/// of the selected group. tq/tqp are shown normalized, per token u = v/‖v‖ and û = v̂/meta(‖v‖),
+/// so that every vector shares one grid, the codebook's centroids, and the density it assumes.
+struct FormatSpaceData {
+  bool normalized = false;      ///< tq/tqp: each token divided by its norm (see above)
+  int64_t firstToken = 0;       ///< S: token 0 of `input` is the layer's token S
+  Tensor3 input;                ///< the head's format input (quantized tokens), normalized for tq/tqp
+  Tensor3 output;               ///< step 5's output of `input`, same shape and scaling
+  HistogramData histogram;      ///< of the scope's slice of input (original) and output (reconstructed)
+  std::vector<double> density;  ///< tq/tqp: expected count per bin under f(t) ∝ (1 − t²)^((D−3)/2)
+  std::optional<GroupDetail> group;  ///< the selected group in this space (tq/tqp: levels = centroids)
+  std::string note;             ///< why the histogram or the group is missing (a kept token)
+};
+
+/// Fills `out` for head `head` of `formatInput` (formatInputInto's output for `spec`, whose token
+/// 0 is the layer's token `firstToken`): step 5 applied to a copy, the histogram of `scope` at
+/// `index` (a layer token for HistogramScope::Token, a rotated channel for Channel) with `bins`
+/// bins, and the group of (layer token `groupToken`, `groupChannel`). Errors name what is wrong.
+Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t firstToken, const QuantSpec& spec,
+                              HistogramScope scope, int64_t index, int bins, int64_t groupToken,
+                              int64_t groupChannel, HistogramWorkspace& workspace, FormatSpaceData& out);
+
 /// The originals of one layer, as the views see them (pointers stay owned by the caller).
 struct LayerViewInput {
   const Tensor3* key = nullptr;
@@ -127,6 +150,7 @@ struct ViewRequest {
   HistogramScope histogramScope = HistogramScope::Head;
   int64_t histogramIndex = 0;
   int histogramBins = 0;      ///< 0 = no histogram
+  bool formatSpace = false;   ///< also the histogram in the format's input space (rotated specs)
   bool group = false;         ///< describe the scale group of the histogram's tensor at:
   int64_t groupToken = 0;     ///< a token of the layer (must be a quantized one)
   int64_t groupChannel = 0;
@@ -154,6 +178,7 @@ struct ViewData {
   HistogramData histogram;
   std::optional<GroupDetail> group;
   std::string groupError;    ///< why describeGroup failed, when it did
+  std::optional<FormatSpaceData> formatSpace;  ///< when asked and the histogram's spec rotates
   std::optional<AttentionRowDetail> row;  ///< layer indices in queryHead and kvHead
   std::vector<ViewStep> steps;
 

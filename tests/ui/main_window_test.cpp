@@ -28,6 +28,9 @@
 #include <QUndoStack>
 #include <QValueAxis>
 
+#include <algorithm>
+#include <cmath>
+
 #include <hdf5.h>
 #include <nlohmann/json.hpp>
 
@@ -36,6 +39,7 @@
 #include "core/io/dataset_tree.h"
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
+#include "core/quant/codebook.h"
 #include "core/quant/presets.h"
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
@@ -303,6 +307,44 @@ class MainWindowTest : public QObject {
       QCOMPARE(w.histogramView()->data().count, info.tokens * info.headDim);
       QVERIFY(!w.histogramView()->data().reconstructed.empty());
     }
+  }
+
+  // tq4 rotates every vector: the histogram counts the rotated, normalized coordinates and draws
+  // the codebook's centroids and the density it assumes over them; the original space keeps the
+  // note that its levels apply elsewhere.
+  void histogramDrawsTheCodebookInTheRotatedSpace() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("tq4"), *parseSpec("int4"));
+    openSample(w);
+    const DumpInfo& info = w.dump()->info();
+    HistogramView* hist = w.histogramView();
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->keySpec == *parseSpec("tq4"), kWaitMs);
+    QVERIFY(hist->spaceBox()->isEnabled());
+    QCOMPARE(hist->spaceBox()->currentData().toInt(), 1);
+    QTRY_VERIFY_WITH_TIMEOUT(hist->formatSpace().has_value() && hist->group().has_value(), kWaitMs);
+    QVERIFY(hist->formatSpace()->normalized);
+    const std::vector<double>& centroids = codebook::sphereCodebook(static_cast<int>(info.headDim), 4).centroids;
+    QCOMPARE(hist->group()->levels, centroids);
+    QVERIFY2(!hist->statsText().contains(QStringLiteral("not drawn")), qPrintable(hist->statsText()));
+    // Every drawn level line stands on a centroid, and the centroids inside the range are drawn.
+    const QList<QPointF> lines = hist->levelSeries()->points();
+    QVERIFY(!lines.isEmpty());
+    for (const QPointF& p : lines) {
+      QVERIFY(std::any_of(centroids.begin(), centroids.end(), [&](double c) { return std::fabs(p.x() - c) < 1e-12; }));
+    }
+    const double lo = hist->data().edges.front(), hi = hist->data().edges.back();
+    const auto inside = std::count_if(centroids.begin(), centroids.end(), [&](double c) { return c >= lo && c <= hi; });
+    QCOMPARE(lines.size(), 3 * inside);
+    // Unit vectors: every coordinate in [−1, 1]; all of the head's values are counted.
+    QVERIFY(lo >= -1.0 && hi <= 1.0);
+    QCOMPARE(hist->data().count, info.tokens * info.headDim);
+    QCOMPARE(static_cast<size_t>(hist->densitySeries()->count()), hist->data().original.size());
+
+    hist->spaceBox()->setCurrentIndex(0);
+    QTRY_VERIFY_WITH_TIMEOUT(!hist->formatSpace().has_value(), kWaitMs);
+    QVERIFY2(hist->statsText().contains(QStringLiteral("not drawn")), qPrintable(hist->statsText()));
+    QVERIFY(hist->levelSeries()->points().isEmpty());
+    QCOMPARE(hist->densitySeries()->count(), 0);
   }
 
   // A 32k-key row is drawn as a min/max envelope: few points, and every spike kept where it is.

@@ -50,9 +50,16 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   QPen reconstructedPen(QColor(255, 127, 14));
   reconstructedPen.setWidthF(1.5);
   reconstructed_->setPen(reconstructedPen);
+  density_ = new QLineSeries;
+  density_->setName(tr("density the codebook assumes"));
+  QPen densityPen(QColor(44, 160, 44));
+  densityPen.setWidthF(1.5);
+  densityPen.setStyle(Qt::DashLine);
+  density_->setPen(densityPen);
   chart_->addSeries(levels_);
   chart_->addSeries(original_);
   chart_->addSeries(reconstructed_);
+  chart_->addSeries(density_);
   // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
   xAxis_ = new QValueAxis(this);
   xAxis_->setTitleText(tr("value"));
@@ -66,7 +73,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
-  for (QLineSeries* s : {levels_, original_, reconstructed_}) {
+  for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) {
     s->attachAxis(xAxis_);
     s->attachAxis(linearAxis_);
   }
@@ -82,6 +89,13 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   scope_->addItem(tr("one channel"), static_cast<int>(HistogramScope::Channel));
   scope_->addItem(tr("one token"), static_cast<int>(HistogramScope::Token));
   scope_->setToolTip(tr("Count every value of the kv head, only the selected channel, or only the selected token."));
+  space_ = new QComboBox(this);
+  space_->addItem(tr("space: original"), 0);
+  space_->addItem(tr("space: rotated (format input)"), 1);
+  space_->setCurrentIndex(1);
+  space_->setToolTip(tr("For a rotated spec: count the dump's values, or the values the format quantizes "
+                        "(rotated, outliers zeroed; tq/tqp: each token divided by its norm), with the "
+                        "group's levels and, for tq/tqp, the density its codebook assumes."));
   auto* channel = new QSpinBox(this);
   channel->setObjectName(QStringLiteral("histogramChannel"));
   channel->setToolTip(tr("The selected channel: the scope 'one channel' and the group whose levels are drawn."));
@@ -101,6 +115,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(new QLabel(tr("Tensor"), this));
   controls->addWidget(tensor_);
   controls->addWidget(scope_);
+  controls->addWidget(space_);
   controls->addWidget(new QLabel(tr("channel"), this));
   controls->addWidget(channel);
   controls->addWidget(new QLabel(tr("token"), this));
@@ -120,6 +135,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
 
   connect(tensor_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(scope_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
+  connect(space_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(bins_, &QSpinBox::valueChanged, this, &HistogramView::refresh);
   connect(log_, &QCheckBox::toggled, this, &HistogramView::refresh);
   connect(channel, &QSpinBox::valueChanged, this, [this](int v) {
@@ -163,6 +179,13 @@ void HistogramView::setLayer(LayerQuantPtr layer, int kvHead, int channel, int t
 
 ViewTensor HistogramView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
 
+bool HistogramView::showsFormatSpace(ViewTensor t, const QuantSpec& spec) const {
+  const bool formatTensor = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
+                            (t == ViewTensor::KeyPreRope && spec.prerope);
+  return formatTensor && rotates(spec) && space_->currentData().toInt() == 1 &&
+         (!layer_ || checkRotation(spec, layer_->tensors->key.dim).isOk());
+}
+
 QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const {
   const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
                            (t == ViewTensor::KeyPreRope && spec.prerope);
@@ -174,8 +197,9 @@ QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t to
     return tr("levels not drawn: this spec quantizes %1, not this tensor")
         .arg(spec.prerope ? tr("pre-RoPE K") : tr("K after RoPE"));
   }
-  if (rotates(spec)) {
-    return tr("levels not drawn: they apply in the rotated space (rot=%1)").arg(rotationName(spec.rotation));
+  if (rotates(spec) && !showsFormatSpace(t, spec)) {
+    return tr("levels not drawn: they apply in the rotated space (rot=%1; choose 'space: rotated')")
+        .arg(rotationName(spec.rotation));
   }
   if (token_ < range.first || token_ >= range.first + range.count) {
     return tr("token %1 is kept exactly (sink, residual window or unfilled chunk)").arg(token_);
@@ -191,7 +215,9 @@ void HistogramView::fillRequest(ViewRequest& request, const QuantSpec& keySpec, 
   request.histogramScope = scope;
   request.histogramIndex = scope == HistogramScope::Channel ? channel_ : token_;
   request.histogramBins = bins_->value();
-  request.group = groupNote(t, t == ViewTensor::Value ? valueSpec : keySpec, tokens).isEmpty();
+  const QuantSpec& spec = t == ViewTensor::Value ? valueSpec : keySpec;
+  request.group = groupNote(t, spec, tokens).isEmpty();
+  request.formatSpace = showsFormatSpace(t, spec);
   request.groupToken = token_;
   request.groupChannel = channel_;
   if (t == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
@@ -201,6 +227,44 @@ void HistogramView::recompute() {
   data_ = {};
   group_.reset();
   groupNote_.clear();
+  formatSpace_.reset();
+  if (layer_) space_->setEnabled(rotates(layer_->spec(tensor())));
+  if (layer_ && showsFormatSpace(tensor(), layer_->spec(tensor())) && layer_->original(tensor())) {
+    // The format's space: what the layer worker computed when it matches, else one head here.
+    const ViewTensor t = tensor();
+    const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
+    const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
+    const ViewRequest& r = layer_->request;
+    const QuantSpec& spec = layer_->spec(t);
+    if (layer_->formatSpace && r.formatSpace && r.kvHead == kvHead_ && r.histogramTensor == tensorKindOf(t) &&
+        r.histogramBins == bins_->value() && r.histogramScope == scope && r.histogramIndex == index &&
+        r.groupToken == token_ && r.groupChannel == channel_) {
+      formatSpace_ = layer_->formatSpace;
+    } else {
+      const LayerTensors& tensors = *layer_->tensors;
+      const Tensor3* source = t == ViewTensor::Value ? &tensors.value
+                              : (spec.prerope && tensors.keyPreRope) ? &*tensors.keyPreRope
+                                                                     : &tensors.key;
+      const bool perHead = quantizesPerHead(spec, source->dim);
+      int64_t first = 0;
+      formatInputInto(*source, perHead ? kvHead_ : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+      formatSpace_.emplace();
+      const Status s = computeFormatSpaceInto(formatInput_, perHead ? 0 : kvHead_, first, spec, scope, index,
+                                              bins_->value(), token_, channel_, workspace_, *formatSpace_);
+      if (!s.isOk()) {
+        formatSpace_.reset();
+        groupNote_ = QString::fromStdString(s.message());
+      }
+    }
+    if (formatSpace_) {
+      data_ = formatSpace_->histogram;
+      group_ = formatSpace_->group;
+      groupNote_ = QString::fromStdString(formatSpace_->note);
+    }
+    requestRebuild();
+    stats_->setText(statsText());
+    return;
+  }
   if (layer_) {
     const ViewTensor t = tensor();
     const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
@@ -295,19 +359,33 @@ void HistogramView::rebuildChart() {
       levels.append({level, base});
     }
   }
+  QList<QPointF> density;
+  if (formatSpace_ && formatSpace_->density.size() == data_.original.size()) {
+    for (size_t i = 0; i < formatSpace_->density.size(); ++i) {
+      const double c = formatSpace_->density[i];
+      if (logCounts && c < kLogFloor) continue;  // below the log axis
+      density.append({0.5 * (data_.edges[i] + data_.edges[i + 1]), c});
+    }
+  }
   original_->replace(a);
   reconstructed_->replace(b);
   levels_->replace(levels);
+  density_->replace(density);
+  // A hidden series hides its legend entry: the density is named only where it is drawn.
+  density_->setVisible(!density.isEmpty());
+  xAxis_->setTitleText(!formatSpace_                ? tr("value")
+                       : formatSpace_->normalized ? tr("rotated coordinate / vector norm (u = v/‖v‖)")
+                                                  : tr("rotated value (format input)"));
 
   setAxisRange(xAxis_, xlo, xhi);
   QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
   QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
   if (!chart_->axes(Qt::Vertical).contains(wanted)) {
-    for (QLineSeries* s : {levels_, original_, reconstructed_}) s->detachAxis(other);
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) s->detachAxis(other);
     chart_->removeAxis(other);
     other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
     chart_->addAxis(wanted, Qt::AlignLeft);
-    for (QLineSeries* s : {levels_, original_, reconstructed_}) s->attachAxis(wanted);
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) s->attachAxis(wanted);
   }
   if (logCounts) {
     logAxis_->setRange(base, yTop);
@@ -330,7 +408,19 @@ void HistogramView::rebuildChart() {
 
 QString HistogramView::statsText() const {
   if (!layer_ || data_.count == 0) return tr("No data.");
-  QString text = tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
+  QString text;
+  if (formatSpace_) {
+    const QuantSpec& spec = layer_->spec(tensor());
+    text = formatSpace_->normalized
+               ? tr("Format space of %1: rotated coordinates of each quantized token divided by its norm; levels: "
+                    "the codebook's centroids; dashed: the density f(t) ∝ (1−t²)^((D−3)/2) it assumes, D = %2.\n")
+                     .arg(QString::fromStdString(toString(spec)))
+                     .arg(formatSpace_->input.dim)
+               : tr("Format space of %1: rotated values (outliers zeroed) and their reconstruction before "
+                    "rotating back.\n")
+                     .arg(QString::fromStdString(toString(spec)));
+  }
+  text += tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
                      .arg(data_.count)
                      .arg(num(data_.min), num(data_.max), num(data_.kurtosis), num(data_.maxOverMedian));
   if (group_) {
@@ -355,7 +445,7 @@ QString HistogramView::statsText() const {
 void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
   flush();
   const QFontMetricsF fm(painter.font());
-  const double statsHeight = fm.height() * 3;
+  const double statsHeight = fm.height() * (formatSpace_ ? 5 : 3);
   const QRectF chartRect(target.left(), target.top(), target.width(), target.height() - statsHeight);
   renderChart(chart_, painter, chartRect);
   painter.save();

@@ -50,6 +50,12 @@ class HistogramView : public QWidget, public ExportableView {
   QLineSeries* originalSeries() { return flushed(original_); }
   QLineSeries* reconstructedSeries() { return flushed(reconstructed_); }
   QLineSeries* levelSeries() { return flushed(levels_); }
+  /// tq/tqp in the format's space: the expected counts under the codebook's density.
+  QLineSeries* densitySeries() { return flushed(density_); }
+  /// "original" or "rotated (format input)": where the histogram of a rotated spec is counted.
+  QComboBox* spaceBox() { return space_; }
+  /// The format-space data shown, when the histogram shows a rotated spec's format space.
+  [[nodiscard]] const std::optional<FormatSpaceData>& formatSpace() const { return formatSpace_; }
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* scopeBox() { return scope_; }
   QCheckBox* logBox() { return log_; }
@@ -82,17 +88,21 @@ class HistogramView : public QWidget, public ExportableView {
   void rebuildChart();
   /// Why the levels of the group at token_ cannot be drawn for `t` under `spec` (empty: they can).
   [[nodiscard]] QString groupNote(ViewTensor t, const QuantSpec& spec, int64_t tokens) const;
+  /// Whether the histogram of `t` under `spec` is counted in the format's (rotated) space.
+  [[nodiscard]] bool showsFormatSpace(ViewTensor t, const QuantSpec& spec) const;
 
   QChart* chart_;
   InteractiveChartView* view_;
   QLineSeries* original_;
   QLineSeries* reconstructed_;
   QLineSeries* levels_;
+  QLineSeries* density_;
   QValueAxis* xAxis_;
   QValueAxis* linearAxis_;
   QLogValueAxis* logAxis_;
   QComboBox* tensor_;
   QComboBox* scope_;
+  QComboBox* space_;
   QSpinBox* bins_;
   QCheckBox* log_;
   QLabel* stats_;
@@ -104,6 +114,7 @@ class HistogramView : public QWidget, public ExportableView {
   QString groupNote_;
   HistogramWorkspace workspace_;  ///< reused by recomputations on the GUI thread (settings changes)
   Tensor3 formatInput_;
+  std::optional<FormatSpaceData> formatSpace_;
   bool chartPending_ = false;
 };
 

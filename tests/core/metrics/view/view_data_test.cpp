@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/quant/codebook.h"
+#include "core/quant/fp_types.h"
 #include "core/quant/format_table.h"
 
 namespace kvscope {
@@ -388,6 +390,107 @@ TEST(ViewData, RejectsAQueryHeadOfAnotherKvHead) {
   const Status s = computeViewData(input, nullptr, spec("int4"), spec("int4"), request, ws, out);
   EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
   EXPECT_NE(s.message().find("query head 3"), std::string::npos) << s.message();
+}
+
+// Index of the centroid nearest v (ties: the lower one, as tq rounds).
+size_t nearestCentroid(const std::vector<double>& c, double v) {
+  size_t best = 0;
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (std::fabs(v - c[i]) < std::fabs(v - c[best])) best = i;
+  }
+  return best;
+}
+
+// tq3 in its own space: every token's rotated coordinates divided by its norm form a unit
+// vector, the levels drawn are the Lloyd–Max centroids of codebook.h, each reconstructed value
+// is the centroid nearest its input (the rule of §11), and the reconstruction in the dump's
+// space has the norm meta(‖v‖)·‖û‖ (the rotation is orthogonal).
+TEST(FormatSpace, Tq3ShowsUnitVectorsOnTheCodebooksCentroids) {
+  const Tensor3 key = layerTensor(2, 12, 16, 21), value = layerTensor(2, 12, 16, 22);
+  LayerViewInput input{&key, &value, nullptr, nullptr, {}, 0};
+  ViewRequest request;
+  request.kvHead = 1;
+  request.histogramTensor = TensorKind::Key;
+  request.histogramScope = HistogramScope::Head;
+  request.histogramBins = 24;
+  request.formatSpace = true;
+  request.group = true;
+  request.groupToken = 5;
+  request.groupChannel = 3;
+  ViewWorkspace ws;
+  ViewData out;
+  const QuantSpec tq3 = spec("tq3");
+  ASSERT_TRUE(computeViewData(input, nullptr, tq3, spec("int4"), request, ws, out).isOk());
+  ASSERT_TRUE(out.formatSpace.has_value());
+  const FormatSpaceData& f = *out.formatSpace;
+  EXPECT_TRUE(f.normalized);
+  ASSERT_EQ(f.input.tokens, 12);
+  ASSERT_EQ(f.input.dim, 16);
+  const std::vector<double>& centroids = codebook::sphereCodebook(16, 3).centroids;
+  ASSERT_TRUE(f.group.has_value()) << f.note;
+  EXPECT_EQ(f.group->levels, centroids);
+  EXPECT_EQ(f.group->codesTotal, 8);
+  const int64_t hat = out.hatHead(1);
+  ASSERT_GE(hat, 0);
+  for (int64_t t = 0; t < 12; ++t) {
+    double norm2 = 0, hatNorm2 = 0, uHatNorm2 = 0, original2 = 0;
+    for (int64_t d = 0; d < 16; ++d) {
+      const double u = f.input.at(0, t, d), uHat = f.output.at(0, t, d);
+      norm2 += u * u;
+      uHatNorm2 += uHat * uHat;
+      const size_t k = nearestCentroid(centroids, u);
+      EXPECT_NEAR(uHat, centroids[k], 1e-6) << "token " << t << " channel " << d;
+      hatNorm2 += std::pow(out.keyHat.at(hat, t, d), 2);
+      original2 += std::pow(key.at(1, t, d), 2);
+    }
+    EXPECT_NEAR(norm2, 1.0, 1e-5) << "token " << t;
+    const double stored = fp::metaRound(std::sqrt(original2), tq3.scale);
+    EXPECT_NEAR(std::sqrt(hatNorm2), stored * std::sqrt(uHatNorm2), 1e-4 * stored) << "token " << t;
+  }
+  // The histogram counts the head's normalized values; the density's expected counts add up to
+  // at most that many (the bins span the values' range, not all of [−1, 1]) and peak near 0.
+  EXPECT_EQ(f.histogram.count, 12 * 16);
+  ASSERT_EQ(f.density.size(), 24u);
+  double expected = 0;
+  for (double c : f.density) expected += c;
+  EXPECT_LE(expected, 12.0 * 16 + 1e-9);
+  EXPECT_GT(expected, 0.5 * 12 * 16);
+  // The original-space histogram is unchanged by the request.
+  EXPECT_EQ(out.histogram.count, 12 * 16);
+}
+
+// A rotated scalar format is shown in the rotated space but not normalized, with its group's
+// own levels and no density; an unrotated spec has no format space.
+TEST(FormatSpace, RotatedIntegersKeepTheirGroupsLevelsAndUnrotatedSpecsHaveNone) {
+  const Tensor3 key = layerTensor(2, 12, 16, 23), value = layerTensor(2, 12, 16, 24);
+  LayerViewInput input{&key, &value, nullptr, nullptr, {}, 0};
+  ViewRequest request;
+  request.kvHead = 0;
+  request.histogramTensor = TensorKind::Key;
+  request.histogramScope = HistogramScope::Token;
+  request.histogramIndex = 4;
+  request.histogramBins = 16;
+  request.formatSpace = true;
+  request.group = true;
+  request.groupToken = 4;
+  request.groupChannel = 2;
+  ViewWorkspace ws;
+  ViewData out;
+  ASSERT_TRUE(computeViewData(input, nullptr, spec("int4,rot=hadamard"), spec("int4"), request, ws, out).isOk());
+  ASSERT_TRUE(out.formatSpace && out.formatSpace->group && out.group);
+  EXPECT_FALSE(out.formatSpace->normalized);
+  EXPECT_TRUE(out.formatSpace->density.empty());
+  EXPECT_EQ(out.formatSpace->group->levels, out.group->levels);
+  EXPECT_EQ(out.formatSpace->histogram.count, 16);
+  // Every reconstructed value of the token is one of its group's levels.
+  for (int64_t d = 0; d < 16; ++d) {
+    const double v = out.formatSpace->output.at(0, 4, d);
+    const auto& levels = out.group->levels;
+    const auto onLevel = [v](double l) { return std::fabs(l - v) <= 1e-6 * (1 + std::fabs(l)); };
+    EXPECT_TRUE(std::any_of(levels.begin(), levels.end(), onLevel)) << "channel " << d << " value " << v;
+  }
+  ASSERT_TRUE(computeViewData(input, nullptr, spec("int4"), spec("int4"), request, ws, out).isOk());
+  EXPECT_FALSE(out.formatSpace.has_value());
 }
 
 }  // namespace
