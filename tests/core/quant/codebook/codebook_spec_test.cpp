@@ -165,16 +165,16 @@ TEST(CodebookPipeline, RotationSpreadsTheOutlierChannelForTheCodebook) {
 
 TEST(CodebookPresets, TurboQuantAndKvquantResolve) {
   for (const char* name : {"turboquant-3", "turboquant-4", "kvquant-4-1pct", "kvquant-3-1pct"}) {
-    auto specs = presetSpecs(name);
+    auto specs = presetSpecs(name, KvShape{128, 4, 2});
     ASSERT_TRUE(specs.hasValue()) << name << ": " << specs.status().message();
     const Preset* p = findPreset(name);
     EXPECT_EQ(std::string(p->description).find("approximated by uniform"), std::string::npos) << name;
   }
-  const PresetSpecs tq = *presetSpecs("turboquant-3");
+  const PresetSpecs tq = *presetSpecs("turboquant-3", KvShape{128, 4, 2});
   EXPECT_EQ(tq.key.format, FormatId::Tq);
   EXPECT_EQ(tq.key.bits, 3);
   EXPECT_EQ(tq.key.rotation, Rotation::Rht);
-  const PresetSpecs kv = *presetSpecs("kvquant-4-1pct");
+  const PresetSpecs kv = *presetSpecs("kvquant-4-1pct", KvShape{128, 4, 2});
   EXPECT_EQ(toString(kv.key), "nuq4,prerope,sinks=1,outliers=0.01,axis=channel");
   EXPECT_EQ(toString(kv.value), "nuq4,outliers=0.01");
 }
