@@ -692,6 +692,9 @@ bool MainWindow::applyPreset(const QString& name) {
   const PendingSetting setting{false, name};
   if (!dump_) {
     pendingSetting_ = setting;  // resolved for the dump once it is open
+    // A preset is the whole setting: the plan's overrides go now, not only once it resolves.
+    planEditor_->setOverrides(true, {});
+    planEditor_->setOverrides(false, {});
     return true;
   }
   return applySetting(setting);
@@ -710,6 +713,8 @@ bool MainWindow::applyEngine(const QString& text) {
   const PendingSetting setting{true, text};
   if (!dump_) {
     pendingSetting_ = setting;
+    planEditor_->setOverrides(true, {});
+    planEditor_->setOverrides(false, {});
     return true;
   }
   return applySetting(setting);
