@@ -600,7 +600,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
   if (out == nullptr)
     return Status::invalidArgument(path_ + ": " + describe(layer, kind, sequence) +
                                    ": the buffer is too small for layer " + std::to_string(layer));
-  std::memcpy(out, shared_, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(out, shared_, static_cast<size_t>(bytes));
   return shape;
 }
 
@@ -633,7 +633,7 @@ Expected<std::vector<int64_t>> IsolatedReader::tokens(int sequence) {
   if (!in.ok() || raw.size() % sizeof(int64_t) != 0)
     return Status::internal(path_ + ": /tokens: the reader's reply is malformed");
   std::vector<int64_t> out(raw.size() / sizeof(int64_t));
-  std::memcpy(out.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());  // an empty vector has no data()
   return out;
 }
 
@@ -671,7 +671,7 @@ Expected<StoredData> IsolatedReader::storedData(int layer, TensorKind kind) {
   if (!in.ok() || raw.size() % sizeof(int) != 0)
     return Status::internal(path_ + ": " + describe(layer, kind, 0) + ": the reader's reply is malformed");
   s.sequences.resize(raw.size() / sizeof(int));
-  std::memcpy(s.sequences.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(s.sequences.data(), raw.data(), raw.size());  // an empty vector has no data()
   return s;
 }
 
@@ -687,7 +687,7 @@ Expected<std::vector<float>> IsolatedReader::logits(int sequence) {
   if (!in.ok() || raw.size() % sizeof(float) != 0)
     return Status::internal(path_ + ": /logits: the reader's reply is malformed");
   std::vector<float> out(raw.size() / sizeof(float));
-  std::memcpy(out.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());  // an empty vector has no data()
   return out;
 }
 
