@@ -18,7 +18,7 @@ build=build/fuzz
 # FUZZ_NO_BUILD=1 runs the binary as it is (long runs while others change core).
 [ "${FUZZ_NO_BUILD:-0}" = 1 ] || ninja -C "$build" -j2 "fuzz_$target" >/dev/null
 [ -d "$build/seeds/$target" ] || scripts/fuzz-seeds.sh "$build/seeds"
-mkdir -p "$build/corpus/$target" "$build/artifacts/$target"
+mkdir -p "$build/corpus/$target" "$build/artifacts/$target" "tests/fuzz/regressions/$target"
 
 dict=()
 [ -f "tests/fuzz/$target.dict" ] && dict=(-dict="tests/fuzz/$target.dict")
