@@ -37,7 +37,13 @@ using ConstMapF = Eigen::Map<const RowMatF>;
 
 // Target size of one item's score matrix (rows × keys): bounds memory per thread (~5 such
 // float matrices, 20 MiB) while keeping GEMMs large enough to run near peak.
+#ifdef NDEBUG
 constexpr int64_t kTargetScoreElements = int64_t{1} << 20;
+#else
+// Unoptimized (debug and sanitizer) builds run Eigen's GEMMs some fifty times slower: smaller
+// items keep a cancel answered within a fraction of a second there too.
+constexpr int64_t kTargetScoreElements = int64_t{1} << 16;
+#endif
 
 
 Status checkTensor(const Tensor3* t, const char* name, const Tensor3& key) {
