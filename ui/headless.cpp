@@ -12,7 +12,7 @@
 #include <functional>
 
 #include "core/engine/engine.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"

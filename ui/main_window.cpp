@@ -49,7 +49,7 @@
 #include "core/model/e2e.h"
 #include "core/model/record.h"
 #include "core/engine/engine.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/report/eval.h"
 #include "core/report/report_format.h"

@@ -12,7 +12,7 @@
 #include "app/cli/command.h"
 #include "core/capacity/capacity.h"
 #include "core/capacity/units.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 namespace kvscope::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/e2e.h"
 #include "core/model/record.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 namespace kvscope::cli {
 namespace {

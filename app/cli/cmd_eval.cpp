@@ -6,7 +6,7 @@
 #include <string>
 
 #include "app/cli/command.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/report/eval.h"
 #include "core/report/report_format.h"
 

@@ -13,7 +13,7 @@
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/util/status.h"
 
 namespace kvscope::cli {

@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "core/io/mapping.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/attention/engine.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 namespace kvscope {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "core/bench/measure.h"
 #include "core/io/dump.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/diagnose/diagnose.h"
 #include "core/report/eval.h"
 #include "core/sensitivity/sensitivity.h"

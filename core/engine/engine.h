@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/util/status.h"
 
 namespace kvscope {

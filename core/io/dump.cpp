@@ -18,27 +18,9 @@
 
 #include "core/io/h5.h"
 #include "core/io/isolated_reader.h"
-#include "core/quant/fp_types.h"
+#include "core/util/small_float.h"
 
 namespace kvscope {
-
-const char* tensorKindName(TensorKind kind) {
-  switch (kind) {
-    case TensorKind::Key:
-      return "key";
-    case TensorKind::Value:
-      return "value";
-    case TensorKind::Query:
-      return "query";
-    case TensorKind::KeyPreRope:
-      return "key_pre_rope";
-  }
-  return "?";
-}
-
-const char* ropeStyleName(RopeStyle style) {
-  return style == RopeStyle::Interleaved ? "interleaved" : "half";
-}
 
 NonFiniteReport scanNonFinite(const Tensor3& t) {
   NonFiniteReport r;

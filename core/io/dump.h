@@ -13,18 +13,9 @@
 #include "core/io/mapping.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
+#include "core/util/vocabulary.h"
 
 namespace kvscope {
-
-/// Which tensor of a layer.
-enum class TensorKind { Key, Value, Query, KeyPreRope };
-
-/// "key", "value", "query", "key_pre_rope": the dataset names of the format, used everywhere.
-const char* tensorKindName(TensorKind kind);
-
-/// RoPE pairing convention of the dump (`rope_style`).
-enum class RopeStyle { Half, Interleaved };
-const char* ropeStyleName(RopeStyle style);
 
 /// Everything known about a dump after opening it (no tensor data is read). A reader process sends
 /// it field by field (writeInfo/readInfo in core/io/isolated_reader.cpp): a new field goes there too.

@@ -14,7 +14,7 @@
 
 #include "core/io/h5.h"
 #include "core/util/atomic_file.h"
-#include "core/quant/fp_types.h"
+#include "core/util/small_float.h"
 
 namespace kvscope {
 

@@ -13,7 +13,7 @@
 #include "core/quant/codebook.h"
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 #include "core/quant/rotation.h"
 
 namespace kvscope {

@@ -11,7 +11,7 @@
 
 #include "core/model/quantized_kv_store.h"
 #include "core/model/transformer.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/util/atomic_file.h"
 

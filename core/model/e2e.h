@@ -12,7 +12,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/record.h"
 #include "core/quant/plan.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 

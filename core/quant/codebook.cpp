@@ -27,7 +27,7 @@
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/reference.h"
 #include "core/quant/rng.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 namespace kvscope::codebook {
 namespace {

@@ -20,7 +20,7 @@
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/reference.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 namespace kvscope {
 namespace {

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "core/quant/fp_types.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push

@@ -18,7 +18,7 @@
 #include "core/quant/fp_types.h"
 #include "core/quant/fp_vec.h"
 #include "core/quant/kernels_grouped.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 namespace kvscope::kernels {
 namespace {

@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "core/quant/fp_types.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 #include "core/quant/spec.h"
 
 namespace kvscope::kernels {

@@ -22,12 +22,12 @@
 #include "core/quant/kernels_block.h"
 #include "core/quant/kernels_grouped.h"
 #include "core/quant/rotation.h"
-#include "core/quant/simd.h"
+#include "core/util/simd.h"
 
 #if defined(KVSCOPE_X86_64_V4)
 #include <immintrin.h>
 #endif
-// Streaming (non-temporal) stores where the target has them (core/quant/simd.h says when);
+// Streaming (non-temporal) stores where the target has them (core/util/simd.h says when);
 // elsewhere plain copies and a release fence, with the same results.
 #if KVSCOPE_HAS_SSE_STREAMING
 #include <xmmintrin.h>

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/io/dump.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
+#include "core/util/vocabulary.h"
 
 namespace kvscope {
 

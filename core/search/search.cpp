@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 

@@ -12,7 +12,7 @@
 #include "core/attention/attention.h"
 #include "core/io/dump.h"
 #include "core/quant/plan.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/util/status.h"
 
 namespace kvscope {

@@ -14,7 +14,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/e2e.h"
 #include "core/model/record.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/synth/synth.h"
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"

@@ -40,7 +40,7 @@
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
 #include "core/quant/codebook.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
 #include "tests/support/chunk_index_crasher.h"

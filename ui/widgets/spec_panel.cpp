@@ -20,7 +20,7 @@
 #include <cmath>
 
 #include "core/quant/format_table.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 namespace kvscope::ui {
 

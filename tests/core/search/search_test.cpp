@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/search/search_format.h"
 #include "core/synth/synth.h"

@@ -11,7 +11,7 @@
 #include "core/capacity/capacity.h"
 #include "core/model/quantized_kv_store.h"
 #include "core/quant/codebook.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/quant/rotation.h"
 #include "core/quant/spec.h"

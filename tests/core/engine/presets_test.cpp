@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/quant/plan.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 namespace kvscope {
 namespace {

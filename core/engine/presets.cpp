@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The preset table of quantization.md §9, each row read from its system's code (§10,
 // docs/engines.md). Rows whose specs depend on the dump's shape carry a rule.
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 #include <array>
 #include <string>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// What the hot loops of quantization use to be fast on any x86-64: function multi-versioning
-// (each marked function is compiled for AVX-512, AVX2 and the baseline, and the loader picks
-// one), and GCC vector types for what the compiler will not vectorize by itself.
+// What the hot loops of core (quantization, attention, view data) use to be fast on any x86-64:
+// function multi-versioning (each marked function is compiled for AVX-512, AVX2 and the
+// baseline, and the loader picks one), and GCC vector types for what the compiler will not
+// vectorize by itself. With KVSCOPE_PORTABLE everything here falls back to portable code.
 #pragma once
 
 #include <cstdint>
