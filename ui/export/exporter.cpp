@@ -214,7 +214,11 @@ Status exportView(ExportableView& view, const QString& path, ExportFormat format
     QFont font = QGuiApplication::font();
     if (!options.caption.isEmpty()) {
       font.setPointSizeF((font.pointSizeF() > 0 ? font.pointSizeF() : 9.0) * 0.9);
-      captionHeight = QFontMetricsF(font).height() * 1.6;
+      // One line, wrapped at spaces onto more (at most three) when the figure is narrow.
+      const QFontMetricsF fm(font);
+      const double wrapped =
+          fm.boundingRect(QRectF(0, 0, layout.width() - 12, 1e6), Qt::TextWordWrap, options.caption).height();
+      captionHeight = std::min(wrapped, fm.lineSpacing() * 3) + fm.height() * 0.6;
     }
     const QRectF figure(QPointF(0, 0), QSizeF(layout.width(), std::max(8.0, layout.height() - captionHeight)));
     view.renderTo(painter, figure);
@@ -226,8 +230,7 @@ Status exportView(ExportableView& view, const QString& path, ExportFormat format
       painter.setPen(palette.color(QPalette::Text));
       painter.setFont(font);
       const QFontMetricsF fm(font);
-      painter.drawText(band.adjusted(6, 0, -6, 0), Qt::AlignLeft | Qt::AlignVCenter,
-                       fm.elidedText(options.caption, Qt::ElideMiddle, band.width() - 12));
+      painter.drawText(band.adjusted(6, 0, -6, 0), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, options.caption);
       painter.restore();
     }
   };

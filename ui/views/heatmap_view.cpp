@@ -361,7 +361,9 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
                      .arg(t0).arg(t1 - 1).arg(c0).arg(c1 - 1).arg(data_.tokens).arg(data_.channels);
   }
   if (shown.columns < shown.tokens) {
-    tokenAxis += tr("  (%1 tokens in %2 columns, max per column)").arg(shown.tokens).arg(shown.columns);
+    const QString binned = tr("  (%1 tokens in %2 columns, max per column)").arg(shown.tokens).arg(shown.columns);
+    // A narrow figure (a paper's column) gets the short form.
+    tokenAxis += fm.horizontalAdvance(tokenAxis + binned) <= plot.width() ? binned : tr(" (max per column)");
   }
   painter.drawText(QRectF(plot.left(), plot.bottom() + 4 + fm.height(), plot.width(), fm.height() + 2),
                    Qt::AlignCenter, tokenAxis);
