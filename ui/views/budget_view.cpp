@@ -513,7 +513,8 @@ bool BudgetView::eventFilter(QObject* watched, QEvent* event) {
 }
 
 QString BudgetView::paretoHint() const {
-  return tr("Hover a candidate for its spec, bits per element and metric; click it to apply that spec.");
+  return tr("Hover a candidate for its spec, bits per element and metric; click it to apply that spec. "
+            "Wheel: zoom · drag: box zoom · right drag: pan · double-click: reset.");
 }
 
 void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
@@ -604,7 +605,12 @@ void BudgetView::rebuildPareto() {
     }
     budget->append(0, y(choice->budget.bound));
     budget->append(niceRange(0, bitsHi * 1.02).hi, y(choice->budget.bound));
-    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) chart->addSeries(s);
+    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) {
+      // No crosshair: the nearest point by x of a scatter is not the one under the cursor. The
+      // candidate under the cursor is read out under the charts instead (eventFilter).
+      s->setProperty("kvscopeNoReadout", true);
+      chart->addSeries(s);
+    }
     setAxisRange(xAxis, 0, niceRange(0, bitsHi * 1.02).hi);
     setDecadeRange(yAxis, lo, hi);
     yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));

@@ -346,8 +346,9 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.rotate(-90);
   painter.drawText(QRectF(-60, -fm.height() / 2, 120, fm.height()), Qt::AlignCenter, tr("channel"));
   painter.restore();
-  const double tokenStep =
+  double tokenStep =
       std::max(1.0, niceTickInterval(std::max(1, nTokens - 1), std::max(2, static_cast<int>(plot.width() / 90))));
+  if (tokenStep < 10 && tokenStep != std::floor(tokenStep)) tokenStep = 2;  // tokens are whole: 2.5 → 2
   for (double t = std::ceil(t0 / tokenStep - 1e-9) * tokenStep; t <= t1 - 1 + 1e-9; t += tokenStep) {
     const int token = static_cast<int>(std::lround(t));
     const double x = plot.left() + (token - t0 + 0.5) * plot.width() / nTokens;
