@@ -637,11 +637,21 @@ void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
 
 void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
   painter.save();
+  painter.setClipRect(target);
   painter.fillRect(target, palette().color(QPalette::Base));
   painter.setPen(palette().color(QPalette::Text));
   QFont font = painter.font();
-  const QFontMetricsF fm(font);
-  const double line = fm.height() * 1.5;
+  // Every row fits the target: tighter lines first, then a smaller font (a short figure).
+  const double linesNeeded = static_cast<double>(rowLabels().size()) + 5;
+  double line = QFontMetricsF(font).height() * 1.5;
+  if (line * linesNeeded > target.height()) {
+    line = std::max(target.height() / linesNeeded, QFontMetricsF(font).height() * 1.1);
+    if (line * linesNeeded > target.height() && font.pointSizeF() > 0) {
+      font.setPointSizeF(std::max(4.0, font.pointSizeF() * target.height() / (line * linesNeeded)));
+      line = target.height() / linesNeeded;
+    }
+  }
+  painter.setFont(font);
   double y = target.top() + line;
   QFont bold = font;
   bold.setBold(true);
