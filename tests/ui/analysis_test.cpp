@@ -281,10 +281,10 @@ class AnalysisTest : public QObject {
     QCOMPARE(s->inches, QSizeF(3.5, 2.4));
     s->dpi = 300;
     QCOMPARE(s->pngPixels(), QSize(1050, 720));
-    s = parseExportSize(QStringLiteral("89mm"));  // a column in mm; the height at the window's 1.6
+    s = parseExportSize(QStringLiteral("89mm"));  // a column in mm; the height 3/4 of it
     QVERIFY(s.hasValue());
     QVERIFY(std::abs(s->inches.width() - 89 / 25.4) < 1e-12);
-    QVERIFY(std::abs(s->inches.height() - 89 / 25.4 / 1.6) < 1e-12);
+    QVERIFY(std::abs(s->inches.height() - 89 / 25.4 * 0.75) < 1e-12);
     s = parseExportSize(QStringLiteral("7x4.5in"));
     QVERIFY(s.hasValue());
     QCOMPARE(s->inches, QSizeF(7, 4.5));

@@ -130,7 +130,7 @@ Expected<ExportSize> parseExportSize(const QString& text, const std::string& fla
   }
   if (hUnit == QLatin1String("px")) return Status::invalidArgument(flag + ": mixes pixels and physical units" + allowed.substr(1));
   const auto wi = toInches(w, wUnit);
-  const auto hi = hasHeight ? toInches(h, hUnit) : std::optional<double>(*wi / 1.6);
+  const auto hi = hasHeight ? toInches(h, hUnit) : std::optional<double>(*wi * 0.75);
   if (!wi || !hi) return Status::invalidArgument(flag + allowed);
   if (*wi < kMinInches || *hi < kMinInches || *wi > kMaxInches || *hi > kMaxInches) {
     return Status::invalidArgument(flag + ": each side must be from 0.5 in (12.7 mm) to 40 in (1016 mm)" + allowed.substr(1));

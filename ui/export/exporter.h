@@ -45,7 +45,7 @@ double layoutPixelsPerInch();
 
 /// Parses a size: "WxH" in pixels ("1600x1000"), or physical with units in, mm, cm or pt on each
 /// part or only the last ("3.5inx2.4in", "89mmx60mm", "3.5x2.4in"); a single physical width
-/// ("3.5in", "7in", "89mm") gets the height width / 1.6 (the window's proportions). Errors
+/// ("3.5in", "7in", "89mm") gets the height 3/4 of the width (room for a chart's labels at 8 pt). Errors
 /// name `flag` and what is allowed.
 Expected<ExportSize> parseExportSize(const QString& text, const std::string& flag = "--export-size");
 /// Parses a PNG resolution (dots per inch, 36–2400); errors name `flag`.

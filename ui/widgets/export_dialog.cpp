@@ -18,7 +18,7 @@ ExportSizeDialog::ExportSizeDialog(const QString& title, QWidget* parent) : QDia
   size_ = new QLineEdit(settings.value(QStringLiteral("export/size"), QStringLiteral("7inx4.4in")).toString(), this);
   size_->setObjectName(QStringLiteral("exportSize"));
   size_->setToolTip(tr("3.5in (one column of a two-column paper), 7in (the page's width), 89mm, 3.5inx2.4in, or "
-                       "1600x1000 in pixels. A single width gets the height width / 1.6. Text is drawn at %1 pt on the "
+                       "1600x1000 in pixels. A single width gets the height 3/4 of it. Text is drawn at %1 pt on the "
                        "page at any physical size.")
                         .arg(kBodyPoints));
   dpi_ = new QSpinBox(this);
@@ -34,6 +34,9 @@ ExportSizeDialog::ExportSizeDialog(const QString& title, QWidget* parent) : QDia
   form->addRow(tr("Size"), size_);
   form->addRow(tr("PNG resolution"), dpi_);
   auto* layout = new QVBoxLayout(this);
+  // The dialog grows with the message (an error lists what is allowed).
+  layout->setSizeConstraint(QLayout::SetMinimumSize);
+  setMinimumWidth(480);
   layout->addLayout(form);
   layout->addWidget(message_);
   layout->addWidget(buttons_);
