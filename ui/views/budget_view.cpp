@@ -195,6 +195,8 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
     e2eTable_->setHorizontalHeaderItem(c, item);
   }
   e2eTable_->setMinimumHeight(120);
+  // Two-line headers and short numbers: the six columns fit the group without scrolling.
+  e2eTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   e2eExport_ = new QPushButton(tr("Export table…"), e2eGroup_);
   e2eExport_->setToolTip(tr("Write the per-layer table as CSV (the columns kvscope-cli e2e prints)."));
   e2eExport_->setEnabled(false);
@@ -355,7 +357,7 @@ void BudgetView::setE2eResult(std::shared_ptr<const E2eResult> result) {
       e2eTable_->setItem(r, c, item);
     }
   }
-  e2eTable_->resizeColumnsToContents();
+
   const E2eSummary& s = e2e_->summary;
   e2eKlMean_->setText(QString::number(s.klMean, 'g', 6));
   e2eKlMax_->setText(QString::number(s.klMax, 'g', 6));
