@@ -16,6 +16,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QUndoStack>
+#include <QValueAxis>
 #include <QWheelEvent>
 
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"
 #include "ui/views/heatmap_view.h"
+#include "ui/views/histogram_view.h"
 #include "ui/widgets/chart_view.h"
 #include "ui/widgets/export_dialog.h"
 #include "ui/widgets/spec_panel.h"
@@ -327,11 +329,21 @@ class AnalysisTest : public QObject {
     QSignalSpy summary(&w, &MainWindow::summaryFinished);
     openSample(w);
     if (!w.summaryComplete()) QVERIFY(summary.wait(kWaitMs));
+    // What the export changes for a small figure (margins, fewer ticks) it puts back.
+    QChart* histogram = w.histogramView()->chart();
+    auto* yAxis = qobject_cast<QValueAxis*>(histogram->axes(Qt::Vertical).value(0));
+    QVERIFY(yAxis);
+    const QMargins marginsBefore = histogram->margins();
+    const double intervalBefore = yAxis->tickInterval(), yMinBefore = yAxis->min(), yMaxBefore = yAxis->max();
     const QString out = dir_.filePath(QStringLiteral("paper"));
     ExportSize size = *parseExportSize(QStringLiteral("3.5inx2.4in"));
     size.dpi = 300;
     const Status s = w.exportAll(out, {QStringLiteral("heatmap"), QStringLiteral("drift"), QStringLiteral("histogram")}, size);
     QVERIFY2(s.isOk(), s.message().c_str());
+    QCOMPARE(histogram->margins(), marginsBefore);
+    QCOMPARE(yAxis->tickInterval(), intervalBefore);
+    QCOMPARE(yAxis->min(), yMinBefore);
+    QCOMPARE(yAxis->max(), yMaxBefore);
     const QDir d(out);
     // PNG: size × DPI pixels, and the DPI in the file.
     const QImage png(d.filePath(QStringLiteral("heatmap.png")));
