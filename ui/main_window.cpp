@@ -1303,7 +1303,9 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, co
     report.summary = summarize(report.layers);
     KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.json")), QByteArray::fromStdString(toJson(report)),
                                    protectedPath));
-    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")), QByteArray::fromStdString(toCsv(report)),
+    // kvscope-cli eval's CSV, after the same metadata comment as every exported CSV.
+    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")),
+                                   csvHeaderComment(options.metadata).toUtf8() + QByteArray::fromStdString(toCsv(report)),
                                    protectedPath));
   }
   return Status::ok();

@@ -392,6 +392,11 @@ class AnalysisTest : public QObject {
     QCOMPARE(row.filter(QRegularExpression(QStringLiteral("^query_position,"))).size(), 0);
     QCOMPARE(row.filter(QRegularExpression(QStringLiteral("^key_position,"))).size(), 1);
     QVERIFY(!row.isEmpty() && row[0].startsWith(QStringLiteral("# dump: ")));
+    // The report too: the metadata, then kvscope-cli eval's table.
+    const QStringList report = lines(d.filePath(QStringLiteral("report.csv")));
+    QVERIFY(!report.isEmpty() && report[0].startsWith(QStringLiteral("# dump: ")));
+    QCOMPARE(report.filter(QRegularExpression(QStringLiteral("^layer,kv_head,"))).size(), 1);
+    QCOMPARE(report.size() - report.filter(QRegularExpression(QStringLiteral("^#"))).size(), 1 + info.layers * info.kvHeads);
   }
 
   void headlessExportSizeFlags() {
