@@ -80,6 +80,23 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     return Status::invalidArgument("--size: expected WxH between 16 and 20000, e.g. 1600x1000; got '" +
                                    options.size.toStdString() + "'");
   }
+  out.exportSize.pixels = out.size;
+  if (!options.exportSize.isEmpty()) {
+    auto size = parseExportSize(options.exportSize, "--export-size");
+    if (!size) return size.status();
+    out.exportSize = *size;
+  }
+  if (!options.exportDpi.isEmpty()) {
+    auto dpi = parseExportDpi(options.exportDpi, "--export-dpi");
+    if (!dpi) return dpi.status();
+    if (!out.exportSize.physical()) {
+      return Status::invalidArgument("--export-dpi: applies to a physical --export-size (e.g. 3.5inx2.4in), not to pixels");
+    }
+    out.exportSize.dpi = *dpi;
+  }
+  if ((!options.exportSize.isEmpty() || !options.exportDpi.isEmpty()) && out.exportDir.isEmpty()) {
+    return Status::invalidArgument("--export-size and --export-dpi go with --export-dir");
+  }
   if (!out.exportDir.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty() &&
       out.session.isEmpty() && out.screenshot.isEmpty()) {
     return Status::invalidArgument("--export-dir needs --key and --value, --preset, --engine or --load-session");
@@ -166,7 +183,7 @@ int runScreenshot(const Launch& launch) {
 int runHeadless(const Launch& launch) {
   MainWindow window(false);
   window.resize(launch.size);
-  return waitUntilReady(window, launch, [&] { return window.exportAll(launch.exportDir, launch.views, launch.size); });
+  return waitUntilReady(window, launch, [&] { return window.exportAll(launch.exportDir, launch.views, launch.exportSize); });
 }
 
 }  // namespace kvscope::ui

@@ -13,6 +13,7 @@
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
+#include "ui/export/exporter.h"
 
 namespace kvscope::ui {
 
@@ -28,6 +29,8 @@ struct LaunchOptions {
   QString exportDir;
   QStringList views;
   QString size = QStringLiteral("1600x1000");
+  QString exportSize;  ///< --export-size: physical (3.5inx2.4in) or pixels; empty = --size
+  QString exportDpi;   ///< --export-dpi: PNG resolution of a physical size; empty = 300
   QString screenshot;  ///< grab the whole window into this PNG once every view is ready, then exit
   int tab = -1;        ///< the view tab shown in the screenshot
 };
@@ -43,6 +46,7 @@ struct Launch {
   QString exportDir;
   QStringList views;
   QSize size;
+  ExportSize exportSize;  ///< what the export writes: --export-size (and --export-dpi), else --size in pixels
   QString screenshot;
   int tab = -1;
 };

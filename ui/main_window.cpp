@@ -62,6 +62,7 @@
 #include "ui/views/histogram_view.h"
 #include "ui/views/summary_view.h"
 #include "ui/widgets/dataset_panel.h"
+#include "ui/widgets/export_dialog.h"
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/plan_editor.h"
 #include "ui/widgets/spec_panel.h"
@@ -195,6 +196,19 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   connect(summary_, &SummaryView::budgetsChanged, budget_, &BudgetView::setBudgetBounds);
   connect(budget_, &BudgetView::searchRequested, this, &MainWindow::runSearch);
   connect(budget_, &BudgetView::e2eRequested, this, &MainWindow::runE2eCheck);
+  // The search's own progress (with the time left) and Cancel in the budget view.
+  connect(searchRunner_, &JobRunner::progressed, budget_, &BudgetView::setSearchProgress);
+  connect(searchRunner_, &JobRunner::busyChanged, budget_, &BudgetView::setSearchRunning);
+  connect(searchRunner_, &JobRunner::failed, budget_, [this](const QString& message) {
+    budget_->setSearchMessage(tr("The search failed: %1").arg(message));
+  });
+  connect(budget_, &BudgetView::searchCancelRequested, this, [this] {
+    searchRunner_->cancel();
+    budget_->setSearchMessage(tr("Search cancelled; the charts show the last finished search."));
+    showStatus(tr("Budget search cancelled."));
+  });
+  connect(budget_, &BudgetView::candidateChosen, this, &MainWindow::applyCandidate);
+  connect(budget_, &BudgetView::e2eExportRequested, this, &MainWindow::exportE2eTableInteractive);
   connect(e2eRunner_, &JobRunner::failed, this, [this] {
     e2eSpecs_.reset();
     budget_->setE2eMessage(tr("The end-to-end check failed; see the status bar."));
@@ -1163,37 +1177,108 @@ void MainWindow::exportCurrentView() {
     showError(tr("export"), tr("%1: use a .png, .svg, .pdf or .csv file name").arg(path));
     return;
   }
-  QSize size(1600, 1000);
+  ExportOptions options;
+  options.caption = exportCaption();
+  options.metadata = exportMetadata();
   if (*format != ExportFormat::Csv && interactive_) {
-    const QString text = QInputDialog::getText(this, tr("Export size"), tr("Width × height in pixels:"),
-                                               QLineEdit::Normal, QStringLiteral("1600x1000"));
-    const QStringList parts = text.split(QLatin1Char('x'));
-    if (parts.size() == 2) size = QSize(parts[0].toInt(), parts[1].toInt());
+    ExportSizeDialog dialog(tr("Export size"), this);
+    if (dialog.exec() != QDialog::Accepted) return;
+    auto size = dialog.exportSize();
+    if (!size) return;
+    options.size = *size;
   }
-  const Status s = exportView(*view, path, *format, size, dump_ ? q(dump_->info().path) : QString());
+  const Status s = exportView(*view, path, *format, options, dump_ ? q(dump_->info().path) : QString());
   if (!s.isOk()) showError(tr("export"), q(s.message()));
   else showStatus(tr("Wrote %1.").arg(path));
 }
 
 void MainWindow::exportAllInteractive() {
+  ExportSizeDialog dialog(tr("Export all views"), this);
+  if (dialog.exec() != QDialog::Accepted) return;
+  const auto size = dialog.exportSize();
+  if (!size) return;
   const QString folder = QFileDialog::getExistingDirectory(this, tr("Export all views into"));
   if (folder.isEmpty()) return;
-  const Status s = exportAll(folder, {}, QSize(1600, 1000));
+  const Status s = exportAll(folder, {}, *size);
   if (!s.isOk()) showError(tr("export"), q(s.message()));
   else showStatus(tr("Exported every view into %1.").arg(folder));
 }
 
+void MainWindow::exportE2eTableInteractive() {
+  if (!budget_->e2eResult()) return;
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export the end-to-end table"), QStringLiteral("e2e-layers.csv"),
+                                                    tr("CSV data (*.csv)"));
+  if (path.isEmpty()) return;
+  const Status s = exportText(path, (csvHeaderComment(exportMetadata()) + budget_->e2eCsv()).toUtf8(),
+                              dump_ ? q(dump_->info().path) : QString());
+  if (!s.isOk()) showError(tr("export"), q(s.message()));
+  else showStatus(tr("Wrote %1.").arg(path));
+}
+
+void MainWindow::applyCandidate(bool key, const QString& text) {
+  auto spec = parseSpec(text.toStdString());
+  if (!spec) {
+    showError(tr("Pareto chart"), q(spec.status().message()));
+    return;
+  }
+  // The candidate was measured on every layer: it replaces that side's plan overrides too.
+  planEditor_->setOverrides(key, {});
+  if (key) {
+    keyPanel_->setSpec(*spec);
+    onKeySpecChanged();
+  } else {
+    valuePanel_->setLinkedToKey(false);
+    valuePanel_->setSpec(*spec);
+    updateStorage();
+    scheduleRecompute();
+  }
+  recordSpecChange(key ? tr("key from the Pareto chart") : tr("value from the Pareto chart"), nullptr);
+  showStatus(tr("Applied %1 to %2 from the Pareto chart.").arg(text, key ? tr("K") : tr("V")));
+}
+
+QString MainWindow::exportCaption() const {
+  if (!dump_) return {};
+  return tr("%1 · layer %2 · kv head %3 · K %4 · V %5")
+      .arg(QFileInfo(q(dump_->info().path)).fileName())
+      .arg(selection_.layer)
+      .arg(selection_.kvHead)
+      .arg(q(toString(keyPlan())), q(toString(valuePlan())));
+}
+
+QStringList MainWindow::exportMetadata() const {
+  QStringList lines;
+  if (dump_) {
+    const DumpInfo& info = dump_->info();
+    lines << QStringLiteral("dump: ") + q(info.path);
+    if (!info.model.empty()) lines << QStringLiteral("model: ") + q(info.model);
+    lines << QStringLiteral("layer: %1").arg(selection_.layer) << QStringLiteral("kv head: %1").arg(selection_.kvHead);
+  }
+  lines << QStringLiteral("key: ") + q(toString(keyPlan())) << QStringLiteral("value: ") + q(toString(valuePlan()));
+  lines << QStringLiteral("kvscope: ") + QStringLiteral(KVSCOPE_VERSION);
+  return lines;
+}
+
 Status MainWindow::exportAll(const QString& folder, const QStringList& views, QSize size) {
+  ExportSize pixels;
+  pixels.pixels = size;
+  return exportAll(folder, views, pixels);
+}
+
+Status MainWindow::exportAll(const QString& folder, const QStringList& views, const ExportSize& size) {
   if (!dump_) return Status::invalidArgument("export: no dump is open");
   if (!QDir().mkpath(folder)) return Status::ioError(folder.toStdString() + ": cannot create the folder");
   const QString protectedPath = q(dump_->info().path);
   const QDir dir(folder);
+  ExportOptions options;
+  options.size = size;
+  options.caption = exportCaption();
+  options.metadata = exportMetadata();
   for (ExportableView* view : exportableViews()) {
     if (!views.isEmpty() && !views.contains(view->exportName())) continue;
     if (!view->hasContent()) continue;
     for (ExportFormat f : {ExportFormat::Png, ExportFormat::Svg, ExportFormat::Pdf, ExportFormat::Csv}) {
       const QString path = dir.filePath(view->exportName() + QLatin1Char('.') + exportSuffix(f));
-      KVS_RETURN_IF_ERROR(exportView(*view, path, f, size, protectedPath));
+      KVS_RETURN_IF_ERROR(exportView(*view, path, f, options, protectedPath));
     }
   }
   const QString specs = QStringLiteral("key: %1\nvalue: %2\n")
@@ -1218,7 +1303,9 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, QS
     report.summary = summarize(report.layers);
     KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.json")), QByteArray::fromStdString(toJson(report)),
                                    protectedPath));
-    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")), QByteArray::fromStdString(toCsv(report)),
+    // kvscope-cli eval's CSV, after the same metadata comment as every exported CSV.
+    KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")),
+                                   csvHeaderComment(options.metadata).toUtf8() + QByteArray::fromStdString(toCsv(report)),
                                    protectedPath));
   }
   return Status::ok();

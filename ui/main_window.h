@@ -33,6 +33,7 @@ namespace kvscope::ui {
 class DatasetPanel;
 class DriftView;
 class ExportableView;
+struct ExportSize;
 class HeatmapView;
 class HistogramView;
 class JobRunner;
@@ -112,6 +113,15 @@ class MainWindow : public QMainWindow {
   /// Writes every view (PNG, SVG, PDF, CSV), the JSON/CSV report and the spec strings into
   /// `folder`. `views` empty = all. Needs the summary to be complete for the report.
   Status exportAll(const QString& folder, const QStringList& views, QSize size);
+  /// The same at a physical or pixel size (ui/export/exporter.h), each figure with its caption
+  /// and each CSV with the metadata header.
+  Status exportAll(const QString& folder, const QStringList& views, const ExportSize& size);
+  /// The caption line under exported figures: dump, layer, kv head, K and V specs.
+  [[nodiscard]] QString exportCaption() const;
+  /// The lines every exported CSV starts with ("dump: …", "layer: …", "key: …", …).
+  [[nodiscard]] QStringList exportMetadata() const;
+  /// The budget search's lane (for tests: cancel, wait).
+  JobRunner* searchRunner() { return searchRunner_; }
   /// Session JSON: dump, mapping, specs, selection, view settings.
   [[nodiscard]] std::string sessionJson() const;
   Status loadSession(const QString& path);
@@ -180,6 +190,9 @@ class MainWindow : public QMainWindow {
   void stepHead(int delta);
   void exportCurrentView();
   void exportAllInteractive();
+  void exportE2eTableInteractive();
+  /// Puts the Pareto chart's candidate `spec` on the K (`key`) or V panel as the whole setting.
+  void applyCandidate(bool key, const QString& spec);
   void openInteractive();
   void openWithMappingInteractive(const QString& path);
   void addRecent(const QString& path);

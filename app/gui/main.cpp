@@ -51,12 +51,20 @@ int main(int argc, char** argv) {
                                  QStringLiteral("list"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Image size for exports, WxH (default 1600x1000)."),
                                 QStringLiteral("WxH"), QStringLiteral("1600x1000"));
+  const QCommandLineOption exportSize(
+      QStringLiteral("export-size"),
+      QStringLiteral("Physical size of exported figures, e.g. 3.5in, 7in, 89mm or 3.5inx2.4in (text at 8 pt on the page); "
+                     "WxH without a unit is pixels. Default: --size."),
+      QStringLiteral("size"));
+  const QCommandLineOption exportDpi(QStringLiteral("export-dpi"),
+                                     QStringLiteral("PNG resolution of a physical --export-size (36-2400, default 300)."),
+                                     QStringLiteral("dpi"));
   const QCommandLineOption screenshot(QStringLiteral("screenshot"),
                                      QStringLiteral("Grab the whole window into this PNG once ready, then exit."),
                                      QStringLiteral("file"));
   const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-4)."),
                                QStringLiteral("index"), QStringLiteral("-1"));
-  parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, screenshot, tab});
+  parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, exportSize, exportDpi, screenshot, tab});
   parser.process(app);
 
   kvscope::ui::LaunchOptions options;
@@ -75,6 +83,8 @@ int main(int argc, char** argv) {
   options.exportDir = parser.value(exportDir);
   options.views = parser.value(views).split(QLatin1Char(','), Qt::SkipEmptyParts);
   options.size = parser.value(size);
+  options.exportSize = parser.value(exportSize);
+  options.exportDpi = parser.value(exportDpi);
   options.screenshot = parser.value(screenshot);
   options.tab = parser.value(tab).toInt();
 

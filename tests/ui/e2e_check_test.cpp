@@ -3,8 +3,11 @@
 // core/model/e2e.h computes for the same specs, and it must stay off for dumps that cannot drive it.
 #include <QtTest>
 
+#include <QDir>
 #include <QGroupBox>
 #include <QPushButton>
+#include <QRegularExpression>
+#include <QTableWidget>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
@@ -17,6 +20,7 @@
 #include "core/engine/presets.h"
 #include "core/synth/synth.h"
 #include "ui/main_window.h"
+#include "ui/export/exporter.h"
 #include "ui/views/budget_view.h"
 #include "ui/widgets/spec_panel.h"
 
@@ -156,6 +160,54 @@ class E2eCheckTest : public QObject {
     QVERIFY(view->e2eFigure(QStringLiteral("kl_mean")).toDouble() >
             QString::number(q8.summary.klMean, 'g', 6).toDouble());
     QVERIFY(w.lastError().isEmpty());
+  }
+
+  void showsAndExportsThePerLayerTable() {
+    MainWindow w(false);
+    open(w, recorded_);
+    w.setSpecs(spec("int4"), spec("int4,axis=channel"));
+    const E2eResult* shown = runCheck(w);
+    QVERIFY2(shown, qPrintable(w.lastError()));
+    const E2eResult core = coreE2e(recorded_, spec("int4"), spec("int4,axis=channel"));
+    BudgetView* view = w.budgetView();
+    // The table kvscope-cli e2e prints: one row per layer, at the CLI's precision
+    // (app/cli/cmd_e2e.cpp textReport: %.4g, top-1 %.4f).
+    QTableWidget* table = view->e2eTable();
+    QCOMPARE(table->rowCount(), static_cast<int>(core.layers.size()));
+    QCOMPARE(table->rowCount(), w.dump()->info().layers);
+    for (int r = 0; r < table->rowCount(); ++r) {
+      const E2eLayer& l = core.layers[static_cast<size_t>(r)];
+      QCOMPARE(table->item(r, 0)->text(), QString::number(l.layer));
+      QCOMPARE(table->item(r, 1)->text().toDouble(), QString::number(l.attentionKlMean, 'g', 4).toDouble());
+      QCOMPARE(table->item(r, 2)->text().toDouble(), QString::number(l.attentionKlMax, 'g', 4).toDouble());
+      QCOMPARE(table->item(r, 3)->text(), QString::number(l.attentionTop1, 'f', 4));
+      QCOMPARE(table->item(r, 4)->text().toDouble(), QString::number(l.outputRelError, 'g', 4).toDouble());
+      QCOMPARE(table->item(r, 5)->text().toDouble(), QString::number(l.hiddenRelError, 'g', 4).toDouble());
+    }
+    QVERIFY(table->horizontalHeaderItem(1)->toolTip().startsWith(QStringLiteral("attn_kl_mean")));
+    QVERIFY(view->e2eExportButton()->isEnabled());
+    // As CSV: the CLI's column names, one row per layer with full precision.
+    const QStringList csv = view->e2eCsv().split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QCOMPARE(csv.value(0), QStringLiteral("layer,attn_kl_mean,attn_kl_max,attn_top1,attn_out_rel_err,hidden_rel_err,key_spec,value_spec"));
+    QCOMPARE(csv.size(), 1 + static_cast<int>(core.layers.size()));
+    const QStringList first = csv[1].split(QLatin1Char(','));
+    QCOMPARE(first[0].toInt(), core.layers[0].layer);
+    QVERIFY(std::abs(first[1].toDouble() - core.layers[0].attentionKlMean) <= 1e-8 * core.layers[0].attentionKlMean + 1e-15);
+    QCOMPARE(first[6], QStringLiteral("\"int4\""));
+    // Export All writes it as a table of its own beside the capacity table.
+    const QString out = dir_.filePath(QStringLiteral("e2e-export"));
+    const Status s = w.exportAll(out, {QStringLiteral("budget")}, QSize(800, 500));
+    QVERIFY2(s.isOk(), s.message().c_str());
+    QFile file(QDir(out).filePath(QStringLiteral("budget-e2e.csv")));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QStringList exported = QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QVERIFY(exported.value(0).startsWith(QStringLiteral("# dump: ")));
+    QVERIFY(exported.contains(QStringLiteral("# table: e2e")));
+    QCOMPARE(exported.filter(QStringLiteral("attn_kl_mean")).size(), 1);
+    QCOMPARE(exported.size() - exported.filter(QRegularExpression(QStringLiteral("^#"))).size(), csv.size());
+    QFile capacity(QDir(out).filePath(QStringLiteral("budget.csv")));
+    QVERIFY(capacity.open(QIODevice::ReadOnly));
+    QVERIFY(!capacity.readAll().contains("attn_kl_mean"));
   }
 
   void offForSampleAndForMissingModel() {

@@ -645,7 +645,10 @@ class MainWindowTest : public QObject {
     // summary.csv: a header and one row per (layer, kv head).
     QFile csv(d.filePath(QStringLiteral("summary.csv")));
     QVERIFY(csv.open(QIODevice::ReadOnly));
-    const QList<QByteArray> lines = csv.readAll().trimmed().split('\n');
+    QList<QByteArray> lines = csv.readAll().trimmed().split('\n');
+    // The metadata header (dump, selection, specs) comes first, as comments.
+    QVERIFY(lines[0].startsWith("# dump: "));
+    while (!lines.isEmpty() && lines.front().startsWith('#')) lines.removeFirst();
     const DumpInfo& info = w.dump()->info();
     QCOMPARE(lines.size(), 1 + info.layers * info.kvHeads);
     QVERIFY(lines[0].startsWith("layer,kv_head,K_rel_error"));

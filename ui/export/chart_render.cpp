@@ -9,7 +9,21 @@
 #include <QGuiApplication>
 #include <QPalette>
 
+#include <QFontMetricsF>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "ui/widgets/chart_ticks.h"
+
 namespace kvscope::ui {
+
+namespace {
+// The property keepNiceTicks stores an axis's tick limit in (ui/widgets/chart_ticks.cpp).
+constexpr const char* kMaxTicksProperty = "kvscopeMaxTicks";
+}  // namespace
 
 void applyPaletteTheme(QChart* chart) {
   const bool dark = QGuiApplication::palette().color(QPalette::Window).lightness() < 128;
@@ -18,6 +32,26 @@ void applyPaletteTheme(QChart* chart) {
 
 void renderChart(QChart* chart, QPainter& painter, const QRectF& target) {
   const QRectF previous = chart->geometry();
+  // A figure has no room to spare: the chart's outer margins (20 px a side on screen) shrink
+  // with small targets, so that a column-wide export keeps its plot and labels.
+  const QMargins margins = chart->margins();
+  const int margin = std::min(margins.top(), std::max(2, static_cast<int>(std::min(target.width(), target.height()) / 40)));
+  chart->setMargins(QMargins(margin, margin, margin, margin));
+  // Fewer ticks on a short chart: Qt Charts elides every label ("…") of a value axis whose ticks
+  // are closer than a label's height. The estimate leaves the title, the x axis and the legend
+  // about seven label heights; each tick wants 2.2.
+  std::vector<std::pair<QValueAxis*, QVariant>> retick;
+  for (QAbstractAxis* a : chart->axes(Qt::Vertical)) {
+    auto* axis = qobject_cast<QValueAxis*>(a);
+    const QVariant maxTicks = axis ? axis->property(kMaxTicksProperty) : QVariant();
+    if (!maxTicks.isValid()) continue;
+    const double label = QFontMetricsF(axis->labelsFont()).height();
+    const int fit = std::max(2, static_cast<int>((target.height() - 7 * label) / (2.2 * label)));
+    if (fit >= maxTicks.toInt()) continue;
+    retick.emplace_back(axis, maxTicks);
+    axis->setProperty(kMaxTicksProperty, fit);
+    setAxisRange(axis, axis->min(), axis->max());
+  }
   chart->setGeometry(QRectF(previous.topLeft(), target.size()));
   // The chart lays itself out on a posted LayoutRequest; run it now so the export sees it.
   if (QGraphicsLayout* layout = chart->layout()) layout->activate();
@@ -32,6 +66,11 @@ void renderChart(QChart* chart, QPainter& painter, const QRectF& target) {
   }
   chart->scene()->render(&painter, target, QRectF(previous.topLeft(), target.size()));
   for (QGraphicsItem* item : hidden) item->show();
+  chart->setMargins(margins);
+  for (const auto& [axis, maxTicks] : retick) {
+    axis->setProperty(kMaxTicksProperty, maxTicks);
+    setAxisRange(axis, axis->min(), axis->max());
+  }
   chart->setGeometry(previous);
   if (QGraphicsLayout* layout = chart->layout()) layout->activate();
 }

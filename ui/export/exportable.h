@@ -5,6 +5,7 @@
 #include <QPainter>
 #include <QRectF>
 #include <QString>
+#include <QStringList>
 
 namespace kvscope::ui {
 
@@ -16,8 +17,12 @@ class ExportableView {
   [[nodiscard]] virtual QString exportName() const = 0;
   /// Draws the view into `target` of `painter` (any size; independent of the on-screen size).
   virtual void renderTo(QPainter& painter, const QRectF& target) = 0;
-  /// The numbers behind the view, with a header line.
+  /// The numbers behind the view, with a header line. A view with several tables separates
+  /// them by an empty line; the exporter writes each to a file of its own (csvTableNames).
   [[nodiscard]] virtual QString toCsv() const = 0;
+  /// Names of the tables after the first in toCsv(), in order: the second is written to
+  /// `<name>-<first of these>.csv`. Unnamed ones get "table2", "table3", ….
+  [[nodiscard]] virtual QStringList csvTableNames() const { return {}; }
   /// False while the view has nothing to show.
   [[nodiscard]] virtual bool hasContent() const = 0;
 };

@@ -17,6 +17,8 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMouseEvent>
+#include <QProgressBar>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -33,7 +35,17 @@ namespace kvscope::ui {
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 QString q(const std::string& s) { return QString::fromStdString(s); }
+constexpr int kHoverPixels = 8;  // how near the cursor a candidate's marker must be
 }  // namespace
+
+QString timeLeftText(double elapsedSeconds, double fraction) {
+  // Too early to say: the first steps (reading layers) are not like the rest.
+  if (!(fraction > 0.02) || !(elapsedSeconds >= 0.5) || fraction >= 1) return {};
+  const double left = elapsedSeconds * (1 - fraction) / fraction;
+  if (left < 60) return QObject::tr("about %1 s left").arg(std::max(1.0, std::round(left)), 0, 'f', 0);
+  if (left < 3600) return QObject::tr("about %1 min left").arg(std::round(left / 60), 0, 'f', 0);
+  return QObject::tr("about %1 h left").arg(left / 3600, 0, 'f', 1);
+}
 
 BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   memory_ = new QDoubleSpinBox(this);
@@ -103,6 +115,16 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   valueBound_ = boundBox(tr("The V budget: the worst layer's value_only metric must stay within it."));
   run_ = new QPushButton(tr("Run search"), this);
   run_->setToolTip(tr("Quantize the dump with every candidate spec in the background and pick the cheapest within each budget."));
+  cancelSearch_ = new QPushButton(tr("Cancel"), this);
+  cancelSearch_->setToolTip(tr("Stop the search; the charts keep the last finished result."));
+  cancelSearch_->setVisible(false);
+  searchProgress_ = new QProgressBar(this);
+  searchProgress_->setRange(0, 1000);
+  searchProgress_->setMinimumWidth(searchProgress_->fontMetrics().horizontalAdvance(QStringLiteral("100% · about 59 min left")) + 40);
+  searchProgress_->setVisible(false);
+  paretoReadout_ = new QLabel(paretoHint(), this);
+  paretoReadout_->setObjectName(QStringLiteral("paretoReadout"));
+  paretoReadout_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   keyChart_ = new QChart;
   valueChart_ = new QChart;
   for (QChart* c : {keyChart_, valueChart_}) {
@@ -118,6 +140,10 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   valueView_ = new InteractiveChartView(valueChart_, this);
   keyView_->setMinimumWidth(300);
   valueView_->setMinimumWidth(300);
+  for (InteractiveChartView* v : {static_cast<InteractiveChartView*>(keyView_), static_cast<InteractiveChartView*>(valueView_)}) {
+    v->setHint(tr("click a candidate: apply its spec"));
+    v->viewport()->installEventFilter(this);
+  }
 
   auto* top = new QHBoxLayout;
   top->addLayout(form);
@@ -130,6 +156,8 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   searchRow->addWidget(valueField_);
   searchRow->addWidget(valueBound_);
   searchRow->addWidget(run_);
+  searchRow->addWidget(searchProgress_);
+  searchRow->addWidget(cancelSearch_);
   searchRow->addStretch(1);
   e2eGroup_ = new QGroupBox(tr("End-to-end check (model)"), this);
   e2eRun_ = new QPushButton(tr("Run"), e2eGroup_);
@@ -147,6 +175,32 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   e2ePpl_->setObjectName(QStringLiteral("ppl_ratio"));
   e2eNotes_ = new QLabel(e2eGroup_);
   e2eNotes_->setWordWrap(true);
+  // The per-layer table kvscope-cli e2e prints; headers shortened, the CLI's names in the tooltips.
+  e2eTable_ = new QTableWidget(0, 6, e2eGroup_);
+  e2eTable_->setObjectName(QStringLiteral("e2eLayers"));
+  e2eTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  e2eTable_->verticalHeader()->setVisible(false);
+  const QStringList e2eHeaders{tr("layer"), tr("attn KL\nmean"), tr("attn KL\nmax"), tr("attn\ntop-1"),
+                               tr("attn out\nrel err"), tr("hidden\nrel err")};
+  const QStringList e2eTips{
+      tr("layer"),
+      tr("attn_kl_mean: mean over positions and heads of KL(P_exact ‖ P_stored) of this layer's attention"),
+      tr("attn_kl_max: the largest of those KLs"),
+      tr("attn_top1: fraction of (position, head) whose most-attended token agrees"),
+      tr("attn_out_rel_err: mean ‖o′ − o‖₂ / ‖o‖₂ of the attention output"),
+      tr("hidden_rel_err: mean ‖h′ − h‖₂ / ‖h‖₂ of the residual stream after the layer")};
+  for (int c = 0; c < 6; ++c) {
+    auto* item = new QTableWidgetItem(e2eHeaders[c]);
+    item->setToolTip(e2eTips[c]);
+    e2eTable_->setHorizontalHeaderItem(c, item);
+  }
+  e2eTable_->setMinimumHeight(120);
+  // Two-line headers and short numbers: the six columns fit the group without scrolling.
+  e2eTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  e2eExport_ = new QPushButton(tr("Export table…"), e2eGroup_);
+  e2eExport_->setToolTip(tr("Write the per-layer table as CSV (the columns kvscope-cli e2e prints)."));
+  e2eExport_->setEnabled(false);
+  connect(e2eExport_, &QPushButton::clicked, this, [this] { emit e2eExportRequested(); });
   auto* e2eForm = new QFormLayout;
   e2eForm->addRow(tr("next-token KL mean (nats)"), e2eKlMean_);
   e2eForm->addRow(tr("next-token KL max (nats)"), e2eKlMax_);
@@ -156,8 +210,10 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   e2eLayout->addWidget(e2eRun_);
   e2eLayout->addWidget(e2eInfo_);
   e2eLayout->addLayout(e2eForm);
-  e2eLayout->addWidget(e2eNotes_, 1);
-  e2eGroup_->setMaximumWidth(360);
+  e2eLayout->addWidget(e2eNotes_);
+  e2eLayout->addWidget(e2eTable_, 1);
+  e2eLayout->addWidget(e2eExport_);
+  e2eGroup_->setMaximumWidth(460);
   setE2eAvailable(false, tr("Open a dump written by kvscope-cli record to run the end-to-end check."));
   connect(e2eRun_, &QPushButton::clicked, this, [this] { emit e2eRequested(); });
 
@@ -170,10 +226,12 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   layout->addLayout(searchRow);
   layout->addWidget(searchInfo_);
   layout->addLayout(charts, 3);
+  layout->addWidget(paretoReadout_);
   layout->addWidget(new QLabel(tr("<b>Capacity calculator</b>"), this));
   layout->addLayout(top, 2);
   layout->addWidget(notes_);
   connect(run_, &QPushButton::clicked, this, [this] { emit searchRequested(searchOptions()); });
+  connect(cancelSearch_, &QPushButton::clicked, this, [this] { emit searchCancelRequested(); });
   rebuildPareto();
 
   connect(memory_, &QDoubleSpinBox::valueChanged, this, &BudgetView::recompute);
@@ -278,11 +336,28 @@ void BudgetView::setE2eMessage(const QString& message) { e2eInfo_->setText(messa
 
 void BudgetView::setE2eResult(std::shared_ptr<const E2eResult> result) {
   e2e_ = std::move(result);
+  e2eTable_->setRowCount(0);
+  e2eExport_->setEnabled(e2e_ != nullptr);
   if (!e2e_) {
     for (QLabel* l : {e2eKlMean_, e2eKlMax_, e2eTop1_, e2ePpl_}) l->setText(QStringLiteral("–"));
     e2eNotes_->clear();
     return;
   }
+  e2eTable_->setRowCount(static_cast<int>(e2e_->layers.size()));
+  for (int r = 0; r < static_cast<int>(e2e_->layers.size()); ++r) {
+    const E2eLayer& l = e2e_->layers[static_cast<size_t>(r)];
+    // The CLI's precision (app/cli/cmd_e2e.cpp textReport: %.4g, top-1 %.4f).
+    const QStringList cells{QString::number(l.layer), QString::number(l.attentionKlMean, 'g', 4),
+                            QString::number(l.attentionKlMax, 'g', 4), QString::number(l.attentionTop1, 'f', 4),
+                            QString::number(l.outputRelError, 'g', 4), QString::number(l.hiddenRelError, 'g', 4)};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      item->setToolTip(tr("layer %1: K %2, V %3").arg(l.layer).arg(q(l.keySpec), q(l.valueSpec)));
+      e2eTable_->setItem(r, c, item);
+    }
+  }
+
   const E2eSummary& s = e2e_->summary;
   e2eKlMean_->setText(QString::number(s.klMean, 'g', 6));
   e2eKlMax_->setText(QString::number(s.klMax, 'g', 6));
@@ -304,7 +379,145 @@ QString BudgetView::e2eFigure(const QString& name) const {
   return l ? l->text() : QString();
 }
 
+QString BudgetView::e2eCsv() const {
+  if (!e2e_) return {};
+  QString out = QStringLiteral("layer,attn_kl_mean,attn_kl_max,attn_top1,attn_out_rel_err,hidden_rel_err,key_spec,value_spec\n");
+  const auto quoted = [](const std::string& s) { return q(s).replace(QLatin1Char('"'), QStringLiteral("\"\"")); };
+  for (const E2eLayer& l : e2e_->layers) {
+    out += QStringLiteral("%1,%2,%3,%4,%5,%6,\"%7\",\"%8\"\n")
+               .arg(l.layer)
+               .arg(l.attentionKlMean, 0, 'g', 9)
+               .arg(l.attentionKlMax, 0, 'g', 9)
+               .arg(l.attentionTop1, 0, 'g', 9)
+               .arg(l.outputRelError, 0, 'g', 9)
+               .arg(l.hiddenRelError, 0, 'g', 9)
+               .arg(quoted(l.keySpec), quoted(l.valueSpec));
+  }
+  return out;
+}
+
 void BudgetView::setSearchMessage(const QString& message) { searchInfo_->setText(message); }
+
+void BudgetView::setSearchRunning(bool running) {
+  if (running && !searchProgress_->isVisible()) {
+    searchClock_.start();
+    searchProgress_->setValue(0);
+    searchProgress_->setFormat(QStringLiteral("%p%"));
+  }
+  searchProgress_->setVisible(running);
+  cancelSearch_->setVisible(running);
+  run_->setEnabled(!running);
+}
+
+void BudgetView::setSearchProgress(double fraction, const QString& what) {
+  if (!searchClock_.isValid()) searchClock_.start();
+  searchProgress_->setValue(static_cast<int>(std::clamp(fraction, 0.0, 1.0) * 1000));
+  const QString left = timeLeftText(searchClock_.elapsed() / 1000.0, fraction);
+  searchProgress_->setFormat(left.isEmpty() ? QStringLiteral("%p%") : QStringLiteral("%p% · ") + left);
+  searchProgress_->setToolTip(what);
+}
+
+InteractiveChartView* BudgetView::keyChartView() { return static_cast<InteractiveChartView*>(keyView_); }
+InteractiveChartView* BudgetView::valueChartView() { return static_cast<InteractiveChartView*>(valueView_); }
+
+const TensorChoice* BudgetView::choiceOf(bool key) const {
+  if (!search_) return nullptr;
+  const TensorChoice& c = key ? search_->key : search_->value;
+  return c.searched ? &c : nullptr;
+}
+
+QPoint BudgetView::candidatePosition(bool key, int index) const {
+  const TensorChoice* choice = choiceOf(key);
+  if (!choice || index < 0 || index >= static_cast<int>(choice->candidates.size())) return {-1, -1};
+  QChart* chart = key ? keyChart_ : valueChart_;
+  const QChartView* view = key ? keyView_ : valueView_;
+  const QList<QAbstractSeries*> series = chart->series();
+  QAbstractSeries* all = nullptr;
+  for (QAbstractSeries* s : series) {
+    if (s->name() == tr("candidates")) all = s;
+  }
+  if (!all) return {-1, -1};
+  const CandidateResult& c = choice->candidates[static_cast<size_t>(index)];
+  // The y the chart draws (a zero metric sits at the axis floor, as rebuildPareto puts it).
+  const auto* yAxis = qobject_cast<const QLogValueAxis*>(chart->axes(Qt::Vertical).value(0));
+  const double floor = key ? keyFloor_ : valueFloor_;
+  const double y = std::max(c.worst, floor > 0 ? floor : (yAxis ? yAxis->min() : 0));
+  const QPointF scene = chart->mapToScene(chart->mapToPosition(QPointF(c.bitsPerElement, y), all));
+  return view->mapFromScene(scene);
+}
+
+int BudgetView::candidateAt(bool key, const QPoint& viewPos) const {
+  const TensorChoice* choice = choiceOf(key);
+  if (!choice) return -1;
+  int best = -1;
+  double bestDistance = kHoverPixels;
+  for (int i = 0; i < static_cast<int>(choice->candidates.size()); ++i) {
+    if (!choice->candidates[static_cast<size_t>(i)].skipped.empty()) continue;
+    const QPoint p = candidatePosition(key, i);
+    const double d = std::hypot(p.x() - viewPos.x(), p.y() - viewPos.y());
+    // Ties (candidates drawn on one spot): the chosen one, else the first.
+    if (d < bestDistance || (d == bestDistance && i == choice->chosen)) {
+      best = i;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+QString BudgetView::candidateText(bool key, int index) const {
+  const TensorChoice* choice = choiceOf(key);
+  if (!choice || index < 0 || index >= static_cast<int>(choice->candidates.size())) return {};
+  const CandidateResult& c = choice->candidates[static_cast<size_t>(index)];
+  QStringList tags;
+  if (index == choice->chosen) tags << tr("chosen");
+  if (c.pareto) tags << tr("Pareto");
+  tags << (c.meets ? tr("meets the budget") : tr("over the budget"));
+  return tr("%1 %2 · %3 bits/element · worst layer %4 %5 (%6) · click to apply")
+      .arg(key ? QStringLiteral("K") : QStringLiteral("V"), q(c.spec))
+      .arg(c.bitsPerElement, 0, 'f', 3)
+      .arg(QString::fromUtf8(attentionFieldName(choice->budget.field)))
+      .arg(c.worst, 0, 'g', 4)
+      .arg(tags.join(QStringLiteral(", ")));
+}
+
+bool BudgetView::eventFilter(QObject* watched, QEvent* event) {
+  const bool isKey = watched == keyView_->viewport();
+  if (!isKey && watched != valueView_->viewport()) return QWidget::eventFilter(watched, event);
+  const auto pos = [event] { return static_cast<QMouseEvent*>(event)->position().toPoint(); };
+  switch (event->type()) {
+    case QEvent::MouseMove: {
+      const int i = candidateAt(isKey, pos());
+      paretoReadout_->setText(i >= 0 ? candidateText(isKey, i) : paretoHint());
+      break;
+    }
+    case QEvent::MouseButtonPress:
+      if (static_cast<QMouseEvent*>(event)->button() == Qt::LeftButton) pressPos_ = pos();
+      break;
+    case QEvent::MouseButtonRelease: {
+      // A click (not a box-zoom drag) on a candidate applies its spec; the chart view still
+      // gets the event (its zoom and crosshair work as on every chart).
+      const auto* mouse = static_cast<QMouseEvent*>(event);
+      if (mouse->button() == Qt::LeftButton && !(mouse->modifiers() & Qt::ShiftModifier) &&
+          (pos() - pressPos_).manhattanLength() <= 4) {
+        const int i = candidateAt(isKey, pos());
+        if (i >= 0) {
+          paretoReadout_->setText(tr("Applied %1 to %2.")
+                                      .arg(q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec),
+                                           isKey ? tr("K") : tr("V")));
+          emit candidateChosen(isKey, q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec));
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+QString BudgetView::paretoHint() const {
+  return tr("Hover a candidate for its spec, bits per element and metric; click it to apply that spec. "
+            "Wheel: zoom · drag: box zoom · right drag: pan · double-click: reset.");
+}
 
 void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
   search_ = std::move(result);
@@ -326,7 +539,8 @@ void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
 }
 
 void BudgetView::rebuildPareto() {
-  const auto fill = [](QChart* chart, const TensorChoice* choice, const QString& title) {
+  const auto fill = [](QChart* chart, const TensorChoice* choice, const QString& title, double& floor) {
+    floor = 0;
     chart->removeAllSeries();
     chart->setTitle(title);
     // The axes are made once per chart and re-ranged (replacing them leaves stale items drawn).
@@ -367,6 +581,7 @@ void BudgetView::rebuildPareto() {
     lo = std::min(lo, choice->budget.bound > 0 ? choice->budget.bound : lo) / 2;
     hi = std::max(hi, choice->budget.bound) * 2;
     const auto y = [lo](double v) { return std::max(v, lo); };
+    floor = lo;
     auto* all = new QScatterSeries;
     all->setName(QObject::tr("candidates"));
     all->setMarkerSize(7);
@@ -392,7 +607,12 @@ void BudgetView::rebuildPareto() {
     }
     budget->append(0, y(choice->budget.bound));
     budget->append(niceRange(0, bitsHi * 1.02).hi, y(choice->budget.bound));
-    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) chart->addSeries(s);
+    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) {
+      // No crosshair: the nearest point by x of a scatter is not the one under the cursor. The
+      // candidate under the cursor is read out under the charts instead (eventFilter).
+      s->setProperty("kvscopeNoReadout", true);
+      chart->addSeries(s);
+    }
     setAxisRange(xAxis, 0, niceRange(0, bitsHi * 1.02).hi);
     setDecadeRange(yAxis, lo, hi);
     yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
@@ -401,8 +621,8 @@ void BudgetView::rebuildPareto() {
       s->attachAxis(yAxis);
     }
   };
-  fill(keyChart_, search_ ? &search_->key : nullptr, tr("K candidates (key_only)"));
-  fill(valueChart_, search_ ? &search_->value : nullptr, tr("V candidates (value_only)"));
+  fill(keyChart_, search_ ? &search_->key : nullptr, tr("K candidates (key_only)"), keyFloor_);
+  fill(valueChart_, search_ ? &search_->value : nullptr, tr("V candidates (value_only)"), valueFloor_);
 }
 
 void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
@@ -419,11 +639,21 @@ void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
 
 void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
   painter.save();
+  painter.setClipRect(target);
   painter.fillRect(target, palette().color(QPalette::Base));
   painter.setPen(palette().color(QPalette::Text));
   QFont font = painter.font();
-  const QFontMetricsF fm(font);
-  const double line = fm.height() * 1.5;
+  // Every row fits the target: tighter lines first, then a smaller font (a short figure).
+  const double linesNeeded = static_cast<double>(rowLabels().size()) + 5;
+  double line = QFontMetricsF(font).height() * 1.5;
+  if (line * linesNeeded > target.height()) {
+    line = std::max(target.height() / linesNeeded, QFontMetricsF(font).height() * 1.1);
+    if (line * linesNeeded > target.height() && font.pointSizeF() > 0) {
+      font.setPointSizeF(std::max(4.0, font.pointSizeF() * target.height() / (line * linesNeeded)));
+      line = target.height() / linesNeeded;
+    }
+  }
+  painter.setFont(font);
   double y = target.top() + line;
   QFont bold = font;
   bold.setBold(true);
@@ -480,7 +710,15 @@ QString BudgetView::toCsv() const {
     rowsOf(search_->key, "K");
     rowsOf(search_->value, "V");
   }
+  if (e2e_) out += QStringLiteral("\n") + e2eCsv();
   return out;
+}
+
+QStringList BudgetView::csvTableNames() const {
+  QStringList names;
+  if (search_) names << QStringLiteral("search");
+  if (e2e_) names << QStringLiteral("e2e");
+  return names;
 }
 
 }  // namespace kvscope::ui

@@ -3,6 +3,7 @@
 // and the budget search's Pareto fronts once core/search is available.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include <memory>
@@ -20,12 +21,19 @@ class QChartView;
 class QComboBox;
 class QPushButton;
 class QDoubleSpinBox;
+class QProgressBar;
 class QGroupBox;
 class QLabel;
 class QSpinBox;
 class QTableWidget;
 
 namespace kvscope::ui {
+
+class InteractiveChartView;
+
+/// "about 12 s left" from the time a job has run and the fraction it has done (a straight-line
+/// estimate: elapsed × (1 − f) / f); empty until the fraction says anything.
+QString timeLeftText(double elapsedSeconds, double fraction);
 
 class BudgetView : public QWidget, public ExportableView {
   Q_OBJECT
@@ -57,6 +65,26 @@ class BudgetView : public QWidget, public ExportableView {
   /// Follows the summary's budgets (output_rel_error bounds) unless the user picked another field.
   void setBudgetBounds(double key, double value);
   QPushButton* searchButton() { return run_; }
+  /// The search is running (progress bar and Cancel shown) or not.
+  void setSearchRunning(bool running);
+  /// The running search's progress: fraction done and the estimated time left.
+  void setSearchProgress(double fraction, const QString& what);
+  QPushButton* cancelSearchButton() { return cancelSearch_; }
+  QProgressBar* searchProgressBar() { return searchProgress_; }
+
+  // The Pareto charts: hover a candidate for its spec, bits per element and metric; click it
+  // to apply that spec (to K on the K chart, to V on the V chart).
+  InteractiveChartView* keyChartView();
+  InteractiveChartView* valueChartView();
+  /// The candidate (index into the result's candidates) drawn within a few pixels of a
+  /// position of that chart's view, or -1.
+  [[nodiscard]] int candidateAt(bool key, const QPoint& viewPos) const;
+  /// Where candidate `index` is drawn, in that chart view's coordinates.
+  [[nodiscard]] QPoint candidatePosition(bool key, int index) const;
+  /// "K q4_0 · 4.500 bits/element · worst output_rel_error 0.0123 (Pareto, meets the budget)".
+  [[nodiscard]] QString candidateText(bool key, int index) const;
+  /// The readout under the Pareto charts (the hovered candidate, or how to use them).
+  QLabel* paretoReadout() { return paretoReadout_; }
 
   /// Enables the end-to-end check; when `available` is false, `why` says what it needs.
   void setE2eAvailable(bool available, const QString& why);
@@ -69,10 +97,18 @@ class BudgetView : public QWidget, public ExportableView {
   QPushButton* e2eButton() { return e2eRun_; }
   /// The figures as shown: "kl_mean", "kl_max", "top1", "ppl_ratio" (each label's text).
   [[nodiscard]] QString e2eFigure(const QString& name) const;
+  /// The per-layer table `kvscope-cli e2e` prints (one row per layer).
+  QTableWidget* e2eTable() { return e2eTable_; }
+  /// That table as CSV (one header line, one row per layer); empty without a result.
+  [[nodiscard]] QString e2eCsv() const;
+  QPushButton* e2eExportButton() { return e2eExport_; }
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
+  /// The capacity table, then the search's candidates ("search") and the end-to-end check's
+  /// per-layer table ("e2e") when there are results.
   [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] QStringList csvTableNames() const override;
   [[nodiscard]] bool hasContent() const override { return plan_.has_value(); }
 
  signals:
@@ -80,8 +116,19 @@ class BudgetView : public QWidget, public ExportableView {
   void searchRequested(const kvscope::SearchOptions& options);
   /// The user asked for the end-to-end check with the current specs.
   void e2eRequested();
+  /// The user asked to stop the running search.
+  void searchCancelRequested();
+  /// The user clicked a candidate of the K (`key`) or V chart: apply this canonical spec.
+  void candidateChosen(bool key, const QString& spec);
+  /// The user asked to export the end-to-end table (the main window asks where).
+  void e2eExportRequested();
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
+  [[nodiscard]] const TensorChoice* choiceOf(bool key) const;
+  [[nodiscard]] QString paretoHint() const;
   void rebuildPareto();
   void renderCapacity(QPainter& painter, const QRectF& target);
   void recompute();
@@ -105,6 +152,12 @@ class BudgetView : public QWidget, public ExportableView {
   QComboBox* valueField_;
   QDoubleSpinBox* valueBound_;
   QPushButton* run_;
+  QPushButton* cancelSearch_;
+  QProgressBar* searchProgress_;
+  QElapsedTimer searchClock_;
+  QLabel* paretoReadout_;
+  QPoint pressPos_;
+  double keyFloor_ = 0, valueFloor_ = 0;  ///< where each chart draws a zero metric
   QChart* keyChart_;
   QChart* valueChart_;
   QChartView* keyView_;
@@ -118,6 +171,8 @@ class BudgetView : public QWidget, public ExportableView {
   QLabel* e2eTop1_;
   QLabel* e2ePpl_;
   QLabel* e2eNotes_;
+  QTableWidget* e2eTable_;
+  QPushButton* e2eExport_;
   std::shared_ptr<const E2eResult> e2e_;
 };
 

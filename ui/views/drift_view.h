@@ -66,6 +66,7 @@ class DriftView : public QWidget, public ExportableView {
   [[nodiscard]] QString exportName() const override { return QStringLiteral("drift"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("queries")}; }
   [[nodiscard]] bool hasContent() const override { return data_ != nullptr; }
 
  signals:

@@ -4,13 +4,18 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QRubberBand>
 #include <QStandardItemModel>
+#include <QWheelEvent>
 #include <QToolTip>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -38,11 +43,35 @@ QString valueLabel(HeatmapValue v) {
 QString formatNumber(double v) { return QString::number(v, 'g', 4); }
 QString formatTick(double v) { return QString::number(v, 'g', 3); }
 
+constexpr int kClickSlop = 4;  // pixels a press may move and still count as a click (as the charts)
+
+// [lo, hi) of a window over n units, or all of them when the window is empty.
+std::pair<int, int> windowOf(double lo, double hi, int n) {
+  if (n <= 0) return {0, 0};
+  if (!(hi > lo)) return {0, n};
+  const int a = std::clamp(static_cast<int>(std::floor(lo + 1e-9)), 0, n - 1);
+  const int b = std::clamp(static_cast<int>(std::ceil(hi - 1e-9)), a + 1, n);
+  return {a, b};
+}
+
+// Keeps a window inside [0, n) with at least one unit; a window over everything becomes empty.
+void clampRange(double& lo, double& hi, int n) {
+  if (!(hi > lo) || n <= 0) {
+    lo = hi = 0;
+    return;
+  }
+  const double span = std::clamp(hi - lo, 1.0, static_cast<double>(n));
+  lo = std::clamp(lo, 0.0, n - span);
+  hi = lo + span;
+  if (span >= n - 1e-9) lo = hi = 0;
+}
+
 }  // namespace
 
 HeatmapCanvas::HeatmapCanvas(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
   setMinimumSize(360, 220);
+  setFocusPolicy(Qt::ClickFocus);  // Esc resets the zoom, as on the charts
   // No setToolTip here: a static tooltip would replace the per-cell readout that mouseMoveEvent
   // shows once the mouse rests on a cell. The hint lives on the view's controls instead.
 }
@@ -55,8 +84,16 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
   value_ = value;
   logScale_ = logScale;
   tokenText_ = std::move(tokenText);
+  const Tensor3* previous = source_;
+  const int64_t previousTokens = previous ? previous->tokens : -1, previousDim = previous ? previous->dim : -1;
   source_ = layer_ ? layer_->original(tensor_) : nullptr;
   builtColumns_ = -1;
+  windowColumns_ = -1;
+  shown_ = &data_;
+  // A new result of the same shape (a spec change, another head) keeps the zoom; another shape resets it.
+  if (!source_ || source_->tokens != previousTokens || source_->dim != previousDim) {
+    tokenLo_ = tokenHi_ = channelLo_ = channelHi_ = 0;
+  }
   if (source_) {
     const ViewRequest& r = layer_->request;
     if (r.kvHead == kvHead_ && r.heatmapColumns > 0 && r.heatmapTensor == tensorKindOf(tensor_) &&
@@ -89,35 +126,171 @@ QString HeatmapCanvas::title() const {
 void HeatmapCanvas::rebuild(int columns) {
   if (!source_) return;
   if (columns == builtColumns_) {
-    if (imagePending_) buildImage();
+    if (imagePending_) {
+      imagePending_ = false;
+      buildImage(data_, image_);
+    }
     return;
   }
   const int64_t hatHead = layer_->hatHead(kvHead_);
   computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
                      columns, data_);
   builtColumns_ = columns;
-  buildImage();
+  imagePending_ = false;
+  buildImage(data_, image_);
 }
 
-void HeatmapCanvas::buildImage() {
-  imagePending_ = false;
-  image_ = QImage(data_.columns, data_.channels, QImage::Format_RGB32);
+void HeatmapCanvas::buildImage(const HeatmapData& data, QImage& image) const {
+  image = QImage(data.columns, data.channels, QImage::Format_RGB32);
+  // The colour scale is the whole head's (data_), also for a zoomed window: a colour means the
+  // same value however far one zooms.
   const double hi = data_.maxValue;
-  const double lo = data_.minPositive;
+  const double lo = data_.minPositive > 0 && data.minPositive > 0 ? std::min(data_.minPositive, data.minPositive)
+                                                                  : data_.minPositive;
   const double logSpan = (hi > 0 && lo > 0 && hi > lo) ? std::log(hi / lo) : 0.0;
-  for (int c = 0; c < data_.channels; ++c) {
-    auto* line = reinterpret_cast<QRgb*>(image_.scanLine(c));
-    for (int b = 0; b < data_.columns; ++b) {
-      const double v = data_.cell(c, b);
+  for (int c = 0; c < data.channels; ++c) {
+    auto* line = reinterpret_cast<QRgb*>(image.scanLine(c));
+    for (int b = 0; b < data.columns; ++b) {
+      const double v = data.cell(c, b);
       double t = 0;
       if (logScale_) {
         t = (v > 0 && logSpan > 0) ? std::log(v / lo) / logSpan : (v > 0 ? 1.0 : 0.0);
       } else {
         t = hi > 0 ? v / hi : 0.0;
       }
-      line[b] = colourAt(t);
+      line[b] = colourAt(std::clamp(t, 0.0, 1.0));
     }
   }
+}
+
+const HeatmapData& HeatmapCanvas::shownData(int columns) {
+  rebuild(columns);  // the whole head: the colour scale, and what an unzoomed view shows
+  const auto [lo, hi] = visibleTokens();
+  if (!source_ || (lo == 0 && hi == static_cast<int>(source_->tokens))) return data_;
+  const int n = hi - lo;
+  const int cols = std::clamp(columns, 1, n);
+  if (windowColumns_ == cols && windowLo_ == lo && windowHi_ == hi) return window_;
+  // Bin only the window's tokens: a slice of the head (and of x′ for the error), binned as the
+  // whole head is. |x|/σ keeps the whole head's σ: the same scale per channel as unzoomed.
+  const int64_t dim = source_->dim;
+  Tensor3 slice(1, n, dim);
+  std::copy_n(source_->row(kvHead_, lo), static_cast<size_t>(n * dim), slice.data.data());
+  Tensor3 hatSlice;
+  const int64_t hatHead = layer_->hatHead(kvHead_);
+  const Tensor3* hat = hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr;
+  if (value_ == HeatmapValue::Error && hat && hat->tokens == source_->tokens && hat->dim == dim) {
+    hatSlice = Tensor3(1, n, dim);
+    std::copy_n(hat->row(hatHead, lo), static_cast<size_t>(n * dim), hatSlice.data.data());
+  }
+  const HeatmapValue value = value_ == HeatmapValue::Normalized ? HeatmapValue::Magnitude : value_;
+  computeHeatmapInto(slice, 0, hatSlice.data.empty() ? nullptr : &hatSlice, 0, value, cols, window_);
+  if (value_ == HeatmapValue::Normalized && window_.columns > 0) {
+    // σ per channel over all tokens of the head, as core's Normalized (core/metrics/view_data.cpp).
+    std::vector<double> sum(static_cast<size_t>(dim), 0.0), sum2(static_cast<size_t>(dim), 0.0);
+    for (int64_t t = 0; t < source_->tokens; ++t) {
+      const float* r = source_->row(kvHead_, t);
+      for (int64_t c = 0; c < dim; ++c) {
+        sum[static_cast<size_t>(c)] += r[c];
+        sum2[static_cast<size_t>(c)] += static_cast<double>(r[c]) * r[c];
+      }
+    }
+    const double count = static_cast<double>(source_->tokens);
+    window_.maxValue = 0;
+    float minPositive = std::numeric_limits<float>::infinity();
+    for (int c = 0; c < window_.channels; ++c) {
+      const double mean = sum[static_cast<size_t>(c)] / count;
+      const double var = std::max(0.0, sum2[static_cast<size_t>(c)] / count - mean * mean);
+      const double inverse = var > 0 ? 1.0 / std::sqrt(var) : 0.0;
+      float& channelMax = window_.channelMax[static_cast<size_t>(c)];
+      channelMax = 0;
+      for (int b = 0; b < window_.columns; ++b) {
+        float& cell = window_.cells[static_cast<size_t>(c) * static_cast<size_t>(window_.columns) + static_cast<size_t>(b)];
+        cell = static_cast<float>(cell * inverse);
+        channelMax = std::max(channelMax, cell);
+        if (cell > 0) minPositive = std::min(minPositive, cell);
+      }
+      window_.maxValue = std::max(window_.maxValue, channelMax);
+    }
+    window_.minPositive = std::isfinite(minPositive) ? minPositive : 0.0f;
+  }
+  for (int& t : window_.cellToken) t += lo;  // tokens of the dump, not of the slice
+  windowColumns_ = cols;
+  windowLo_ = lo;
+  windowHi_ = hi;
+  buildImage(window_, windowImage_);
+  return window_;
+}
+
+std::pair<int, int> HeatmapCanvas::visibleTokens() const {
+  return windowOf(tokenLo_, tokenHi_, source_ ? static_cast<int>(source_->tokens) : 0);
+}
+
+std::pair<int, int> HeatmapCanvas::visibleChannels() const {
+  return windowOf(channelLo_, channelHi_, source_ ? static_cast<int>(source_->dim) : 0);
+}
+
+bool HeatmapCanvas::zoomed() const { return tokenHi_ > tokenLo_ || channelHi_ > channelLo_; }
+
+void HeatmapCanvas::clampWindow() {
+  if (!source_) return;
+  clampRange(tokenLo_, tokenHi_, static_cast<int>(source_->tokens));
+  clampRange(channelLo_, channelHi_, static_cast<int>(source_->dim));
+  update();
+}
+
+void HeatmapCanvas::zoomAt(const QPointF& pos, double factor, bool tokens, bool channels) {
+  if (!source_ || !plotRect_.contains(pos) || factor <= 0) return;
+  const auto zoom = [factor](double& lo, double& hi, int n, double f) {
+    const double l = hi > lo ? lo : 0, h = hi > lo ? hi : n;
+    const double centre = l + f * (h - l), span = std::max(1.0, (h - l) / factor);
+    lo = centre - f * span;
+    hi = lo + span;
+  };
+  if (tokens) {
+    zoom(tokenLo_, tokenHi_, static_cast<int>(source_->tokens), (pos.x() - plotRect_.left()) / plotRect_.width());
+  }
+  if (channels) {
+    zoom(channelLo_, channelHi_, static_cast<int>(source_->dim), (pos.y() - plotRect_.top()) / plotRect_.height());
+  }
+  clampWindow();
+}
+
+void HeatmapCanvas::zoomToRect(const QPointF& a, const QPointF& b) {
+  if (!source_) return;
+  const QRectF r = QRectF(a, b).normalized() & plotRect_;
+  if (r.width() < 2 || r.height() < 2) return;
+  const auto [t0, t1] = visibleTokens();
+  const auto [c0, c1] = visibleChannels();
+  const double fx0 = (r.left() - plotRect_.left()) / plotRect_.width();
+  const double fx1 = (r.right() - plotRect_.left()) / plotRect_.width();
+  const double fy0 = (r.top() - plotRect_.top()) / plotRect_.height();
+  const double fy1 = (r.bottom() - plotRect_.top()) / plotRect_.height();
+  tokenLo_ = t0 + fx0 * (t1 - t0);
+  tokenHi_ = t0 + fx1 * (t1 - t0);
+  channelLo_ = c0 + fy0 * (c1 - c0);
+  channelHi_ = c0 + fy1 * (c1 - c0);
+  clampWindow();
+}
+
+void HeatmapCanvas::panBy(const QPointF& pixels) {
+  if (!source_ || plotRect_.width() <= 0 || plotRect_.height() <= 0) return;
+  // Dragging right shows what was left of the window; dragging down shows the channels above.
+  if (tokenHi_ > tokenLo_) {
+    const double shift = -pixels.x() / plotRect_.width() * (tokenHi_ - tokenLo_);
+    tokenLo_ += shift;
+    tokenHi_ += shift;
+  }
+  if (channelHi_ > channelLo_) {
+    const double shift = -pixels.y() / plotRect_.height() * (channelHi_ - channelLo_);
+    channelLo_ += shift;
+    channelHi_ += shift;
+  }
+  clampWindow();
+}
+
+void HeatmapCanvas::resetZoom() {
+  tokenLo_ = tokenHi_ = channelLo_ = channelHi_ = 0;
+  update();
 }
 
 void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
@@ -147,19 +320,24 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   const QRectF plot(target.left() + kLeft, target.top() + kTop,
                     std::max(10.0, target.width() - kLeft - right),
                     std::max(10.0, target.height() - kTop - kBottom));
-  rebuild(std::max(1, static_cast<int>(std::floor(plot.width()))));
+  const HeatmapData& shown = shownData(std::max(1, static_cast<int>(std::floor(plot.width()))));
+  shown_ = &shown;
   plotRect_ = plot;
+  const auto [t0, t1] = visibleTokens();
+  const auto [c0, c1] = visibleChannels();
+  const int nTokens = std::max(1, t1 - t0), nChannels = std::max(1, c1 - c0);
 
   painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
-  painter.drawImage(plot, image_);
+  const QImage& image = &shown == &data_ ? image_ : windowImage_;
+  painter.drawImage(plot, image, QRectF(0, c0, image.width(), nChannels));
   painter.drawRect(plot);
 
   // Axes: channels down the left, tokens along the bottom.
   // Round steps on every axis (ui/widgets/chart_ticks.h), as on the charts.
   const int channelStep = std::max(
-      1, static_cast<int>(niceTickInterval(data_.channels, std::max(1, static_cast<int>(plot.height() / (fm.height() * 1.6))))));
-  for (int c = 0; c < data_.channels; c += channelStep) {
-    const double y = plot.top() + (c + 0.5) * plot.height() / data_.channels;
+      1, static_cast<int>(niceTickInterval(nChannels, std::max(1, static_cast<int>(plot.height() / (fm.height() * 1.6))))));
+  for (int c = (c0 + channelStep - 1) / channelStep * channelStep; c < c1; c += channelStep) {
+    const double y = plot.top() + (c - c0 + 0.5) * plot.height() / nChannels;
     painter.drawText(QRectF(target.left(), y - fm.height() / 2, kLeft - 6, fm.height()),
                      Qt::AlignRight | Qt::AlignVCenter, QString::number(c));
   }
@@ -168,18 +346,25 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.rotate(-90);
   painter.drawText(QRectF(-60, -fm.height() / 2, 120, fm.height()), Qt::AlignCenter, tr("channel"));
   painter.restore();
-  const double tokenStep =
-      std::max(1.0, niceTickInterval(std::max(1, data_.tokens - 1), std::max(2, static_cast<int>(plot.width() / 90))));
-  for (double t = 0; t <= data_.tokens - 1 + 1e-9; t += tokenStep) {
+  double tokenStep =
+      std::max(1.0, niceTickInterval(std::max(1, nTokens - 1), std::max(2, static_cast<int>(plot.width() / 90))));
+  if (tokenStep < 10 && tokenStep != std::floor(tokenStep)) tokenStep = 2;  // tokens are whole: 2.5 → 2
+  for (double t = std::ceil(t0 / tokenStep - 1e-9) * tokenStep; t <= t1 - 1 + 1e-9; t += tokenStep) {
     const int token = static_cast<int>(std::lround(t));
-    const double x = plot.left() + (token + 0.5) * plot.width() / data_.tokens;
+    const double x = plot.left() + (token - t0 + 0.5) * plot.width() / nTokens;
     painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4));
     painter.drawText(QRectF(x - 40, plot.bottom() + 4, 80, fm.height()), Qt::AlignHCenter | Qt::AlignTop,
                      QString::number(token));
   }
   QString tokenAxis = tr("token");
-  if (data_.columns < data_.tokens) {
-    tokenAxis += tr("  (%1 tokens in %2 columns, max per column)").arg(data_.tokens).arg(data_.columns);
+  if (zoomed()) {
+    tokenAxis += tr("  (tokens %1–%2, channels %3–%4 of %5 × %6)")
+                     .arg(t0).arg(t1 - 1).arg(c0).arg(c1 - 1).arg(data_.tokens).arg(data_.channels);
+  }
+  if (shown.columns < shown.tokens) {
+    const QString binned = tr("  (%1 tokens in %2 columns, max per column)").arg(shown.tokens).arg(shown.columns);
+    // A narrow figure (a paper's column) gets the short form.
+    tokenAxis += fm.horizontalAdvance(tokenAxis + binned) <= plot.width() ? binned : tr(" (max per column)");
   }
   painter.drawText(QRectF(plot.left(), plot.bottom() + 4 + fm.height(), plot.width(), fm.height() + 2),
                    Qt::AlignCenter, tokenAxis);
@@ -190,10 +375,11 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   const double barMax = data_.maxValue > 0 ? data_.maxValue : 1.0;
   painter.setPen(Qt::NoPen);
   painter.setBrush(pal.color(QPalette::Highlight));
-  for (int c = 0; c < data_.channels; ++c) {
-    const double y0 = side.top() + c * side.height() / data_.channels;
-    const double h = std::max(1.0, side.height() / data_.channels);
-    const double w = side.width() * data_.channelMax[static_cast<size_t>(c)] / barMax;
+  for (int c = c0; c < c1 && c < shown.channels; ++c) {
+    // The maximum over the shown tokens, on the whole head's scale.
+    const double y0 = side.top() + (c - c0) * side.height() / nChannels;
+    const double h = std::max(1.0, side.height() / nChannels);
+    const double w = side.width() * std::min(1.0, shown.channelMax[static_cast<size_t>(c)] / barMax);
     painter.drawRect(QRectF(side.left(), y0, w, h));
   }
   painter.setPen(pal.color(QPalette::Text));
@@ -236,25 +422,29 @@ void HeatmapCanvas::paintEvent(QPaintEvent*) {
 }
 
 bool HeatmapCanvas::cellAt(const QPointF& pos, int* channel, int* column) const {
-  if (!source_ || data_.columns == 0 || !plotRect_.contains(pos)) return false;
-  *column = std::clamp(static_cast<int>((pos.x() - plotRect_.left()) / plotRect_.width() * data_.columns), 0,
-                       data_.columns - 1);
-  *channel = std::clamp(static_cast<int>((pos.y() - plotRect_.top()) / plotRect_.height() * data_.channels), 0,
-                        data_.channels - 1);
+  const HeatmapData& d = *shown_;
+  if (!source_ || d.columns == 0 || !plotRect_.contains(pos)) return false;
+  const auto [c0, c1] = visibleChannels();
+  *column = std::clamp(static_cast<int>((pos.x() - plotRect_.left()) / plotRect_.width() * d.columns), 0,
+                       d.columns - 1);
+  *channel = std::clamp(c0 + static_cast<int>((pos.y() - plotRect_.top()) / plotRect_.height() * (c1 - c0)), 0,
+                        d.channels - 1);
   return true;
 }
 
 QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   int channel = 0, column = 0;
   if (!cellAt(pos, &channel, &column)) return {};
-  const size_t i = static_cast<size_t>(channel) * static_cast<size_t>(data_.columns) + static_cast<size_t>(column);
-  const int token = data_.cellToken[i];
+  const HeatmapData& d = *shown_;
+  const int offset = shown_ == &window_ ? windowLo_ : 0;  // the window's bins count from its first token
+  const size_t i = static_cast<size_t>(channel) * static_cast<size_t>(d.columns) + static_cast<size_t>(column);
+  const int token = d.cellToken[i];
   QString text = tr("token %1").arg(token);
   if (token < tokenText_.size()) text += QStringLiteral(" \u201c%1\u201d").arg(tokenText_[token]);
-  if (data_.binStart(column + 1) - data_.binStart(column) > 1) {
-    text += tr(" (max of tokens %1–%2)").arg(data_.binStart(column)).arg(data_.binStart(column + 1) - 1);
+  if (d.binStart(column + 1) - d.binStart(column) > 1) {
+    text += tr(" (max of tokens %1–%2)").arg(offset + d.binStart(column)).arg(offset + d.binStart(column + 1) - 1);
   }
-  text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(data_.cells[i]));
+  text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(d.cells[i]));
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
@@ -263,21 +453,92 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   return text;
 }
 
-void HeatmapCanvas::mouseMoveEvent(QMouseEvent* event) {
-  const QString text = describeAt(event->position());
-  if (text.isEmpty()) {
+void HeatmapCanvas::updateReadout(const QPointF& pos, const QPoint& globalPos) {
+  readout_ = describeAt(pos);
+  if (readout_.isEmpty()) {
     QToolTip::hideText();
   } else {
-    QToolTip::showText(event->globalPosition().toPoint(), text, this);
+    QToolTip::showText(globalPos,
+                       readout_ + QStringLiteral("\n\n") +
+                           tr("wheel: zoom tokens (Shift: channels, Ctrl: both) · drag: box zoom · right drag: pan · "
+                              "double-click: reset\nclick: select for the histogram"),
+                       this);
   }
 }
 
-void HeatmapCanvas::mousePressEvent(QMouseEvent* event) {
-  int channel = 0, column = 0;
-  if (cellAt(event->position(), &channel, &column)) {
-    emit cellClicked(channel, data_.cellToken[static_cast<size_t>(channel) * static_cast<size_t>(data_.columns) +
-                                              static_cast<size_t>(column)]);
+void HeatmapCanvas::mouseMoveEvent(QMouseEvent* event) {
+  const QPointF pos = event->position();
+  if (drag_ != Drag::None && (pos - pressPos_).manhattanLength() > kClickSlop) moved_ = true;
+  if (drag_ == Drag::Pan && moved_) {
+    panBy(pos - lastPos_);
+  } else if (drag_ == Drag::Band && moved_) {
+    if (!band_) band_ = new QRubberBand(QRubberBand::Rectangle, this);
+    band_->setGeometry(QRectF(pressPos_, pos).normalized().toRect());
+    band_->show();
   }
+  lastPos_ = pos;
+  updateReadout(pos, event->globalPosition().toPoint());
+}
+
+void HeatmapCanvas::mousePressEvent(QMouseEvent* event) {
+  pressPos_ = lastPos_ = event->position();
+  moved_ = false;
+  const bool pan = event->button() == Qt::RightButton || event->button() == Qt::MiddleButton ||
+                   (event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier));
+  if (pan) {
+    drag_ = Drag::Pan;
+    setCursor(Qt::ClosedHandCursor);
+  } else if (event->button() == Qt::LeftButton) {
+    drag_ = Drag::Band;
+  }
+  event->accept();
+}
+
+void HeatmapCanvas::mouseReleaseEvent(QMouseEvent* event) {
+  const QPointF pos = event->position();
+  if (drag_ == Drag::Band) {
+    if (band_) band_->hide();
+    int channel = 0, column = 0;
+    if (moved_) {
+      zoomToRect(pressPos_, pos);
+    } else if (cellAt(pos, &channel, &column)) {
+      const HeatmapData& d = *shown_;
+      emit cellClicked(channel, d.cellToken[static_cast<size_t>(channel) * static_cast<size_t>(d.columns) +
+                                            static_cast<size_t>(column)]);
+    }
+  }
+  if (drag_ == Drag::Pan) unsetCursor();
+  drag_ = Drag::None;
+  event->accept();
+}
+
+void HeatmapCanvas::mouseDoubleClickEvent(QMouseEvent* event) {
+  resetZoom();
+  event->accept();
+}
+
+void HeatmapCanvas::wheelEvent(QWheelEvent* event) {
+  const double steps = event->angleDelta().y() / 120.0;
+  if (steps == 0) return;
+  const Qt::KeyboardModifiers m = event->modifiers();
+  const bool channelsOnly = m & Qt::ShiftModifier, both = m & Qt::ControlModifier;
+  zoomAt(event->position(), std::pow(1.25, steps), !channelsOnly || both, channelsOnly || both);
+  event->accept();
+}
+
+void HeatmapCanvas::keyPressEvent(QKeyEvent* event) {
+  if (event->key() == Qt::Key_Escape && zoomed()) {
+    resetZoom();
+    event->accept();
+    return;
+  }
+  QWidget::keyPressEvent(event);
+}
+
+void HeatmapCanvas::leaveEvent(QEvent* event) {
+  readout_.clear();
+  QToolTip::hideText();
+  QWidget::leaveEvent(event);
 }
 
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
@@ -306,7 +567,8 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(new QLabel(tr("Scale"), this));
   controls->addWidget(scale_);
   controls->addStretch(1);
-  auto* hint = new QLabel(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."), this);
+  auto* hint = new QLabel(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram. "
+                           "Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset."), this);
   hint->setObjectName(QStringLiteral("heatmapHint"));
   controls->addWidget(hint);
   profile_ = new QLabel(this);

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Outlier heat map: channel × token magnitude of one kv head, with a colour bar and a side bar
 // chart of per-channel maxima. Drawn from a QImage so that thousands of tokens stay cheap.
+// Zoom and pan as every chart does (ui/widgets/chart_view.h): wheel, rubber band, drag, reset.
 #pragma once
 
 #include <QImage>
 #include <QStringList>
 #include <QWidget>
+
+#include <utility>
 
 #include "ui/compute/heatmap_data.h"
 #include "ui/export/exportable.h"
@@ -13,6 +16,7 @@
 
 class QComboBox;
 class QLabel;
+class QRubberBand;
 
 namespace kvscope::ui {
 
@@ -39,6 +43,25 @@ class HeatmapCanvas : public QWidget {
   /// Text for a cell under a plot-relative point (used by the tooltip).
   [[nodiscard]] QString describeAt(const QPointF& pos) const;
   [[nodiscard]] QString title() const;
+  /// The readout shown for the cursor's cell (empty outside the cells).
+  [[nodiscard]] const QString& readout() const { return readout_; }
+
+  // Zoom, as InteractiveChartView: tokens along x, channels along y. Positions are widget pixels.
+  /// The tokens shown, [first, end).
+  [[nodiscard]] std::pair<int, int> visibleTokens() const;
+  /// The channels shown, [first, end).
+  [[nodiscard]] std::pair<int, int> visibleChannels() const;
+  [[nodiscard]] bool zoomed() const;
+  /// Zooms by `factor` (> 1 magnifies) about `pos`: tokens, channels, or both.
+  void zoomAt(const QPointF& pos, double factor, bool tokens = true, bool channels = false);
+  /// Zooms to the cells between two positions.
+  void zoomToRect(const QPointF& a, const QPointF& b);
+  /// Moves the shown window by a pixel offset (a drag).
+  void panBy(const QPointF& pixels);
+  /// Shows every token and channel again.
+  void resetZoom();
+  /// The plot rectangle of the last on-screen paint.
+  [[nodiscard]] const QRectF& plotRect() const { return plotRect_; }
 
  signals:
   /// The user clicked a cell: select this channel and token elsewhere.
@@ -48,12 +71,22 @@ class HeatmapCanvas : public QWidget {
   void paintEvent(QPaintEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  void keyPressEvent(QKeyEvent* event) override;
+  void leaveEvent(QEvent* event) override;
 
  private:
   const Tensor3* sourceTensor() const;
   void rebuild(int columns);
-  void buildImage();
+  void buildImage(const HeatmapData& data, QImage& image) const;
+  /// The binned data of the shown token window (data_ itself when every token is shown).
+  const HeatmapData& shownData(int columns);
   bool cellAt(const QPointF& pos, int* channel, int* column) const;
+  /// Clamps the window to the data and keeps at least one token and channel.
+  void clampWindow();
+  void updateReadout(const QPointF& pos, const QPoint& globalPos);
 
   LayerQuantPtr layer_;
   const Tensor3* source_ = nullptr;
@@ -67,6 +100,18 @@ class HeatmapCanvas : public QWidget {
   int builtColumns_ = -1;
   bool imagePending_ = false;  ///< data_ is newer than image_
   QRectF plotRect_;  ///< where the last on-screen paint put the cells
+  // The shown window in token and channel units (continuous, so that small drags add up);
+  // empty (hi <= lo) = everything.
+  double tokenLo_ = 0, tokenHi_ = 0, channelLo_ = 0, channelHi_ = 0;
+  HeatmapData window_;  ///< binned data of the token window when zoomed along tokens
+  QImage windowImage_;
+  int windowColumns_ = -1, windowLo_ = -1, windowHi_ = -1;  ///< what window_ was built for
+  const HeatmapData* shown_ = &data_;  ///< what the last paint drew
+  QString readout_;
+  enum class Drag { None, Band, Pan } drag_ = Drag::None;
+  QPointF pressPos_, lastPos_;
+  bool moved_ = false;
+  QRubberBand* band_ = nullptr;
 };
 
 /// The heat map with its controls (tensor, value, colour scale).

@@ -69,6 +69,7 @@ class HistogramView : public QWidget, public ExportableView {
   [[nodiscard]] QString exportName() const override { return QStringLiteral("histogram"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
+  [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("levels")}; }
   [[nodiscard]] bool hasContent() const override { return layer_ != nullptr && data_.count > 0; }
 
  protected:
