@@ -7,6 +7,7 @@
 
 #include <QComboBox>
 #include <QLabel>
+#include <QLineSeries>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QStandardItemModel>
@@ -323,6 +324,15 @@ class SensitivityDiagnosisTest : public QObject {
     QCOMPARE(w.histogramView()->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Token));
     QCOMPARE(w.histogramView()->tensorBox()->currentData().toInt(),
              static_cast<int>(kind == TensorKind::Value ? ViewTensor::Value : ViewTensor::Key));
+    QCOMPARE(w.histogramView()->spaceBox()->currentData().toInt(), 0);  // the dump's values, as the evidence
+    // ...and counts that token's D values (the step series has two points per bin).
+    const auto drawnCount = [&] {
+      double n = 0;
+      const QList<QPointF> points = w.histogramView()->originalSeries()->points();
+      for (qsizetype i = 0; i + 1 < points.size(); i += 2) n += points[i].y();
+      return n;
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(drawnCount(), static_cast<double>(x.dim), kWaitMs);
 
     // The advice names sinks=S and Apply puts it into both panels and the override.
     QVERIFY2(view->adviceLabel()->text().contains(QStringLiteral("sinks=%1").arg(sinks)), qPrintable(view->adviceLabel()->text()));

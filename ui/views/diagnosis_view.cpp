@@ -100,6 +100,9 @@ void pointViewsAt(const Evidence& e, HistogramView& histogram, HeatmapView& heat
   if (scope >= 0 && tensor >= 0) {
     const int i = histogram.scopeBox()->findData(scope);
     if (i >= 0) histogram.scopeBox()->setCurrentIndex(i);
+    // The evidence's numbers are the dump's values (a kept sink token has no format input at all).
+    const int original = histogram.spaceBox()->findData(0);
+    if (original >= 0) histogram.spaceBox()->setCurrentIndex(original);
   }
 }
 
@@ -113,8 +116,6 @@ DiagnosisView::DiagnosisView(QWidget* parent) : QWidget(parent) {
   tree_->setAlternatingRowColors(true);
   tree_->setWordWrap(true);
   tree_->header()->setStretchLastSection(true);
-  tree_->setToolTip(tr("Click a finding or one of its evidence rows to select that layer, kv head (and channel or "
-                       "token) in the other views."));
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("diagnosisStatus"));
   status_->setWordWrap(true);
@@ -237,12 +238,13 @@ void DiagnosisView::fill() {
     top->setExpanded(true);
   }
   tree_->resizeColumnToContents(kSeverity);
-  tree_->setColumnWidth(kWhat, std::max(360, tree_->width() / 3));
+  tree_->setColumnWidth(kWhat, std::max(300, tree_->width() / 4));  // the whole summary is under the list
   for (int c = kLayer; c <= kTensor; ++c) tree_->resizeColumnToContents(c);
   QString text = d.findings.empty() ? tr("No findings: nothing in this dump is known to make it hard to quantize.")
                                     : tr("%1 finding(s) over %2 layer(s).").arg(d.findings.size()).arg(d.layers.size());
   for (const std::string& n : d.notes) text += QStringLiteral(" ") + q(n) + QLatin1Char('.');
-  text += tr(" Thresholds: docs/diagnose.md.");
+  text += tr(" Click a finding or one of its evidence rows to select that layer, kv head (and channel or token) in "
+             "the other views. Thresholds: docs/diagnose.md.");
   status_->setText(text);
   if (!d.findings.empty()) tree_->setCurrentItem(tree_->topLevelItem(0));
   else showFinding(-1);
@@ -266,9 +268,9 @@ void DiagnosisView::showFinding(int finding) {
     return;
   }
   const Finding& f = diagnosis_->findings[static_cast<size_t>(finding)];
-  advice_->setText(tr("<b>%1</b> (%2) — what to do: %3")
+  advice_->setText(tr("<b>%1</b> (%2): %3.<br><b>What to do:</b> %4")
                        .arg(QString::fromLatin1(findingKindName(f.kind)), QString::fromLatin1(findingSeverity(f.kind)),
-                            q(f.advice).toHtmlEscaped()));
+                            q(f.summary).toHtmlEscaped(), q(f.advice).toHtmlEscaped()));
   const std::vector<SettingSuggestion> suggestions = suggestedSettings(f, diagnosis_->dump);
   for (const SettingSuggestion& s : suggestions) {
     auto* button = new QPushButton(tr("Apply: %1").arg(q(s.label)), applyBox_);

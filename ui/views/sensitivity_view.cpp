@@ -253,7 +253,9 @@ void SensitivityCanvas::draw(QPainter& painter, const QRectF& target, bool scree
         const QColor colour = QColor::fromRgb(colourAt(t));
         painter.fillRect(r, colour);
         if (labels) {
-          painter.setPen(colour.lightnessF() > 0.55 ? Qt::black : Qt::white);
+          // Dark text on bright cells (relative luminance, Rec. 601 weights), light on dark ones.
+          const double luma = 0.299 * colour.redF() + 0.587 * colour.greenF() + 0.114 * colour.blueF();
+          painter.setPen(luma > 0.45 ? Qt::black : Qt::white);
           painter.drawText(r, Qt::AlignCenter, QString::number(c.value, 'g', 3));
         }
       }
@@ -315,7 +317,7 @@ void SensitivityCanvas::draw(QPainter& painter, const QRectF& target, bool scree
       painter.drawText(QRectF(bar.right() + 5, y - fm.height() / 2, kColourLabels - 5, fm.height()),
                        Qt::AlignLeft | Qt::AlignVCenter, QString::number(v, 'g', 3));
     }
-    painter.drawText(QRectF(bar.left() - 20, bar.bottom() + 2, kColourBar + kColourLabels + 20, fm.height()),
+    painter.drawText(QRectF(bar.left(), bar.bottom() + 2 + fm.height(), kColourBar + kColourLabels, fm.height() + 2),
                      Qt::AlignLeft | Qt::AlignTop, tr("log scale"));
   }
   painter.restore();
