@@ -269,6 +269,40 @@ class SensitivityDiagnosisTest : public QObject {
     w.showTab(tabs(w)->indexOf(view));
     QVERIFY(computed.wait(kWaitMs));
     QCOMPARE(view->candidateBox()->count(), 1);
+
+    // Another dump while a map is computing: the stale job is dropped and the new dump mapped.
+    view->candidatesField()->setText(QStringLiteral("search"));
+    view->compute();
+    QVERIFY(view->runner()->busy());
+    view->candidatesField()->setText(QStringLiteral("int8"));
+    computed.clear();
+    open(w, sinks_);
+    if (computed.isEmpty()) QVERIFY(computed.wait(kWaitMs));
+    QCOMPARE(computed.count(), 1);
+    QCOMPARE(QString::fromStdString(view->map()->dump.path), sinks_);
+    QCOMPARE(view->candidateBox()->count(), 1);
+  }
+
+  void aDumpWithoutQueriesSaysWhyThereIsNoMap() {
+    const QString path = dir_.filePath(QStringLiteral("noq.h5"));
+    SynthOptions o = smallOptions("llama");
+    o.queries = 0;
+    QVERIFY(writeSynthDump(path.toStdString(), o).isOk());
+    MainWindow w(false);
+    w.show();
+    open(w, path);
+    SensitivityView* view = w.sensitivityView();
+    w.showTab(tabs(w)->indexOf(view));
+    QVERIFY(!view->runner()->busy());
+    QVERIFY(!view->map());
+    QVERIFY2(view->statusLabel()->text().contains(QStringLiteral("no queries")), qPrintable(view->statusLabel()->text()));
+    // The diagnosis still runs, and says what it could not check.
+    DiagnosisView* diagnosis = w.diagnosisView();
+    QSignalSpy computed(diagnosis, &DiagnosisView::computed);
+    w.showTab(tabs(w)->indexOf(diagnosis));
+    QVERIFY(computed.wait(kWaitMs));
+    QVERIFY(!diagnosis->diagnosis()->notes.empty());
+    QVERIFY(w.findChild<QLabel*>(QStringLiteral("diagnosisStatus"))->text().contains(QStringLiteral("no queries")));
   }
 
   void massiveSinksFindingSelectsItsPlaceAndApplies() {
