@@ -88,6 +88,11 @@ void SensitivityCanvas::setMap(SensitivityMapPtr map, int candidate, AttentionFi
   update();
 }
 
+void SensitivityCanvas::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  update();
+}
+
 void SensitivityCanvas::setSelection(int layer, int kvHead) {
   selLayer_ = layer;
   selHead_ = kvHead;
@@ -199,7 +204,8 @@ void SensitivityCanvas::draw(QPainter& painter, const QRectF& target, bool scree
   painter.drawText(QRectF(target.left(), target.top(), target.width(), kTop), Qt::AlignCenter, title);
   painter.setFont(font);
   if (!map_) {
-    painter.drawText(target, Qt::AlignCenter, tr("No map yet: open a dump with queries and show this view."));
+    painter.drawText(target.adjusted(20, kTop, -20, 0), Qt::AlignCenter | Qt::TextWordWrap,
+                     placeholder_.isEmpty() ? tr("No map yet: open a dump with queries and show this view.") : placeholder_);
     painter.restore();
     return;
   }
@@ -414,20 +420,20 @@ SensitivityView::SensitivityView(QWidget* parent) : QWidget(parent) {
   connect(computeButton, &QPushButton::clicked, this, &SensitivityView::compute);
   connect(canvas_, &SensitivityCanvas::cellClicked, this, &SensitivityView::selected);
   connect(runner_, &JobRunner::progressed, this, [this](double fraction, const QString&) {
-    if (running_) status_->setText(tr("Computing the map… %1%").arg(static_cast<int>(fraction * 100)));
+    if (running_) setStatus(tr("Computing the map… %1%").arg(static_cast<int>(fraction * 100)));
   });
   connect(runner_, &JobRunner::busyChanged, this, [this](bool busy) {
     if (!busy && running_) {
       // Ended without a result: cancelled or failed (the window reports failures).
       running_ = false;
       runningDump_.reset();
-      status_->setText(tr("Not computed (cancelled or failed); press Compute to run it again."));
+      setStatus(tr("Not computed (cancelled or failed); press Compute to run it again."));
     }
   });
   connect(runner_, &JobRunner::failed, this, [this](const QString& message) {
     running_ = false;
     runningDump_.reset();
-    status_->setText(tr("⚠ %1").arg(message));
+    setStatus(tr("⚠ %1").arg(message));
   });
 }
 
@@ -445,13 +451,18 @@ void SensitivityView::setDump(std::shared_ptr<const Dump> dump) {
   mapDump_.reset();
   candidate_->clear();
   refresh();
-  status_->setText(dump_ && !dump_->info().hasQuery
+  setStatus(dump_ && !dump_->info().hasQuery
                        ? tr("This dump has no queries: the sensitivity map measures attention and needs them.")
                        : tr("The map is computed when this view is shown."));
   if (isVisible()) compute();
 }
 
 void SensitivityView::setSelection(int layer, int kvHead) { canvas_->setSelection(layer, kvHead); }
+
+void SensitivityView::setStatus(const QString& text) {
+  status_->setText(text);
+  if (!map_) canvas_->setPlaceholder(text);
+}
 
 bool SensitivityView::upToDate() const {
   if (!dump_ || !map_ || mapDump_ != dump_) return false;
@@ -462,12 +473,12 @@ bool SensitivityView::upToDate() const {
 void SensitivityView::compute() {
   if (!dump_) return;
   if (!dump_->info().hasQuery) {
-    status_->setText(tr("This dump has no queries: the sensitivity map measures attention and needs them."));
+    setStatus(tr("This dump has no queries: the sensitivity map measures attention and needs them."));
     return;
   }
   auto wanted = sensitivityCandidateList(candidates_->text(), dump_->info());
   if (!wanted) {
-    status_->setText(tr("⚠ %1").arg(q(wanted.status().message())));
+    setStatus(tr("⚠ %1").arg(q(wanted.status().message())));
     return;
   }
   if (map_ && mapDump_ == dump_ && *wanted == mapCandidates_) return;
@@ -475,7 +486,7 @@ void SensitivityView::compute() {
   runningDump_ = dump_;
   runningCandidates_ = *wanted;
   running_ = true;
-  status_->setText(tr("Computing the map…"));
+  setStatus(tr("Computing the map…"));
   SensitivityOptions options;
   options.candidates = *wanted;
   auto dump = dump_;
@@ -499,7 +510,7 @@ void SensitivityView::compute() {
                            .arg(map_->dump.kvHeads)
                            .arg(map_->key.candidates.size());
         for (const std::string& n : map_->notes) text += QStringLiteral(" ") + q(n);
-        status_->setText(text);
+        setStatus(text);
         emit computed();
       });
 }

@@ -45,6 +45,8 @@ class SensitivityCanvas : public QWidget {
 
   void setMap(SensitivityMapPtr map, int candidate, AttentionField field);
   void setSelection(int layer, int kvHead);
+  /// What the figure says while there is no map (computing, no queries, cancelled).
+  void setPlaceholder(const QString& text);
   /// Draws the whole figure into `target` (exports; the widget paints the same figure).
   void paintFigure(QPainter& painter, const QRectF& target);
   /// The cell under a widget point, as last painted on screen.
@@ -81,6 +83,7 @@ class SensitivityCanvas : public QWidget {
   int candidate_ = 0;
   AttentionField field_ = AttentionField::OutputRelError;
   int selLayer_ = -1, selHead_ = -1;
+  QString placeholder_;
   Grid grids_[2];  ///< 0 = K, 1 = V
 };
 
@@ -126,6 +129,8 @@ class SensitivityView : public QWidget, public ExportableView {
  private:
   void refresh();
   void fillCandidates();
+  /// Sets the status line, and the figure's placeholder while there is no map.
+  void setStatus(const QString& text);
 
   JobRunner* runner_;
   SensitivityCanvas* canvas_;
