@@ -1294,6 +1294,9 @@ std::string MainWindow::sessionJson() const {
                      {"key_bound", budget_->keyBoundBox()->value()},
                      {"value_field", budget_->valueFieldBox()->currentText().toStdString()},
                      {"value_bound", budget_->valueBoundBox()->value()}};
+  views["sensitivity"] = {{"candidates", sensitivity_->candidatesField()->text().toStdString()},
+                          {"metric", sensitivity_->metricBox()->currentText().toStdString()},
+                          {"candidate", sensitivity_->shownCandidate().toStdString()}};
   j["views"] = views;
   return j.dump(2) + "\n";
 }
@@ -1366,6 +1369,11 @@ Status MainWindow::loadSession(const QString& path) {
         const QString device = q(c.value("device", std::string()));
         const int index = device.isEmpty() ? 0 : budget_->deviceBox()->findText(device);
         budget_->deviceBox()->setCurrentIndex(std::max(0, index));
+      }
+      if (v.contains("sensitivity")) {
+        const auto& m = v["sensitivity"];
+        sensitivity_->restore(q(m.value("candidates", std::string("default"))),
+                              q(m.value("metric", std::string("output_rel_error"))), q(m.value("candidate", std::string())));
       }
       if (v.contains("search")) {
         const auto& f = v["search"];

@@ -239,6 +239,27 @@ class SensitivityDiagnosisTest : public QObject {
     QVERIFY2(view->statusLabel()->text().contains(QStringLiteral("'nonsense' is not a spec")), qPrintable(view->statusLabel()->text()));
     QVERIFY(view->map() != nullptr);
 
+    // Sessions keep the candidate list, the metric and the candidate shown.
+    view->candidatesField()->setText(QStringLiteral("q4_0;int4,axis=token"));
+    QTest::keyClick(view->candidatesField(), Qt::Key_Return);
+    QVERIFY(computed.wait(kWaitMs));
+    view->candidateBox()->setCurrentIndex(1);
+    view->metricBox()->setCurrentIndex(view->metricBox()->findText(QStringLiteral("kl_max")));
+    const QString session = dir_.filePath(QStringLiteral("sens-session.json"));
+    QVERIFY(w.saveSession(session).isOk());
+    {
+      MainWindow w2(false);
+      w2.show();
+      QSignalSpy again(w2.sensitivityView(), &SensitivityView::computed);
+      w2.showTab(tabs(w2)->indexOf(w2.sensitivityView()));
+      QVERIFY(w2.loadSession(session).isOk());
+      QVERIFY(again.wait(kWaitMs));
+      QCOMPARE(w2.sensitivityView()->candidatesField()->text(), QStringLiteral("q4_0;int4,axis=token"));
+      QCOMPARE(w2.sensitivityView()->metricBox()->currentText(), QStringLiteral("kl_max"));
+      QCOMPARE(w2.sensitivityView()->candidateBox()->count(), 2);  // the map of the restored list
+      QCOMPARE(w2.sensitivityView()->candidateBox()->currentData().toString(), QStringLiteral("int4"));
+    }
+
     // Exports: the CSV is core's, the images draw.
     const QString csv = dir_.filePath(QStringLiteral("sens.csv"));
     QVERIFY(exportView(*view, csv, ExportFormat::Csv, QSize(800, 500)).isOk());

@@ -415,7 +415,10 @@ SensitivityView::SensitivityView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(status_);
 
   connect(metric_, &QComboBox::currentIndexChanged, this, &SensitivityView::refresh);
-  connect(candidate_, &QComboBox::currentIndexChanged, this, &SensitivityView::refresh);
+  connect(candidate_, &QComboBox::currentIndexChanged, this, [this] {
+    if (candidate_->currentIndex() >= 0) preferredCandidate_ = candidate_->currentData().toString();
+    refresh();
+  });
   connect(candidates_, &QLineEdit::returnPressed, this, &SensitivityView::compute);
   connect(computeButton, &QPushButton::clicked, this, &SensitivityView::compute);
   connect(canvas_, &SensitivityCanvas::cellClicked, this, &SensitivityView::selected);
@@ -516,7 +519,6 @@ void SensitivityView::compute() {
 }
 
 void SensitivityView::fillCandidates() {
-  const QString previous = candidate_->currentText();
   const QSignalBlocker block(candidate_);
   candidate_->clear();
   if (!map_) return;
@@ -537,13 +539,26 @@ void SensitivityView::fillCandidates() {
     if (model != nullptr) model->item(row)->setEnabled(usable);
     if (usable && firstUsable < 0) firstUsable = row;
   }
-  int index = candidate_->findData(previous.section(QStringLiteral("  ("), 0, 0));
+  int index = candidate_->findData(preferredCandidate_);
   if (index < 0 || (model && !model->item(index)->isEnabled())) {
     // The ladder's 4-bit rung when present (the setting users ask about first), else the first usable one.
     index = candidate_->findData(QStringLiteral("q4_0"));
     if (index < 0 || (model && !model->item(index)->isEnabled())) index = firstUsable;
   }
   candidate_->setCurrentIndex(std::max(0, index));
+  if (candidate_->currentIndex() >= 0 && preferredCandidate_.isEmpty()) preferredCandidate_ = candidate_->currentData().toString();
+}
+
+void SensitivityView::restore(const QString& candidates, const QString& metric, const QString& candidate) {
+  candidates_->setText(candidates);
+  const int m = metric_->findText(metric);
+  if (m >= 0) metric_->setCurrentIndex(m);
+  // A spec as typed or canonical: the map's list holds canonical strings.
+  auto parsed = parseSpec(candidate.toStdString());
+  preferredCandidate_ = parsed ? q(toString(*parsed)) : candidate;
+  const int c = candidate_->findData(preferredCandidate_);
+  if (c >= 0) candidate_->setCurrentIndex(c);
+  if (isVisible()) compute();
 }
 
 void SensitivityView::refresh() {

@@ -110,6 +110,10 @@ class SensitivityView : public QWidget, public ExportableView {
   QComboBox* candidateBox() { return candidate_; }
   QLineEdit* candidatesField() { return candidates_; }
   QLabel* statusLabel() { return status_; }
+  /// The candidate shown (canonical spec; the one asked for while no map has it yet).
+  [[nodiscard]] QString shownCandidate() const { return preferredCandidate_; }
+  /// Restores the view's settings (sessions): candidate list, metric name, candidate shown.
+  void restore(const QString& candidates, const QString& metric, const QString& candidate);
 
   [[nodiscard]] QString exportName() const override { return QStringLiteral("sensitivity"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
@@ -144,6 +148,8 @@ class SensitivityView : public QWidget, public ExportableView {
   std::shared_ptr<const Dump> mapDump_, runningDump_;
   std::vector<std::string> mapCandidates_, runningCandidates_;
   bool running_ = false;
+  /// The candidate the user chose (kept across maps whose lists contain it).
+  QString preferredCandidate_;
 };
 
 /// The candidates field, as `kvscope-cli sensitivity --candidates` reads it (without files):
