@@ -16,12 +16,15 @@
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"
+#include "ui/views/diagnosis_view.h"
+#include "ui/views/sensitivity_view.h"
 
 namespace kvscope::ui {
 
 namespace {
 const QStringList kViewNames{QStringLiteral("histogram"), QStringLiteral("heatmap"), QStringLiteral("drift"),
-                             QStringLiteral("summary"), QStringLiteral("budget")};
+                             QStringLiteral("summary"),   QStringLiteral("budget"),  QStringLiteral("sensitivity"),
+                             QStringLiteral("diagnosis")};
 }
 
 Expected<Launch> resolveLaunch(const LaunchOptions& options) {
@@ -128,8 +131,24 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   bool layerSeen = false, driftSeen = false, searchStarted = false, searchDone = false;
   const bool needSearch = !launch.exportDir.isEmpty() &&
                           (launch.views.isEmpty() || launch.views.contains(QStringLiteral("budget")));
+  const auto exported = [&](const QString& view) {
+    return !launch.exportDir.isEmpty() && (launch.views.isEmpty() || launch.views.contains(view));
+  };
   const auto finishIfReady = [&] {
     if (!layerSeen || !driftSeen || !window.summaryComplete()) return;
+    // The sensitivity map and the diagnosis run on their own lanes when exported or shown; the
+    // map needs queries, without which the view only says so.
+    SensitivityView* sensitivity = window.sensitivityView();
+    if ((exported(QStringLiteral("sensitivity")) || sensitivity->isVisible()) && window.dump() &&
+        window.dump()->info().hasQuery && !sensitivity->upToDate()) {
+      sensitivity->compute();
+      return;
+    }
+    DiagnosisView* diagnosis = window.diagnosisView();
+    if ((exported(QStringLiteral("diagnosis")) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
+      diagnosis->compute();
+      return;
+    }
     if (needSearch && !searchDone) {
       // The budget view's Pareto fronts need the search; start it once the rest is done.
       if (!searchStarted) {
@@ -148,6 +167,8 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   QObject::connect(&window, &MainWindow::layerReady, &loop, [&] { layerSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::driftReady, &loop, [&] { driftSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
+  QObject::connect(window.sensitivityView(), &SensitivityView::computed, &loop, [&] { finishIfReady(); });
+  QObject::connect(window.diagnosisView(), &DiagnosisView::computed, &loop, [&] { finishIfReady(); });
   QObject::connect(&window, &MainWindow::searchFinished, &loop, [&] { searchDone = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
     std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());

@@ -57,6 +57,8 @@
 #include "core/util/atomic_file.h"
 #include "ui/export/exporter.h"
 #include "ui/views/budget_view.h"
+#include "ui/views/diagnosis_view.h"
+#include "ui/views/sensitivity_view.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
@@ -139,6 +141,10 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(drift_, tr("Attention drift"));
   tabs_->addTab(summary_, tr("Layer summary"));
   tabs_->addTab(budget_, tr("Budget && capacity"));
+  sensitivity_ = new SensitivityView(this);
+  diagnosis_ = new DiagnosisView(this);
+  tabs_->addTab(sensitivity_, tr("Sensitivity"));
+  tabs_->addTab(diagnosis_, tr("Diagnosis"));
   setCentralWidget(tabs_);
 
   openRunner_ = new JobRunner(tr("opening"), this);
@@ -170,6 +176,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     showStatus(tr("Cancelled."));
   });
   for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) trackBusy(r);
+  trackBusy(sensitivity_->runner());
+  trackBusy(diagnosis_->runner());
 
   buildDocks();
   buildMenus();
@@ -193,6 +201,28 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     showStatus(tr("Selected channel %1, token %2 for the histogram.").arg(channel).arg(token));
   });
   connect(summary_, &SummaryView::selected, this, &MainWindow::select);
+  connect(sensitivity_, &SensitivityView::selected, this, &MainWindow::select);
+  connect(diagnosis_, &DiagnosisView::evidenceSelected, this, [this](const Evidence& e) {
+    if (!dump_) return;
+    const DumpInfo& info = dump_->info();
+    if (e.channel >= 0) selection_.channel = std::clamp(e.channel, 0, info.headDim - 1);
+    if (e.token >= 0) selection_.token = static_cast<int>(std::clamp<int64_t>(e.token, 0, info.tokens - 1));
+    pointViewsAt(e, *histogram_, *heatmap_, info.hasKeyPreRope);
+    select(e.layer >= 0 ? e.layer : selection_.layer, e.kvHead >= 0 ? e.kvHead : selection_.kvHead);
+    if (e.queryHead >= 0 && e.queryHead < info.heads) {
+      selection_.queryHead = e.queryHead;
+      drift_->setQuery(e.queryHead, drift_->queryIndex());
+      recomputeDrift();
+    }
+    pushLayerToViews();
+  });
+  connect(diagnosis_, &DiagnosisView::applyRequested, this, [this](const SettingSuggestion& s) {
+    if (!dump_) return;
+    auto plans = applySuggestionToPlans(keyPlan(), valuePlan(), s, dump_->info());
+    if (!plans) return showError(tr("diagnosis"), q(plans.status().message()));
+    setPlans(plans->first, plans->second);
+    showStatus(tr("Applied %1: K %2, V %3.").arg(q(s.option), q(toString(plans->first)), q(toString(plans->second))));
+  });
   connect(summary_, &SummaryView::budgetsChanged, budget_, &BudgetView::setBudgetBounds);
   connect(budget_, &BudgetView::searchRequested, this, &MainWindow::runSearch);
   connect(budget_, &BudgetView::e2eRequested, this, &MainWindow::runE2eCheck);
@@ -225,6 +255,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
         selection_.kvHead = kvHead;
         dataset_->setSelection(selection_.layer, kvHead);
         summary_->setSelection(selection_.layer, kvHead);
+        sensitivity_->setSelection(selection_.layer, kvHead);
         if (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0) {
           recomputeLayer();  // only the old head was quantized; the drift row follows the result
           return;
@@ -603,6 +634,9 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
   summary_->reset(info.layers);
   summary_->setSelection(selection_.layer, selection_.kvHead);
+  sensitivity_->setDump(dump_);
+  sensitivity_->setSelection(selection_.layer, selection_.kvHead);
+  diagnosis_->setDump(dump_);
   setWindowTitle(QStringLiteral("kvscope — %1").arg(QFileInfo(q(info.path)).fileName()));
   addRecent(q(info.path));
   QString status = tr("Opened %1.").arg(q(info.path)) + fallbackNote;
@@ -750,6 +784,7 @@ void MainWindow::select(int layer, int kvHead) {
   }
   dataset_->setSelection(layer, kvHead);
   summary_->setSelection(layer, kvHead);
+  sensitivity_->setSelection(layer, kvHead);
   if (layerChanged || (headChanged && (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0))) {
     recomputeLayer();
   } else if (headChanged) {
@@ -1158,7 +1193,7 @@ bool MainWindow::summaryComplete() const {
 }
 
 std::vector<ExportableView*> MainWindow::exportableViews() const {
-  return {histogram_, heatmap_, drift_, summary_, budget_};
+  return {histogram_, heatmap_, drift_, summary_, budget_, sensitivity_, diagnosis_};
 }
 
 void MainWindow::exportCurrentView() {
@@ -1346,6 +1381,9 @@ std::string MainWindow::sessionJson() const {
                      {"key_bound", budget_->keyBoundBox()->value()},
                      {"value_field", budget_->valueFieldBox()->currentText().toStdString()},
                      {"value_bound", budget_->valueBoundBox()->value()}};
+  views["sensitivity"] = {{"candidates", sensitivity_->candidatesField()->text().toStdString()},
+                          {"metric", sensitivity_->metricBox()->currentText().toStdString()},
+                          {"candidate", sensitivity_->shownCandidate().toStdString()}};
   j["views"] = views;
   return j.dump(2) + "\n";
 }
@@ -1418,6 +1456,11 @@ Status MainWindow::loadSession(const QString& path) {
         const QString device = q(c.value("device", std::string()));
         const int index = device.isEmpty() ? 0 : budget_->deviceBox()->findText(device);
         budget_->deviceBox()->setCurrentIndex(std::max(0, index));
+      }
+      if (v.contains("sensitivity")) {
+        const auto& m = v["sensitivity"];
+        sensitivity_->restore(q(m.value("candidates", std::string("default"))),
+                              q(m.value("metric", std::string("output_rel_error"))), q(m.value("candidate", std::string())));
       }
       if (v.contains("search")) {
         const auto& f = v["search"];

@@ -41,6 +41,8 @@ class PlanEditor;
 class SpecPanel;
 class SummaryView;
 class BudgetView;
+class SensitivityView;
+class DiagnosisView;
 
 /// What is selected; every view follows it.
 struct Selection {
@@ -107,7 +109,7 @@ class MainWindow : public QMainWindow {
   void runE2eCheck();
   /// Empty when the open dump can drive the end-to-end check, else what it lacks.
   [[nodiscard]] QString e2eUnavailableReason() const;
-  /// Brings view tab `index` to the front (0 histogram … 4 budget).
+  /// Brings view tab `index` to the front (0 histogram … 4 budget, 5 sensitivity, 6 diagnosis).
   void showTab(int index);
 
   /// Writes every view (PNG, SVG, PDF, CSV), the JSON/CSV report and the spec strings into
@@ -143,6 +145,8 @@ class MainWindow : public QMainWindow {
   SummaryView* summaryView() { return summary_; }
   DatasetPanel* datasetPanel() { return dataset_; }
   BudgetView* budgetView() { return budget_; }
+  SensitivityView* sensitivityView() { return sensitivity_; }
+  DiagnosisView* diagnosisView() { return diagnosis_; }
   /// The views that can be exported, in menu order.
   [[nodiscard]] std::vector<ExportableView*> exportableViews() const;
 
@@ -240,6 +244,8 @@ class MainWindow : public QMainWindow {
   DriftView* drift_;
   SummaryView* summary_;
   BudgetView* budget_;
+  SensitivityView* sensitivity_;
+  DiagnosisView* diagnosis_;
   QMenu* recentMenu_ = nullptr;
   QUndoStack* undo_;
   SpecState lastSpecs_;

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
                                      QStringLiteral("Write the views into this folder and exit (no window)."),
                                      QStringLiteral("dir"));
   const QCommandLineOption views(QStringLiteral("views"),
-                                 QStringLiteral("Views to export: histogram,heatmap,drift,summary,budget (default: all)."),
+                                 QStringLiteral("Views to export: histogram,heatmap,drift,summary,budget,sensitivity,diagnosis (default: all)."),
                                  QStringLiteral("list"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Image size for exports, WxH (default 1600x1000)."),
                                 QStringLiteral("WxH"), QStringLiteral("1600x1000"));
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   const QCommandLineOption screenshot(QStringLiteral("screenshot"),
                                      QStringLiteral("Grab the whole window into this PNG once ready, then exit."),
                                      QStringLiteral("file"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-4)."),
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-6: histogram, heatmap, drift, summary, budget, sensitivity, diagnosis)."),
                                QStringLiteral("index"), QStringLiteral("-1"));
   parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, exportSize, exportDpi, screenshot, tab});
   parser.process(app);

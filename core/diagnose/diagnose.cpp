@@ -384,6 +384,7 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
     f.summary = "token(s) " + list + " have key or value norms ≥ " + fmt(th::kMassiveNormRatio) +
                 "× the median token (massive activations / attention sinks)";
     if (last < th::kSinkWindow) {
+      f.sinks = static_cast<int>(last + 1);
       f.advice = "keep them in fp16: sinks=" + std::to_string(last + 1) +
                  " (otherwise a per-channel or per-tensor scale spans their range and the other "
                  "tokens lose their resolution)";

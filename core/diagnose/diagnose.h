@@ -65,6 +65,9 @@ struct Finding {
   std::string advice;   ///< what to do about it
   int matches = 0;      ///< places matching (evidence keeps the strongest kMaxEvidence)
   std::vector<Evidence> evidence;  ///< strongest first
+  /// massive_tokens: S of the advice's `sinks=S` (the last massive token + 1) when every massive
+  /// token lies before kSinkWindow; 0 otherwise and for other kinds.
+  int sinks = 0;
 };
 
 /// What to diagnose.

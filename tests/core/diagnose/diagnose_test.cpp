@@ -103,6 +103,7 @@ TEST_F(Diagnose, MassiveSinksFoundWithSinksAdviceAndNotOnLlama) {
     EXPECT_LE(number(e, "ratio"), 1000.0 * 1.2);
   }
   EXPECT_NE(f->advice.find("sinks=4"), std::string::npos) << f->advice;
+  EXPECT_EQ(f->sinks, s);  // the S of the advice, for the GUI's Apply
   EXPECT_EQ(find(dx, FindingKind::OutlierChannels), nullptr);  // the profile has none
   EXPECT_EQ(find(run(shape("llama")), FindingKind::MassiveTokens), nullptr);
 }
