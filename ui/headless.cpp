@@ -84,6 +84,7 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
       out.session.isEmpty() && out.screenshot.isEmpty()) {
     return Status::invalidArgument("--export-dir needs --key and --value, --preset, --engine or --load-session");
   }
+  KVS_RETURN_IF_ERROR(resolveCompareLaunch(options, out));
   if (!out.dump.isEmpty() && !QFileInfo::exists(out.dump)) {
     return Status::ioError(out.dump.toStdString() + ": no such file");
   }
@@ -91,6 +92,7 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
 }
 
 void startInteractive(MainWindow& window, const Launch& launch) {
+  startComparison(window, launch);
   if (!launch.session.isEmpty()) {
     const Status s = window.loadSession(launch.session);
     if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
@@ -112,7 +114,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   const bool needSearch = !launch.exportDir.isEmpty() &&
                           (launch.views.isEmpty() || launch.views.contains(QStringLiteral("budget")));
   const auto finishIfReady = [&] {
-    if (!layerSeen || !driftSeen || !window.summaryComplete()) return;
+    if (!layerSeen || !driftSeen || !window.summaryComplete() || !window.comparisonComplete()) return;
     if (needSearch && !searchDone) {
       // The budget view's Pareto fronts need the search; start it once the rest is done.
       if (!searchStarted) {
@@ -131,6 +133,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   QObject::connect(&window, &MainWindow::layerReady, &loop, [&] { layerSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::driftReady, &loop, [&] { driftSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
+  QObject::connect(&window, &MainWindow::comparisonReady, &loop, [&] { finishIfReady(); });
   QObject::connect(&window, &MainWindow::searchFinished, &loop, [&] { searchDone = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
     std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());

@@ -138,7 +138,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   tabs_->addTab(drift_, tr("Attention drift"));
   tabs_->addTab(summary_, tr("Layer summary"));
   tabs_->addTab(budget_, tr("Budget && capacity"));
-  setCentralWidget(tabs_);
+  setCentralWidget(buildComparison(tabs_));
 
   openRunner_ = new JobRunner(tr("opening"), this);
   layerRunner_ = new JobRunner(tr("quantizing layer"), this);
@@ -541,6 +541,7 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) r->cancel();
   budget_->setSearchResult(nullptr);
   dump_ = std::move(dump);
+  comparison_->setDump(dump_);
   mapping_ = std::move(mapping);
   tokenText_ = std::move(tokenText);
   layerCache_.clear();
@@ -880,6 +881,7 @@ void MainWindow::scheduleRecompute() {
 
 void MainWindow::updateStorage() {
   planEditor_->refresh();
+  updateComparisonBar();
   if (!dump_) {
     storage_->setText(tr("Open a dump to see storage."));
     keyPanel_->setStorageText({});
@@ -1014,6 +1016,7 @@ void MainWindow::pushLayerToViews() {
 
 void MainWindow::recomputeDrift() {
   if (!dump_ || !layerQuant_) return;
+  comparison_->follow(layerQuant_, drift_->queryHead(), drift_->queryIndex());
   const DumpInfo& info = dump_->info();
   if (!info.hasQuery || !layerQuant_->tensors->query) {
     drift_->setMessage(tr("This dump has no queries, so attention cannot be reconstructed."));
@@ -1221,6 +1224,7 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, QS
     KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("report.csv")), QByteArray::fromStdString(toCsv(report)),
                                    protectedPath));
   }
+  KVS_RETURN_IF_ERROR(exportComparison(folder, protectedPath));
   return Status::ok();
 }
 
@@ -1260,6 +1264,7 @@ std::string MainWindow::sessionJson() const {
                      {"value_field", budget_->valueFieldBox()->currentText().toStdString()},
                      {"value_bound", budget_->valueBoundBox()->value()}};
   j["views"] = views;
+  writeComparisonSession(j);
   return j.dump(2) + "\n";
 }
 
@@ -1300,6 +1305,7 @@ Status MainWindow::loadSession(const QString& path) {
     // setSpecs above set the defaults and cleared the overrides; the session's follow.
     planEditor_->setOverrides(true, keyParsed->overrides);
     planEditor_->setOverrides(false, valueParsed->overrides);
+    KVS_RETURN_IF_ERROR(readComparisonSession(j, origin));
     updateStorage();
     if (j.contains("views")) {
       const auto& v = j["views"];

@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QSignalBlocker>
 #include <QStandardItemModel>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/metrics/outliers.h"
+#include "core/metrics/view_compare.h"
 #include "ui/views/colour_map.h"
 #include "ui/widgets/chart_ticks.h"
 
@@ -34,6 +36,8 @@ QString valueLabel(HeatmapValue v) {
   }
   return {};
 }
+
+const QString kDifferenceLabel = QStringLiteral("|x′B − x| − |x′A − x|");
 
 QString formatNumber(double v) { return QString::number(v, 'g', 4); }
 QString formatTick(double v) { return QString::number(v, 'g', 3); }
@@ -70,6 +74,20 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
   update();
 }
 
+void HeatmapCanvas::setComparison(LayerQuantPtr a, bool difference) {
+  compare_ = std::move(a);
+  difference_ = difference;
+  builtColumns_ = -1;
+  update();
+}
+
+const Tensor3* HeatmapCanvas::compareHat(int64_t* head) const {
+  if (!compare_ || !layer_ || compare_->tensors->layer != layer_->tensors->layer) return nullptr;
+  *head = compare_->hatHead(kvHead_);
+  const Tensor3* hat = compare_->reconstruction(tensor_);
+  return *head >= 0 ? hat : nullptr;
+}
+
 int HeatmapCanvas::plotColumns() const {
   const double right = kGap + kSideBar + kGap + kColourBar + kColourLabels;
   return std::max(1, static_cast<int>(std::floor(std::max(10.0, width() - kLeft - right))));
@@ -83,7 +101,7 @@ QString HeatmapCanvas::title() const {
       .arg(QString::fromUtf8(viewTensorLabel(tensor_)))
       .arg(layer_->tensors->layer)
       .arg(kvHead_)
-      .arg(valueLabel(value_));
+      .arg(difference_ ? kDifferenceLabel + tr(" (B − A)") : valueLabel(value_));
 }
 
 void HeatmapCanvas::rebuild(int columns) {
@@ -93,8 +111,19 @@ void HeatmapCanvas::rebuild(int columns) {
     return;
   }
   const int64_t hatHead = layer_->hatHead(kvHead_);
-  computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
-                     columns, data_);
+  if (difference_) {
+    int64_t aHead = -1;
+    const Tensor3* aHat = compareHat(&aHead);
+    const Tensor3* bHat = layer_->reconstruction(tensor_);
+    if (aHat && bHat && hatHead >= 0) {
+      computeErrorDifferenceInto(*source_, kvHead_, *aHat, aHead, *bHat, hatHead, columns, data_);
+    } else {
+      data_ = {};
+    }
+  } else {
+    computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
+                       columns, data_);
+  }
   builtColumns_ = columns;
   buildImage();
 }
@@ -110,6 +139,10 @@ void HeatmapCanvas::buildImage() {
     for (int b = 0; b < data_.columns; ++b) {
       const double v = data_.cell(c, b);
       double t = 0;
+      if (difference_) {
+        line[b] = divergingColourAt(hi > 0 ? v / hi : 0.0);  // centred at 0, ±max |d| at the ends
+        continue;
+      }
       if (logScale_) {
         t = (v > 0 && logSpan > 0) ? std::log(v / lo) / logSpan : (v > 0 ? 1.0 : 0.0);
       } else {
@@ -149,6 +182,12 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
                     std::max(10.0, target.height() - kTop - kBottom));
   rebuild(std::max(1, static_cast<int>(std::floor(plot.width()))));
   plotRect_ = plot;
+  if (difference_ && data_.columns == 0) {
+    painter.drawRect(plot);
+    painter.drawText(plot, Qt::AlignCenter, tr("Computing setting A for this layer and head…"));
+    painter.restore();
+    return;
+  }
 
   painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
   painter.drawImage(plot, image_);
@@ -204,14 +243,17 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   // Colour bar with ticks in the value's units.
   const QRectF bar(side.right() + kGap, plot.top(), kColourBar, plot.height());
   QImage ramp(1, 256, QImage::Format_RGB32);
-  for (int i = 0; i < 256; ++i) ramp.setPixel(0, 255 - i, colourAt(i / 255.0));
+  for (int i = 0; i < 256; ++i) {
+    ramp.setPixel(0, 255 - i, difference_ ? divergingColourAt(i / 127.5 - 1.0) : colourAt(i / 255.0));
+  }
   painter.drawImage(bar, ramp);
   painter.drawRect(bar);
   const double hi = data_.maxValue;
-  const double lo = logScale_ ? data_.minPositive : 0.0;
+  // The change in error runs from −max to +max, 0 (white) in the middle, always linear.
+  const double lo = difference_ ? -hi : logScale_ ? data_.minPositive : 0.0;
   // Ticks at round values inside the scale: multiples of a nice step, or decades on a log scale.
   std::vector<std::pair<double, double>> ticks;  // (fraction up the bar, value)
-  if (logScale_ && lo > 0 && hi > lo) {
+  if (!difference_ && logScale_ && lo > 0 && hi > lo) {
     for (double d = std::pow(10.0, std::ceil(std::log10(lo) - 1e-9)); d <= hi * (1 + 1e-9); d *= 10) {
       ticks.emplace_back(std::log(d / lo) / std::log(hi / lo), d);
     }
@@ -254,11 +296,18 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   if (data_.binStart(column + 1) - data_.binStart(column) > 1) {
     text += tr(" (max of tokens %1–%2)").arg(data_.binStart(column)).arg(data_.binStart(column + 1) - 1);
   }
-  text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(data_.cells[i]));
+  text += tr("\nchannel %1\n%2 = %3")
+              .arg(channel)
+              .arg(difference_ ? kDifferenceLabel : valueLabel(value_))
+              .arg(formatNumber(data_.cells[i]));
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
-    text += tr(", x′ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
+    text += (difference_ ? tr(", x′B = %1") : tr(", x′ = %1")).arg(formatNumber(hat->at(hatHead, token, channel)));
+  }
+  int64_t aHead = -1;
+  if (const Tensor3* aHat = compareHat(&aHead); aHat && difference_) {
+    text += tr(", x′A = %1").arg(formatNumber(aHat->at(aHead, token, channel)));
   }
   return text;
 }
@@ -291,6 +340,14 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
   value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
   value_->addItem(tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
+  value_->addItem(tr("error change B − A"), static_cast<int>(HeatmapValue::Error));
+  if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {
+    if (QStandardItem* item = model->item(kDifferenceIndex)) {
+      item->setEnabled(false);  // until a setting is pinned as A
+      item->setToolTip(tr("A/B comparison: |x′B − x| − |x′A − x| per cell, red where B's error is larger, blue where "
+                          "it is smaller (each cell: the token of its column with the largest change)."));
+    }
+  }
   value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction "
                         "error (x′ is the value after quantizing and dequantizing)."));
   scale_ = new QComboBox(this);
@@ -336,10 +393,32 @@ void HeatmapView::setHasPreRope(bool has) {
 
 ViewTensor HeatmapView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
 
+bool HeatmapView::difference() const { return value_->currentIndex() == kDifferenceIndex; }
+
+void HeatmapView::setComparison(bool pinned, LayerQuantPtr a) {
+  compare_ = std::move(a);
+  if (pinned != pinned_) {
+    pinned_ = pinned;
+    if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {
+      if (QStandardItem* item = model->item(kDifferenceIndex)) item->setEnabled(pinned);
+    }
+    const QSignalBlocker block(value_);
+    if (pinned) {
+      // Pinning shows what changed: the error difference, until the user picks another colouring.
+      valueBeforePin_ = value_->currentIndex();
+      value_->setCurrentIndex(kDifferenceIndex);
+    } else if (difference()) {
+      value_->setCurrentIndex(valueBeforePin_ == kDifferenceIndex ? 2 : valueBeforePin_);
+    }
+  }
+  refresh();
+}
+
 void HeatmapView::fillRequest(ViewRequest& request) const {
   request.heatmapTensor = tensorKindOf(tensor());
   request.heatmapValue = static_cast<HeatmapValue>(value_->currentData().toInt());
-  request.heatmapColumns = canvas_->plotColumns();
+  // The change in error is binned here, from A's and B's reconstructions.
+  request.heatmapColumns = difference() ? 0 : canvas_->plotColumns();
   if (tensor() == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
 }
 
@@ -351,6 +430,7 @@ void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenTex
 }
 
 void HeatmapView::refresh() {
+  canvas_->setComparison(compare_, difference() && pinned_);
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
                      tokenText_);
@@ -411,9 +491,18 @@ QString HeatmapView::toCsv() const {
   const auto value = static_cast<HeatmapValue>(value_->currentData().toInt());
   const int64_t hatHead = layer_->hatHead(kvHead_);
   HeatmapData full;
-  computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
-                     static_cast<int>(x->tokens), full);
-  QString out = QStringLiteral("channel,token,value\n");
+  if (canvas_->showsDifference()) {
+    const Tensor3* aHat = compare_ && compare_->tensors->layer == layer_->tensors->layer ? compare_->reconstruction(tensor) : nullptr;
+    const int64_t aHead = compare_ ? compare_->hatHead(kvHead_) : -1;
+    const Tensor3* bHat = layer_->reconstruction(tensor);
+    if (!aHat || aHead < 0 || !bHat || hatHead < 0) return {};
+    computeErrorDifferenceInto(*x, kvHead_, *aHat, aHead, *bHat, hatHead, static_cast<int>(x->tokens), full);
+  } else {
+    computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
+                       static_cast<int>(x->tokens), full);
+  }
+  QString out = canvas_->showsDifference() ? QStringLiteral("channel,token,error_b_minus_error_a\n")
+                                           : QStringLiteral("channel,token,value\n");
   for (int c = 0; c < full.channels; ++c) {
     for (int t = 0; t < full.columns; ++t) {
       out += QStringLiteral("%1,%2,%3\n").arg(c).arg(t).arg(static_cast<double>(full.cell(c, t)), 0, 'g', 9);
