@@ -80,11 +80,11 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     return Status::invalidArgument("--size: expected WxH between 16 and 20000, e.g. 1600x1000; got '" +
                                    options.size.toStdString() + "'");
   }
+  KVS_RETURN_IF_ERROR(resolveCompareLaunch(options, out));
   if (!out.exportDir.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty() &&
       out.session.isEmpty() && out.screenshot.isEmpty()) {
     return Status::invalidArgument("--export-dir needs --key and --value, --preset, --engine or --load-session");
   }
-  KVS_RETURN_IF_ERROR(resolveCompareLaunch(options, out));
   if (!out.dump.isEmpty() && !QFileInfo::exists(out.dump)) {
     return Status::ioError(out.dump.toStdString() + ": no such file");
   }

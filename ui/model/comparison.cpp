@@ -55,6 +55,7 @@ void Comparison::setDump(std::shared_ptr<const Dump> dump) {
   summary_.clear();
   wantTensors_.reset();
   wantHead_ = -1;
+  emit layerReady();  // the views drop A of the previous dump
   if (pinned_) startSummary();
 }
 
@@ -77,7 +78,7 @@ bool Comparison::summaryComplete() const {
 }
 
 bool Comparison::matches(const LayerQuantPtr& shown) const {
-  return layer_ && shown && layer_->tensors->layer == shown->tensors->layer && layer_->hatHead(shown->request.kvHead) >= 0;
+  return layer_ && shown && layer_->tensors == shown->tensors && layer_->hatHead(shown->request.kvHead) >= 0;
 }
 
 void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryIndex) {

@@ -53,7 +53,9 @@ class Comparison : public QObject {
   /// head and query row unless A has them already.
   void follow(const LayerQuantPtr& shown, int queryHead, int queryIndex);
 
-  /// A's reconstruction of the head in view (nullptr until computed or when not pinned).
+  /// A's reconstruction of the head in view (nullptr until computed or when not pinned). It
+  /// shares B's layer tensors (LayerQuant::tensors), by which the views tell that it is A of the
+  /// very layer they show.
   [[nodiscard]] const LayerQuantPtr& layer() const { return layer_; }
   /// A's attention row and drift series for the head and row in view (nullptr without queries).
   [[nodiscard]] const DriftDataPtr& drift() const { return drift_; }
@@ -70,7 +72,7 @@ class Comparison : public QObject {
  signals:
   /// A was pinned, replaced or unpinned.
   void pinnedChanged();
-  /// A's layer (and drift) for the view arrived.
+  /// A's layer (and drift) for the view arrived, or was dropped with the dump.
   void layerReady();
   /// One more layer of A's summary arrived.
   void summaryChanged();

@@ -82,7 +82,7 @@ void HeatmapCanvas::setComparison(LayerQuantPtr a, bool difference) {
 }
 
 const Tensor3* HeatmapCanvas::compareHat(int64_t* head) const {
-  if (!compare_ || !layer_ || compare_->tensors->layer != layer_->tensors->layer) return nullptr;
+  if (!compare_ || !layer_ || compare_->tensors != layer_->tensors) return nullptr;  // A of this very layer read
   *head = compare_->hatHead(kvHead_);
   const Tensor3* hat = compare_->reconstruction(tensor_);
   return *head >= 0 ? hat : nullptr;
@@ -492,7 +492,7 @@ QString HeatmapView::toCsv() const {
   const int64_t hatHead = layer_->hatHead(kvHead_);
   HeatmapData full;
   if (canvas_->showsDifference()) {
-    const Tensor3* aHat = compare_ && compare_->tensors->layer == layer_->tensors->layer ? compare_->reconstruction(tensor) : nullptr;
+    const Tensor3* aHat = compare_ && compare_->tensors == layer_->tensors ? compare_->reconstruction(tensor) : nullptr;
     const int64_t aHead = compare_ ? compare_->hatHead(kvHead_) : -1;
     const Tensor3* bHat = layer_->reconstruction(tensor);
     if (!aHat || aHead < 0 || !bHat || hatHead < 0) return {};

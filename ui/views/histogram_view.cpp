@@ -340,7 +340,7 @@ void HistogramView::countComparison() {
   const ViewTensor t = tensor();
   const Tensor3* aHat = compare_->reconstruction(t);
   const int64_t aHead = compare_->hatHead(kvHead_);
-  if (compare_->tensors->layer != layer_->tensors->layer || !aHat || aHead < 0) {
+  if (compare_->tensors != layer_->tensors || !aHat || aHead < 0) {  // A of this very layer read
     compareNote_ = tr("A is being computed for this layer and head…");
     return;
   }
