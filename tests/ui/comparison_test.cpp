@@ -276,6 +276,35 @@ class ComparisonTest : public QObject {
     QVERIFY(!w.comparison()->pinned());
   }
 
+  // A is computed when pinned and when the layer in view changes, never for a move of B's controls.
+  void aIsComputedPerLayerNotPerSliderMove() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int8"), *parseSpec("int8"));
+    openSample(w);
+    w.pinAsA();
+    w.keyPanel()->bitsSlider()->setValue(3);
+    waitForBoth(w, w.keyPanel()->spec());
+    const LayerQuant* a = w.comparison()->layer().get();
+    QVERIFY(a != nullptr);
+    QSignalSpy aReady(w.comparison(), &Comparison::layerReady);
+    w.keyPanel()->bitsSlider()->setValue(2);
+    waitForBoth(w, w.keyPanel()->spec());
+    QCOMPARE(aReady.count(), 0);
+    QCOMPARE(w.comparison()->layer().get(), a);
+    // Another layer: A follows, with core's int8 reconstruction of that layer's head.
+    w.select(2, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparisonComplete(), kWaitMs);
+    QVERIFY(aReady.count() >= 1);
+    const LayerQuant& a2 = *w.comparison()->layer();
+    QCOMPARE(a2.tensors->layer, 2);
+    const Tensor3 expected = coreReconstruction(sample_.toStdString(), 2, TensorKind::Key, *parseSpec("int8"));
+    const int64_t head = a2.hatHead(1);
+    QVERIFY(head >= 0);
+    const std::vector<float> shown(a2.keyHat.row(head, 0), a2.keyHat.row(head, 0) + a2.keyHat.tokens * a2.keyHat.dim);
+    const std::vector<float> core(expected.row(1, 0), expected.row(1, 0) + expected.tokens * expected.dim);
+    QVERIFY(shown == core);
+  }
+
   void swapAndPresetsAndEngines() {
     MainWindow w(false);
     openSample(w);
