@@ -15,9 +15,17 @@ void countOnEdges(const Tensor3& x, int64_t head, HistogramScope scope, int64_t 
   const double lo = edges.front(), hi = edges.back();
   const double span = hi - lo;
   if (!(span > 0)) return;
-  const auto count = [&](float v) {
-    const int b = static_cast<int>(std::floor((static_cast<double>(v) - lo) / span * bins));
-    out[static_cast<size_t>(std::clamp(b, 0, bins - 1))] += 1.0;
+  // floor((v − lo) / span · bins) by a multiply; within rounding of an edge the division decides,
+  // so the counts are those of the formula (as computeHistogramInto counts).
+  const double perUnit = bins / span;
+  const auto count = [&](float value) {
+    const double v = value;
+    const double t = (v - lo) * perUnit;
+    double whole = std::floor(t);
+    const double f = t - whole;
+    if (f < 1e-6 || f > 1 - 1e-6) whole = std::floor((v - lo) / span * bins);
+    const int b = whole < 0 ? 0 : whole >= bins ? bins - 1 : static_cast<int>(whole);
+    out[static_cast<size_t>(b)] += 1.0;
   };
   const int64_t t0 = scope == HistogramScope::Token ? index : 0;
   const int64_t t1 = scope == HistogramScope::Token ? index + 1 : x.tokens;
@@ -28,7 +36,8 @@ void countOnEdges(const Tensor3& x, int64_t head, HistogramScope scope, int64_t 
     return;
   }
   for (int64_t t = t0; t < t1; ++t) {
-    for (int64_t c = c0; c < c1; ++c) count(x.at(head, t, c));
+    const float* row = x.row(head, t);
+    for (int64_t c = c0; c < c1; ++c) count(row[c]);
   }
 }
 
@@ -53,23 +62,30 @@ void computeErrorDifferenceInto(const Tensor3& x, int64_t head, const Tensor3& a
   out.cellToken.assign(cells, -1);
   out.channelMax.assign(static_cast<size_t>(out.channels), 0.0f);
   float minPositive = 0;
+  // Token rows are contiguous: each bin walks its tokens once, keeping every channel's best d.
+  std::vector<float> best(static_cast<size_t>(out.channels));
+  std::vector<int> bestToken(static_cast<size_t>(out.channels));
   for (int col = 0; col < out.columns; ++col) {
     const int t0 = out.binStart(col), t1 = out.binStart(col + 1);
-    for (int c = 0; c < out.channels; ++c) {
-      float best = 0;
-      int bestToken = t0;
-      for (int t = t0; t < t1; ++t) {
-        const float v = x.at(head, t, c);
-        const float d = std::fabs(bHat.at(bHead, t, c) - v) - std::fabs(aHat.at(aHead, t, c) - v);
-        if (std::fabs(d) > std::fabs(best)) {
-          best = d;
-          bestToken = t;
+    std::fill(best.begin(), best.end(), 0.0f);
+    std::fill(bestToken.begin(), bestToken.end(), t0);
+    for (int t = t0; t < t1; ++t) {
+      const float* xr = x.row(head, t);
+      const float* ar = aHat.row(aHead, t);
+      const float* br = bHat.row(bHead, t);
+      for (int c = 0; c < out.channels; ++c) {
+        const float d = std::fabs(br[c] - xr[c]) - std::fabs(ar[c] - xr[c]);
+        if (std::fabs(d) > std::fabs(best[static_cast<size_t>(c)])) {
+          best[static_cast<size_t>(c)] = d;
+          bestToken[static_cast<size_t>(c)] = t;
         }
       }
+    }
+    for (int c = 0; c < out.channels; ++c) {
       const size_t i = static_cast<size_t>(c) * static_cast<size_t>(out.columns) + static_cast<size_t>(col);
-      out.cells[i] = best;
-      out.cellToken[i] = bestToken;
-      const float m = std::fabs(best);
+      out.cells[i] = best[static_cast<size_t>(c)];
+      out.cellToken[i] = bestToken[static_cast<size_t>(c)];
+      const float m = std::fabs(best[static_cast<size_t>(c)]);
       out.channelMax[static_cast<size_t>(c)] = std::max(out.channelMax[static_cast<size_t>(c)], m);
       out.maxValue = std::max(out.maxValue, m);
       if (m > 0 && (minPositive == 0 || m < minPositive)) minPositive = m;
