@@ -413,6 +413,7 @@ void MainWindow::buildMenus() {
   redo->setObjectName(QStringLiteral("redoAction"));
   edit->addAction(undo);
   edit->addAction(redo);
+  addComparisonActions(edit);
 
   presetMenu_ = menuBar()->addMenu(tr("&Presets"));
   for (const Preset& p : presetTable()) {

@@ -210,6 +210,8 @@ class MainWindow : public QMainWindow {
   /// The A/B bar over `tabs` and the comparison's lanes; returns the central widget.
   QWidget* buildComparison(QWidget* tabs);
   void pushComparisonToViews();
+  /// Edit ▸ Pin as A, Swap A and B, Unpin A.
+  void addComparisonActions(QMenu* edit);
   void updateComparisonBar();
   void writeComparisonSession(nlohmann::ordered_json& session) const;
   Status readComparisonSession(const nlohmann::json& session, const std::string& origin);

@@ -2,7 +2,9 @@
 // The window's side of the A/B comparison (docs/gui.md, "A/B comparison"): the bar, pin, unpin
 // and swap as undo steps, feeding A's results to the views, sessions and comparison.json. What
 // A is and how it is computed lives in ui/model/comparison.h; the numbers in core.
+#include <QAction>
 #include <QDir>
+#include <QMenu>
 #include <QPushButton>
 #include <QUndoCommand>
 #include <QUndoStack>
@@ -69,6 +71,21 @@ QWidget* MainWindow::buildComparison(QWidget* tabs) {
   trackBusy(comparison_->layerRunner());
   trackBusy(comparison_->summaryRunner());
   return central;
+}
+
+void MainWindow::addComparisonActions(QMenu* edit) {
+  edit->addSeparator();
+  QAction* pin = edit->addAction(tr("&Pin current setting as A"), this, &MainWindow::pinAsA);
+  pin->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
+  pin->setObjectName(QStringLiteral("pinAction"));
+  QAction* swap = edit->addAction(tr("S&wap A and B"), this, &MainWindow::swapAB);
+  QAction* unpin = edit->addAction(tr("U&npin A"), this, &MainWindow::unpinA);
+  const auto update = [this, swap, unpin] {
+    swap->setEnabled(comparison_->pinned().has_value());
+    unpin->setEnabled(comparison_->pinned().has_value());
+  };
+  connect(comparison_, &Comparison::pinnedChanged, this, update);
+  update();
 }
 
 void MainWindow::pushComparisonToViews() {

@@ -4,6 +4,7 @@
 // undo/redo of pin and swap; sessions; the headless `--compare-*` export against kvscope-cli eval.
 #include <QtTest>
 
+#include <QAction>
 #include <QComboBox>
 #include <QHeaderView>
 #include <QLabel>
@@ -323,6 +324,14 @@ class ComparisonTest : public QObject {
     QVERIFY(w.keyPanel()->spec() == llama->key);
     waitForBoth(w, llama->key);
     QVERIFY(w.comparison()->matches(w.layerQuant()));
+    // The Edit menu offers the same as the bar.
+    auto* unpinAction = [&]() -> QAction* {
+      for (QAction* a : w.findChildren<QAction*>()) {
+        if (a->text() == QStringLiteral("U&npin A")) return a;
+      }
+      return nullptr;
+    }();
+    QVERIFY(unpinAction && unpinAction->isEnabled());
     // Swap: the controls get A (kivi-4), A becomes the engine's setting; one undo step.
     const int steps = w.undoStack()->count();
     w.comparisonBar()->swapButton()->click();

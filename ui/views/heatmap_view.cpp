@@ -431,6 +431,11 @@ void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenTex
 
 void HeatmapView::refresh() {
   canvas_->setComparison(compare_, difference() && pinned_);
+  if (auto* hint = findChild<QLabel*>(QStringLiteral("heatmapHint"))) {
+    hint->setText(difference() && pinned_
+                      ? tr("Hover a cell for its token, channel, x, x′A and x′B; click it to select them for the histogram.")
+                      : tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."));
+  }
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
                      tokenText_);
