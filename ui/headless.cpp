@@ -100,6 +100,7 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
   if ((!options.exportSize.isEmpty() || !options.exportDpi.isEmpty()) && out.exportDir.isEmpty()) {
     return Status::invalidArgument("--export-size and --export-dpi go with --export-dir");
   }
+  KVS_RETURN_IF_ERROR(resolveCompareLaunch(options, out));
   if (!out.exportDir.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty() &&
       out.session.isEmpty() && out.screenshot.isEmpty()) {
     return Status::invalidArgument("--export-dir needs --key and --value, --preset, --engine or --load-session");
@@ -111,6 +112,7 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
 }
 
 void startInteractive(MainWindow& window, const Launch& launch) {
+  startComparison(window, launch);
   if (!launch.session.isEmpty()) {
     const Status s = window.loadSession(launch.session);
     if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
@@ -149,6 +151,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
       diagnosis->compute();
       return;
     }
+    if (!layerSeen || !driftSeen || !window.summaryComplete() || !window.comparisonComplete()) return;
     if (needSearch && !searchDone) {
       // The budget view's Pareto fronts need the search; start it once the rest is done.
       if (!searchStarted) {
@@ -169,6 +172,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
   QObject::connect(window.sensitivityView(), &SensitivityView::computed, &loop, [&] { finishIfReady(); });
   QObject::connect(window.diagnosisView(), &DiagnosisView::computed, &loop, [&] { finishIfReady(); });
+  QObject::connect(&window, &MainWindow::comparisonReady, &loop, [&] { finishIfReady(); });
   QObject::connect(&window, &MainWindow::searchFinished, &loop, [&] { searchDone = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
     std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());

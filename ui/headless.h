@@ -33,6 +33,16 @@ struct LaunchOptions {
   QString exportDpi;   ///< --export-dpi: PNG resolution of a physical size; empty = 300
   QString screenshot;  ///< grab the whole window into this PNG once every view is ready, then exit
   int tab = -1;        ///< the view tab shown in the screenshot
+  /// A/B comparison: `--compare-key/--compare-value/--compare-preset/--compare-engine` give B;
+  /// the setting of --key/--value, --preset or --engine is pinned as A.
+  QString compareKey, compareValue, comparePreset, compareEngine;
+};
+
+/// The B setting of an A/B launch, checked.
+struct CompareLaunch {
+  std::optional<Plan> key, value;
+  QString preset;  ///< resolved for the dump once it is open
+  QString engine;
 };
 
 /// The options checked and parsed.
@@ -49,10 +59,17 @@ struct Launch {
   ExportSize exportSize;  ///< what the export writes: --export-size (and --export-dpi), else --size in pixels
   QString screenshot;
   int tab = -1;
+  std::optional<CompareLaunch> compare;  ///< B, when the launch compares (A is the setting above)
 };
 
 /// Checks the options: spec (or plan) strings parse, --preset excludes --key/--value, views and size are valid.
 Expected<Launch> resolveLaunch(const LaunchOptions& options);
+
+/// Checks the --compare-* options of `options` into `out.compare` (ui/comparison_launch.cpp):
+/// one of --compare-key with --compare-value, --compare-preset, --compare-engine, and a setting A.
+Status resolveCompareLaunch(const LaunchOptions& options, Launch& out);
+/// With `launch.compare`: once the dump is open, pins the launch's setting as A and applies B.
+void startComparison(MainWindow& window, const Launch& launch);
 
 /// Applies `launch` to a shown window (session, specs, then the dump or the sample).
 void startInteractive(MainWindow& window, const Launch& launch);

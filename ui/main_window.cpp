@@ -145,7 +145,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   diagnosis_ = new DiagnosisView(this);
   tabs_->addTab(sensitivity_, tr("Sensitivity"));
   tabs_->addTab(diagnosis_, tr("Diagnosis"));
-  setCentralWidget(tabs_);
+  setCentralWidget(buildComparison(tabs_));
 
   openRunner_ = new JobRunner(tr("opening"), this);
   layerRunner_ = new JobRunner(tr("quantizing layer"), this);
@@ -458,6 +458,7 @@ void MainWindow::buildMenus() {
   redo->setObjectName(QStringLiteral("redoAction"));
   edit->addAction(undo);
   edit->addAction(redo);
+  addComparisonActions(edit);
 
   presetMenu_ = menuBar()->addMenu(tr("&Presets"));
   for (const Preset& p : presetTable()) {
@@ -586,6 +587,7 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) r->cancel();
   budget_->setSearchResult(nullptr);
   dump_ = std::move(dump);
+  comparison_->setDump(dump_);
   mapping_ = std::move(mapping);
   tokenText_ = std::move(tokenText);
   layerCache_.clear();
@@ -929,6 +931,7 @@ void MainWindow::scheduleRecompute() {
 
 void MainWindow::updateStorage() {
   planEditor_->refresh();
+  updateComparisonBar();
   if (!dump_) {
     storage_->setText(tr("Open a dump to see storage."));
     keyPanel_->setStorageText({});
@@ -1063,6 +1066,7 @@ void MainWindow::pushLayerToViews() {
 
 void MainWindow::recomputeDrift() {
   if (!dump_ || !layerQuant_) return;
+  comparison_->follow(layerQuant_, drift_->queryHead(), drift_->queryIndex());
   const DumpInfo& info = dump_->info();
   if (!info.hasQuery || !layerQuant_->tensors->query) {
     drift_->setMessage(tr("This dump has no queries, so attention cannot be reconstructed."));
@@ -1343,6 +1347,7 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, co
                                    csvHeaderComment(options.metadata).toUtf8() + QByteArray::fromStdString(toCsv(report)),
                                    protectedPath));
   }
+  KVS_RETURN_IF_ERROR(exportComparison(folder, protectedPath));
   return Status::ok();
 }
 
@@ -1385,6 +1390,7 @@ std::string MainWindow::sessionJson() const {
                           {"metric", sensitivity_->metricBox()->currentText().toStdString()},
                           {"candidate", sensitivity_->shownCandidate().toStdString()}};
   j["views"] = views;
+  writeComparisonSession(j);
   return j.dump(2) + "\n";
 }
 
@@ -1425,6 +1431,7 @@ Status MainWindow::loadSession(const QString& path) {
     // setSpecs above set the defaults and cleared the overrides; the session's follow.
     planEditor_->setOverrides(true, keyParsed->overrides);
     planEditor_->setOverrides(false, valueParsed->overrides);
+    KVS_RETURN_IF_ERROR(readComparisonSession(j, origin));
     updateStorage();
     if (j.contains("views")) {
       const auto& v = j["views"];

@@ -7,6 +7,8 @@
 #include <QStringList>
 #include <QTimer>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/search/search.h"
+#include "ui/model/comparison.h"
 #include "ui/model/layer_data.h"
 #include "ui/views/drift_view.h"
 
@@ -43,6 +46,7 @@ class SummaryView;
 class BudgetView;
 class SensitivityView;
 class DiagnosisView;
+class ComparisonBar;
 
 /// What is selected; every view follows it.
 struct Selection {
@@ -147,6 +151,21 @@ class MainWindow : public QMainWindow {
   BudgetView* budgetView() { return budget_; }
   SensitivityView* sensitivityView() { return sensitivity_; }
   DiagnosisView* diagnosisView() { return diagnosis_; }
+  // A/B comparison (docs/gui.md; the definitions are in ui/main_window_compare.cpp).
+  /// Pins the current K/V setting (the plans in force) as A; the controls go on setting B. An undo step.
+  void pinAsA();
+  /// Stops comparing (an undo step).
+  void unpinA();
+  /// Makes A the current setting and pins the current one as A (one undo step).
+  void swapAB();
+  /// Puts the pin in `setting` without recording an undo step (what undo, redo and sessions do).
+  void applyPinned(const std::optional<PinnedSetting>& setting);
+  Comparison* comparison() { return comparison_; }
+  ComparisonBar* comparisonBar() { return abBar_; }
+  /// Nothing pinned, or A's summary and A's data of the layer in view are computed.
+  [[nodiscard]] bool comparisonComplete() const;
+  /// comparison.json (core/report/comparison.h) of A and B; needs both summaries complete.
+  [[nodiscard]] Expected<std::string> comparisonReportJson() const;
   /// The views that can be exported, in menu order.
   [[nodiscard]] std::vector<ExportableView*> exportableViews() const;
 
@@ -162,6 +181,8 @@ class MainWindow : public QMainWindow {
   void searchFinished();
   /// The end-to-end check delivered its result.
   void e2eFinished();
+  /// Setting A's data of the layer in view, or A's whole summary, reached the views.
+  void comparisonReady();
   /// An error reached the user (message as shown).
   void errorShown(const QString& message);
 
@@ -203,6 +224,16 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void about();
   void trackBusy(JobRunner* runner);
+  /// The A/B bar over `tabs` and the comparison's lanes; returns the central widget.
+  QWidget* buildComparison(QWidget* tabs);
+  void pushComparisonToViews();
+  /// Edit ▸ Pin as A, Swap A and B, Unpin A.
+  void addComparisonActions(QMenu* edit);
+  void updateComparisonBar();
+  void writeComparisonSession(nlohmann::ordered_json& session) const;
+  Status readComparisonSession(const nlohmann::json& session, const std::string& origin);
+  /// Export All's comparison.json when a setting is pinned and both summaries are complete.
+  Status exportComparison(const QString& folder, const QString& protectedPath);
 
   bool interactive_;
   std::shared_ptr<const Dump> dump_;
@@ -248,6 +279,8 @@ class MainWindow : public QMainWindow {
   DiagnosisView* diagnosis_;
   QMenu* recentMenu_ = nullptr;
   QUndoStack* undo_;
+  Comparison* comparison_ = nullptr;
+  ComparisonBar* abBar_ = nullptr;
   SpecState lastSpecs_;
   bool applyingUndo_ = false;
   QString sessionPath_;

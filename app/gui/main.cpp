@@ -65,6 +65,12 @@ int main(int argc, char** argv) {
   const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-6: histogram, heatmap, drift, summary, budget, sensitivity, diagnosis)."),
                                QStringLiteral("index"), QStringLiteral("-1"));
   parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, exportSize, exportDpi, screenshot, tab});
+  // A/B comparison: the setting above is pinned as A, these give B (docs/gui.md).
+  const QCommandLineOption compareKey(QStringLiteral("compare-key"), QStringLiteral("Setting B's key spec or plan (with --compare-value)."), QStringLiteral("spec"));
+  const QCommandLineOption compareValue(QStringLiteral("compare-value"), QStringLiteral("Setting B's value spec or plan."), QStringLiteral("spec"));
+  const QCommandLineOption comparePreset(QStringLiteral("compare-preset"), QStringLiteral("Setting B as a preset name."), QStringLiteral("name"));
+  const QCommandLineOption compareEngine(QStringLiteral("compare-engine"), QStringLiteral("Setting B as an engine's KV cache flags."), QStringLiteral("flags"));
+  parser.addOptions({compareKey, compareValue, comparePreset, compareEngine});
   parser.process(app);
 
   kvscope::ui::LaunchOptions options;
@@ -87,6 +93,10 @@ int main(int argc, char** argv) {
   options.exportDpi = parser.value(exportDpi);
   options.screenshot = parser.value(screenshot);
   options.tab = parser.value(tab).toInt();
+  options.compareKey = parser.value(compareKey);
+  options.compareValue = parser.value(compareValue);
+  options.comparePreset = parser.value(comparePreset);
+  options.compareEngine = parser.value(compareEngine);
 
   // Headless and screenshot runs (tests, docs) must not touch the user's settings: no recent
   // files, no window layout. Their QSettings live in a folder that goes away with the process.

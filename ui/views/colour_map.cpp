@@ -24,4 +24,15 @@ QRgb colourAt(double t) {
   return qRgb(mix(0), mix(1), mix(2));
 }
 
+QRgb divergingColourAt(double t) {
+  // Blue (59, 76, 192) → near-white (242, 242, 242) → red (180, 4, 38), linear in each half.
+  if (!std::isfinite(t)) return qRgb(255, 0, 255);
+  t = std::clamp(t, -1.0, 1.0);
+  const std::array<double, 3> mid{242, 242, 242};
+  const std::array<double, 3> end = t < 0 ? std::array<double, 3>{59, 76, 192} : std::array<double, 3>{180, 4, 38};
+  const double f = std::fabs(t);
+  const auto mix = [&](int k) { return static_cast<int>(std::lround(mid[k] * (1 - f) + end[k] * f)); };
+  return qRgb(mix(0), mix(1), mix(2));
+}
+
 }  // namespace kvscope::ui

@@ -88,14 +88,20 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   rel_ = makeSeries(posChart_, tr("output rel. error"), QColor(214, 39, 40), 1.8);
   marker_ = makeSeries(posChart_, tr("selected query"), QColor(127, 127, 127), 1.0, Qt::DashLine);
   marker_->setProperty("kvscopeNoReadout", true);
-  scoreX_ = addAxis(scoreChart_, Qt::AlignBottom, tr("key position"), {scoreOriginal_, scoreCase_});
-  scoreY_ = addAxis(scoreChart_, Qt::AlignLeft, tr("score"), {scoreOriginal_, scoreCase_});
-  probX_ = addAxis(probChart_, Qt::AlignBottom, tr("key position"), {probOriginal_, probCase_});
-  probY_ = addAxis(probChart_, Qt::AlignLeft, tr("probability"), {probOriginal_, probCase_});
+  // A/B comparison: A's lines, dashed purple, beside B's (the current setting's).
+  scoreCaseA_ = makeSeries(scoreChart_, tr("s′ A"), QColor(148, 103, 189), 1.3, Qt::DashLine);
+  probCaseA_ = makeSeries(probChart_, tr("P′ A"), QColor(148, 103, 189), 1.3, Qt::DashLine);
+  klA_ = makeSeries(posChart_, tr("KL A"), QColor(44, 160, 44).lighter(140), 1.5, Qt::DashLine);
+  relA_ = makeSeries(posChart_, tr("output rel. error A"), QColor(214, 39, 40).lighter(140), 1.5, Qt::DashLine);
+  for (QLineSeries* s : {scoreCaseA_, probCaseA_, klA_, relA_}) s->setVisible(false);
+  scoreX_ = addAxis(scoreChart_, Qt::AlignBottom, tr("key position"), {scoreOriginal_, scoreCase_, scoreCaseA_});
+  scoreY_ = addAxis(scoreChart_, Qt::AlignLeft, tr("score"), {scoreOriginal_, scoreCase_, scoreCaseA_});
+  probX_ = addAxis(probChart_, Qt::AlignBottom, tr("key position"), {probOriginal_, probCase_, probCaseA_});
+  probY_ = addAxis(probChart_, Qt::AlignLeft, tr("probability"), {probOriginal_, probCase_, probCaseA_});
   // KL (nats) and the output's relative error have different units: one axis each.
-  posX_ = addAxis(posChart_, Qt::AlignBottom, tr("query position"), {kl_, rel_, marker_});
-  klY_ = addAxis(posChart_, Qt::AlignLeft, tr("KL (nats)"), {kl_, marker_});
-  relY_ = addAxis(posChart_, Qt::AlignRight, tr("output rel. error"), {rel_});
+  posX_ = addAxis(posChart_, Qt::AlignBottom, tr("query position"), {kl_, rel_, marker_, klA_, relA_});
+  klY_ = addAxis(posChart_, Qt::AlignLeft, tr("KL (nats)"), {kl_, marker_, klA_});
+  relY_ = addAxis(posChart_, Qt::AlignRight, tr("output rel. error"), {rel_, relA_});
   klY_->setLinePenColor(kl_->pen().color());
   klY_->setLabelsColor(kl_->pen().color());
   relY_->setLinePenColor(rel_->pen().color());
@@ -200,20 +206,41 @@ void DriftView::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
 }
 
-const AttentionRowCase& DriftView::currentCase() const {
+const AttentionRowCase& DriftView::caseOf(const AttentionRowDetail& row) const {
   switch (case_->currentIndex()) {
-    case 1: return data_->row->valueOnly;
-    case 2: return data_->row->joint;
-    default: return data_->row->keyOnly;
+    case 1: return row.valueOnly;
+    case 2: return row.joint;
+    default: return row.keyOnly;
   }
 }
 
-const std::vector<std::vector<double>>& DriftView::currentRel() const {
+const std::vector<std::vector<double>>& DriftView::relOf(const AttentionPositionSeries& series) const {
   switch (case_->currentIndex()) {
-    case 1: return data_->series.relValueOnly;
-    case 2: return data_->series.relJoint;
-    default: return data_->series.relKeyOnly;
+    case 1: return series.relValueOnly;
+    case 2: return series.relJoint;
+    default: return series.relKeyOnly;
   }
+}
+
+const AttentionRowCase& DriftView::currentCase() const { return caseOf(*data_->row); }
+
+const std::vector<std::vector<double>>& DriftView::currentRel() const { return relOf(data_->series); }
+
+void DriftView::setComparison(bool pinned, DriftDataPtr a) {
+  pinned_ = pinned;
+  compare_ = std::move(a);
+  const QString b = pinned ? tr(" B") : tr(" (quantized)");
+  scoreCase_->setName(tr("s′") + b);
+  probCase_->setName(tr("P′") + b);
+  kl_->setName(pinned ? tr("KL B") : tr("KL(P‖P′)"));
+  rel_->setName(pinned ? tr("output rel. error B") : tr("output rel. error"));
+  requestRebuild(true);
+}
+
+bool DriftView::compareShown() const {
+  return pinned_ && compare_ && compare_->row && data_ && data_->row && compare_->layer == data_->layer &&
+         compare_->row->queryHead == data_->row->queryHead && compare_->row->queryIndex == data_->row->queryIndex &&
+         compare_->row->original.scores.size() == data_->row->original.scores.size();
 }
 
 void DriftView::rebuild() {
@@ -255,7 +282,10 @@ QList<QPointF> envelope(const std::vector<double>& y) {
 }  // namespace
 
 void DriftView::rebuildRow() {
-  for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_}) s->clear();
+  for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_, scoreCaseA_, probCaseA_}) s->clear();
+  const bool ab = compareShown();
+  scoreCaseA_->setVisible(ab);
+  probCaseA_->setVisible(ab);
   if (!data_ || !data_->row) {
     setRanges(scoreX_, scoreY_, 0, 1, 0, 1);
     setRanges(probX_, probY_, 0, 1, 0, 1);
@@ -268,6 +298,16 @@ void DriftView::rebuildRow() {
     smin = std::min({smin, row.original.scores[j], c.scores[j]});
     smax = std::max({smax, row.original.scores[j], c.scores[j]});
     pmax = std::max({pmax, row.original.probabilities[j], c.probabilities[j]});
+  }
+  if (ab) {
+    const AttentionRowCase& a = caseOf(*compare_->row);
+    for (size_t j = 0; j < a.scores.size(); ++j) {
+      smin = std::min(smin, a.scores[j]);
+      smax = std::max(smax, a.scores[j]);
+      pmax = std::max(pmax, a.probabilities[j]);
+    }
+    scoreCaseA_->replace(envelope(a.scores));
+    probCaseA_->replace(envelope(a.probabilities));
   }
   scoreOriginal_->replace(envelope(row.original.scores));
   scoreCase_->replace(envelope(c.scores));
@@ -285,10 +325,26 @@ void DriftView::rebuildRow() {
                      .arg(c.outputRelError, 0, 'g', 4)
                      .arg(row.original.top1)
                      .arg(c.top1));
+  if (ab) {
+    const AttentionRowCase& a = caseOf(*compare_->row);
+    info_->setText(tr("This row, B: KL(P‖P′) = %1 · output rel. error = %2 · top-1 %3 → %4   |   A: KL = %5 · "
+                      "output rel. error = %6 · top-1 → %7")
+                       .arg(c.kl, 0, 'g', 4)
+                       .arg(c.outputRelError, 0, 'g', 4)
+                       .arg(row.original.top1)
+                       .arg(c.top1)
+                       .arg(a.kl, 0, 'g', 4)
+                       .arg(a.outputRelError, 0, 'g', 4)
+                       .arg(a.top1));
+  } else if (pinned_) {
+    info_->setText(info_->text() + tr("   (setting A: computing…)"));
+  }
 }
 
 void DriftView::rebuildSeries() {
-  for (QLineSeries* s : {kl_, rel_, marker_}) s->clear();
+  for (QLineSeries* s : {kl_, rel_, marker_, klA_, relA_}) s->clear();
+  klA_->setVisible(false);
+  relA_->setVisible(false);
   if (!data_ || !data_->row) {
     setRanges(posX_, klY_, 0, 1, 0, 1);
     setAxisRange(relY_, 0, 1);
@@ -311,6 +367,25 @@ void DriftView::rebuildSeries() {
     relPoints.append({x, r});
     klTop = std::max(klTop, k);
     relTop = std::max(relTop, r);
+  }
+  if (compareShown() && compare_->series.positions == series.positions) {
+    const AttentionPositionSeries& sa = compare_->series;
+    const auto& relA = relOf(sa);
+    QList<QPointF> klA, relAPoints;
+    for (size_t i = 0; i < sa.positions.size(); ++i) {
+      const auto x = static_cast<double>(sa.positions[i]);
+      const double k = case_->currentIndex() == 1 ? 0.0
+                       : (line < sa.kl.size() && i < sa.kl[line].size() ? sa.kl[line][i] : 0.0);
+      const double r = line < relA.size() && i < relA[line].size() ? relA[line][i] : 0.0;
+      klA.append({x, k});
+      relAPoints.append({x, r});
+      klTop = std::max(klTop, k);
+      relTop = std::max(relTop, r);
+    }
+    klA_->replace(klA);
+    relA_->replace(relAPoints);
+    klA_->setVisible(true);
+    relA_->setVisible(true);
   }
   kl_->replace(klPoints);
   rel_->replace(relPoints);
@@ -376,6 +451,30 @@ QString DriftView::toCsv() const {
                .arg(s.relKeyOnly[line][i], 0, 'g', 9)
                .arg(s.relValueOnly[line][i], 0, 'g', 9)
                .arg(s.relJoint[line][i], 0, 'g', 9);
+  }
+  if (compareShown()) {
+    // A/B comparison: setting A's row and series in the same columns.
+    const AttentionRowDetail& a = *compare_->row;
+    out += QStringLiteral("\n# setting A\nkey_position,score_key_only_a,score_joint_a,p_key_only_a,p_value_only_a,p_joint_a\n");
+    for (size_t j = 0; j < a.original.scores.size(); ++j) {
+      out += QStringLiteral("%1,%2,%3,%4,%5,%6\n")
+                 .arg(j)
+                 .arg(a.keyOnly.scores[j], 0, 'g', 9)
+                 .arg(a.joint.scores[j], 0, 'g', 9)
+                 .arg(a.keyOnly.probabilities[j], 0, 'g', 9)
+                 .arg(a.valueOnly.probabilities[j], 0, 'g', 9)
+                 .arg(a.joint.probabilities[j], 0, 'g', 9);
+    }
+    const AttentionPositionSeries& sa = compare_->series;
+    out += QStringLiteral("\nquery_position,kl_a,rel_key_only_a,rel_value_only_a,rel_joint_a\n");
+    for (size_t i = 0; i < sa.positions.size() && line < sa.kl.size() && i < sa.kl[line].size(); ++i) {
+      out += QStringLiteral("%1,%2,%3,%4,%5\n")
+                 .arg(sa.positions[i])
+                 .arg(sa.kl[line][i], 0, 'g', 9)
+                 .arg(sa.relKeyOnly[line][i], 0, 'g', 9)
+                 .arg(sa.relValueOnly[line][i], 0, 'g', 9)
+                 .arg(sa.relJoint[line][i], 0, 'g', 9);
+    }
   }
   return out;
 }

@@ -51,6 +51,14 @@ class DriftView : public QWidget, public ExportableView {
   [[nodiscard]] int queryIndex() const;
   void setQuery(int queryHead, int queryIndex);
   [[nodiscard]] const DriftData* data() const { return data_.get(); }
+  /// A/B comparison: `pinned` names the lines A and B; `a` is A's row and series (nullptr while
+  /// computed, or without queries). A is drawn where its layer and row are the ones shown.
+  void setComparison(bool pinned, DriftDataPtr a);
+  [[nodiscard]] const DriftData* comparison() const { return compare_.get(); }
+  QLineSeries* scoreCaseA() { return flushed(scoreCaseA_); }
+  QLineSeries* probabilityCaseA() { return flushed(probCaseA_); }
+  QLineSeries* klSeriesA() { return flushed(klA_); }
+  QLineSeries* relSeriesA() { return flushed(relA_); }
   // The charts' series, brought up to date first (a hidden view defers its rebuilds).
   QLineSeries* scoreOriginal() { return flushed(scoreOriginal_); }
   QLineSeries* scoreCase() { return flushed(scoreCase_); }
@@ -122,6 +130,16 @@ class DriftView : public QWidget, public ExportableView {
   QLineSeries* kl_;
   QLineSeries* rel_;
   QLineSeries* marker_;
+  QLineSeries* scoreCaseA_;
+  QLineSeries* probCaseA_;
+  QLineSeries* klA_;
+  QLineSeries* relA_;
+  DriftDataPtr compare_;
+  bool pinned_ = false;
+  /// compare_ is for the layer and row shown.
+  [[nodiscard]] bool compareShown() const;
+  [[nodiscard]] const AttentionRowCase& caseOf(const AttentionRowDetail& row) const;
+  [[nodiscard]] const std::vector<std::vector<double>>& relOf(const AttentionPositionSeries& series) const;
   bool rowPending_ = false;
   bool seriesPending_ = false;
 };

@@ -8,6 +8,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QRubberBand>
+#include <QSignalBlocker>
 #include <QStandardItemModel>
 #include <QWheelEvent>
 #include <QToolTip>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/metrics/outliers.h"
+#include "core/metrics/view_compare.h"
 #include "ui/views/colour_map.h"
 #include "ui/widgets/chart_ticks.h"
 
@@ -39,6 +41,8 @@ QString valueLabel(HeatmapValue v) {
   }
   return {};
 }
+
+const QString kDifferenceLabel = QStringLiteral("|x′B − x| − |x′A − x|");
 
 QString formatNumber(double v) { return QString::number(v, 'g', 4); }
 QString formatTick(double v) { return QString::number(v, 'g', 3); }
@@ -107,6 +111,21 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
   update();
 }
 
+void HeatmapCanvas::setComparison(LayerQuantPtr a, bool difference) {
+  compare_ = std::move(a);
+  difference_ = difference;
+  builtColumns_ = -1;
+  windowColumns_ = -1;
+  update();
+}
+
+const Tensor3* HeatmapCanvas::compareHat(int64_t* head) const {
+  if (!compare_ || !layer_ || compare_->tensors != layer_->tensors) return nullptr;  // A of this very layer read
+  *head = compare_->hatHead(kvHead_);
+  const Tensor3* hat = compare_->reconstruction(tensor_);
+  return *head >= 0 ? hat : nullptr;
+}
+
 int HeatmapCanvas::plotColumns() const {
   const double right = kGap + kSideBar + kGap + kColourBar + kColourLabels;
   return std::max(1, static_cast<int>(std::floor(std::max(10.0, width() - kLeft - right))));
@@ -120,7 +139,7 @@ QString HeatmapCanvas::title() const {
       .arg(QString::fromUtf8(viewTensorLabel(tensor_)))
       .arg(layer_->tensors->layer)
       .arg(kvHead_)
-      .arg(valueLabel(value_));
+      .arg(difference_ ? kDifferenceLabel + tr(" (B − A)") : valueLabel(value_));
 }
 
 void HeatmapCanvas::rebuild(int columns) {
@@ -133,8 +152,19 @@ void HeatmapCanvas::rebuild(int columns) {
     return;
   }
   const int64_t hatHead = layer_->hatHead(kvHead_);
-  computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
-                     columns, data_);
+  if (difference_) {
+    int64_t aHead = -1;
+    const Tensor3* aHat = compareHat(&aHead);
+    const Tensor3* bHat = layer_->reconstruction(tensor_);
+    if (aHat && bHat && hatHead >= 0) {
+      computeErrorDifferenceInto(*source_, kvHead_, *aHat, aHead, *bHat, hatHead, columns, data_);
+    } else {
+      data_ = {};
+    }
+  } else {
+    computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
+                       columns, data_);
+  }
   builtColumns_ = columns;
   imagePending_ = false;
   buildImage(data_, image_);
@@ -153,6 +183,10 @@ void HeatmapCanvas::buildImage(const HeatmapData& data, QImage& image) const {
     for (int b = 0; b < data.columns; ++b) {
       const double v = data.cell(c, b);
       double t = 0;
+      if (difference_) {
+        line[b] = divergingColourAt(hi > 0 ? v / hi : 0.0);  // centred at 0, ±max |d| at the ends
+        continue;
+      }
       if (logScale_) {
         t = (v > 0 && logSpan > 0) ? std::log(v / lo) / logSpan : (v > 0 ? 1.0 : 0.0);
       } else {
@@ -183,8 +217,22 @@ const HeatmapData& HeatmapCanvas::shownData(int columns) {
     std::copy_n(hat->row(hatHead, lo), static_cast<size_t>(n * dim), hatSlice.data.data());
   }
   const HeatmapValue value = value_ == HeatmapValue::Normalized ? HeatmapValue::Magnitude : value_;
-  computeHeatmapInto(slice, 0, hatSlice.data.empty() ? nullptr : &hatSlice, 0, value, cols, window_);
-  if (value_ == HeatmapValue::Normalized && window_.columns > 0) {
+  if (difference_) {
+    // A/B: the change of |error| over the window's tokens, from slices of both reconstructions.
+    int64_t aHead = -1;
+    const Tensor3* aHat = compareHat(&aHead);
+    if (aHat && hat && hat->tokens == source_->tokens && aHat->tokens == source_->tokens) {
+      Tensor3 aSlice(1, n, dim), bSlice(1, n, dim);
+      std::copy_n(aHat->row(aHead, lo), static_cast<size_t>(n * dim), aSlice.data.data());
+      std::copy_n(hat->row(hatHead, lo), static_cast<size_t>(n * dim), bSlice.data.data());
+      computeErrorDifferenceInto(slice, 0, aSlice, 0, bSlice, 0, cols, window_);
+    } else {
+      window_ = {};
+    }
+  } else {
+    computeHeatmapInto(slice, 0, hatSlice.data.empty() ? nullptr : &hatSlice, 0, value, cols, window_);
+  }
+  if (!difference_ && value_ == HeatmapValue::Normalized && window_.columns > 0) {
     // σ per channel over all tokens of the head, as core's Normalized (core/metrics/view_data.cpp).
     std::vector<double> sum(static_cast<size_t>(dim), 0.0), sum2(static_cast<size_t>(dim), 0.0);
     for (int64_t t = 0; t < source_->tokens; ++t) {
@@ -326,6 +374,12 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   const auto [t0, t1] = visibleTokens();
   const auto [c0, c1] = visibleChannels();
   const int nTokens = std::max(1, t1 - t0), nChannels = std::max(1, c1 - c0);
+  if (difference_ && data_.columns == 0) {
+    painter.drawRect(plot);
+    painter.drawText(plot, Qt::AlignCenter, tr("Computing setting A for this layer and head…"));
+    painter.restore();
+    return;
+  }
 
   painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
   const QImage& image = &shown == &data_ ? image_ : windowImage_;
@@ -390,14 +444,17 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   // Colour bar with ticks in the value's units.
   const QRectF bar(side.right() + kGap, plot.top(), kColourBar, plot.height());
   QImage ramp(1, 256, QImage::Format_RGB32);
-  for (int i = 0; i < 256; ++i) ramp.setPixel(0, 255 - i, colourAt(i / 255.0));
+  for (int i = 0; i < 256; ++i) {
+    ramp.setPixel(0, 255 - i, difference_ ? divergingColourAt(i / 127.5 - 1.0) : colourAt(i / 255.0));
+  }
   painter.drawImage(bar, ramp);
   painter.drawRect(bar);
   const double hi = data_.maxValue;
-  const double lo = logScale_ ? data_.minPositive : 0.0;
+  // The change in error runs from −max to +max, 0 (white) in the middle, always linear.
+  const double lo = difference_ ? -hi : logScale_ ? data_.minPositive : 0.0;
   // Ticks at round values inside the scale: multiples of a nice step, or decades on a log scale.
   std::vector<std::pair<double, double>> ticks;  // (fraction up the bar, value)
-  if (logScale_ && lo > 0 && hi > lo) {
+  if (!difference_ && logScale_ && lo > 0 && hi > lo) {
     for (double d = std::pow(10.0, std::ceil(std::log10(lo) - 1e-9)); d <= hi * (1 + 1e-9); d *= 10) {
       ticks.emplace_back(std::log(d / lo) / std::log(hi / lo), d);
     }
@@ -444,11 +501,18 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
   if (d.binStart(column + 1) - d.binStart(column) > 1) {
     text += tr(" (max of tokens %1–%2)").arg(offset + d.binStart(column)).arg(offset + d.binStart(column + 1) - 1);
   }
-  text += tr("\nchannel %1\n%2 = %3").arg(channel).arg(valueLabel(value_)).arg(formatNumber(d.cells[i]));
+  text += tr("\nchannel %1\n%2 = %3")
+              .arg(channel)
+              .arg(difference_ ? kDifferenceLabel : valueLabel(value_))
+              .arg(formatNumber(d.cells[i]));
   text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
-    text += tr(", x′ = %1").arg(formatNumber(hat->at(hatHead, token, channel)));
+    text += (difference_ ? tr(", x′B = %1") : tr(", x′ = %1")).arg(formatNumber(hat->at(hatHead, token, channel)));
+  }
+  int64_t aHead = -1;
+  if (const Tensor3* aHat = compareHat(&aHead); aHat && difference_) {
+    text += tr(", x′A = %1").arg(formatNumber(aHat->at(aHead, token, channel)));
   }
   return text;
 }
@@ -552,6 +616,14 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
   value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
   value_->addItem(tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
+  value_->addItem(tr("error change B − A"), static_cast<int>(HeatmapValue::Error));
+  if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {
+    if (QStandardItem* item = model->item(kDifferenceIndex)) {
+      item->setEnabled(false);  // until a setting is pinned as A
+      item->setToolTip(tr("A/B comparison: |x′B − x| − |x′A − x| per cell, red where B's error is larger, blue where "
+                          "it is smaller (each cell: the token of its column with the largest change)."));
+    }
+  }
   value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction "
                         "error (x′ is the value after quantizing and dequantizing)."));
   scale_ = new QComboBox(this);
@@ -598,10 +670,32 @@ void HeatmapView::setHasPreRope(bool has) {
 
 ViewTensor HeatmapView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
 
+bool HeatmapView::difference() const { return value_->currentIndex() == kDifferenceIndex; }
+
+void HeatmapView::setComparison(bool pinned, LayerQuantPtr a) {
+  compare_ = std::move(a);
+  if (pinned != pinned_) {
+    pinned_ = pinned;
+    if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {
+      if (QStandardItem* item = model->item(kDifferenceIndex)) item->setEnabled(pinned);
+    }
+    const QSignalBlocker block(value_);
+    if (pinned) {
+      // Pinning shows what changed: the error difference, until the user picks another colouring.
+      valueBeforePin_ = value_->currentIndex();
+      value_->setCurrentIndex(kDifferenceIndex);
+    } else if (difference()) {
+      value_->setCurrentIndex(valueBeforePin_ == kDifferenceIndex ? 2 : valueBeforePin_);
+    }
+  }
+  refresh();
+}
+
 void HeatmapView::fillRequest(ViewRequest& request) const {
   request.heatmapTensor = tensorKindOf(tensor());
   request.heatmapValue = static_cast<HeatmapValue>(value_->currentData().toInt());
-  request.heatmapColumns = canvas_->plotColumns();
+  // The change in error is binned here, from A's and B's reconstructions.
+  request.heatmapColumns = difference() ? 0 : canvas_->plotColumns();
   if (tensor() == ViewTensor::KeyPreRope) request.keyPreRopeHat = true;
 }
 
@@ -613,6 +707,12 @@ void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenTex
 }
 
 void HeatmapView::refresh() {
+  canvas_->setComparison(compare_, difference() && pinned_);
+  if (auto* hint = findChild<QLabel*>(QStringLiteral("heatmapHint"))) {
+    hint->setText(difference() && pinned_
+                      ? tr("Hover a cell for its token, channel, x, x′A and x′B; click it to select them for the histogram.")
+                      : tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."));
+  }
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
                      tokenText_);
@@ -673,9 +773,18 @@ QString HeatmapView::toCsv() const {
   const auto value = static_cast<HeatmapValue>(value_->currentData().toInt());
   const int64_t hatHead = layer_->hatHead(kvHead_);
   HeatmapData full;
-  computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
-                     static_cast<int>(x->tokens), full);
-  QString out = QStringLiteral("channel,token,value\n");
+  if (canvas_->showsDifference()) {
+    const Tensor3* aHat = compare_ && compare_->tensors == layer_->tensors ? compare_->reconstruction(tensor) : nullptr;
+    const int64_t aHead = compare_ ? compare_->hatHead(kvHead_) : -1;
+    const Tensor3* bHat = layer_->reconstruction(tensor);
+    if (!aHat || aHead < 0 || !bHat || hatHead < 0) return {};
+    computeErrorDifferenceInto(*x, kvHead_, *aHat, aHead, *bHat, hatHead, static_cast<int>(x->tokens), full);
+  } else {
+    computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
+                       static_cast<int>(x->tokens), full);
+  }
+  QString out = canvas_->showsDifference() ? QStringLiteral("channel,token,error_b_minus_error_a\n")
+                                           : QStringLiteral("channel,token,value\n");
   for (int c = 0; c < full.channels; ++c) {
     for (int t = 0; t < full.columns; ++t) {
       out += QStringLiteral("%1,%2,%3\n").arg(c).arg(t).arg(static_cast<double>(full.cell(c, t)), 0, 'g', 9);

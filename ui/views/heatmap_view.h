@@ -31,6 +31,10 @@ class HeatmapCanvas : public QWidget {
   /// for the same head, tensor, value and width, else bins it when painted.
   void setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor, HeatmapValue value,
                  bool logScale, QStringList tokenText);
+  /// A/B comparison: A's reconstruction of the same layer, and whether the cells show the change
+  /// in error |x′B − x| − |x′A − x| (B is the source's layer) on a diverging scale centred at 0.
+  void setComparison(LayerQuantPtr a, bool difference);
+  [[nodiscard]] bool showsDifference() const { return difference_; }
   /// Token columns the plot has at the widget's current size (what the worker should bin to).
   [[nodiscard]] int plotColumns() const;
   /// Draws the whole figure into `target`, binning tokens to its plot width.
@@ -89,6 +93,10 @@ class HeatmapCanvas : public QWidget {
   void updateReadout(const QPointF& pos, const QPoint& globalPos);
 
   LayerQuantPtr layer_;
+  LayerQuantPtr compare_;
+  bool difference_ = false;
+  /// A's reconstruction of the shown tensor and its head index, when A applies to what is shown.
+  [[nodiscard]] const Tensor3* compareHat(int64_t* head) const;
   const Tensor3* source_ = nullptr;
   int kvHead_ = 0;
   ViewTensor tensor_ = ViewTensor::Key;
@@ -131,6 +139,11 @@ class HeatmapView : public QWidget, public ExportableView {
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* valueBox() { return value_; }
   QComboBox* scaleBox() { return scale_; }
+  /// A/B comparison: `pinned` turns the "error change" colouring on (and off again on unpin);
+  /// `a` is A's reconstruction of the layer in view (nullptr while it is computed).
+  void setComparison(bool pinned, LayerQuantPtr a);
+  /// The value box's entry for the change in error |x′B − x| − |x′A − x|.
+  static constexpr int kDifferenceIndex = 3;
   /// The outlier profile line under the map (core's profileHead on the shown tensor).
   [[nodiscard]] QString profileText() const;
 
@@ -151,6 +164,10 @@ class HeatmapView : public QWidget, public ExportableView {
   QComboBox* scale_;
   QLabel* profile_;
   LayerQuantPtr layer_;
+  LayerQuantPtr compare_;
+  bool pinned_ = false;
+  int valueBeforePin_ = 2;
+  [[nodiscard]] bool difference() const;
   int kvHead_ = 0;
   QStringList tokenText_;
   /// The profile depends on the original tensor only: kept until the layer, head or tensor change.

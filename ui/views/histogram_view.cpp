@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/metrics/view_compare.h"
 #include "ui/export/chart_render.h"
 #include "ui/widgets/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
@@ -60,6 +61,14 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   chart_->addSeries(original_);
   chart_->addSeries(reconstructed_);
   chart_->addSeries(density_);
+  reconstructedA_ = new QLineSeries;
+  reconstructedA_->setName(tr("reconstructed A"));
+  QPen aPen(QColor(148, 103, 189));
+  aPen.setWidthF(1.5);
+  aPen.setStyle(Qt::DashLine);
+  reconstructedA_->setPen(aPen);
+  reconstructedA_->setVisible(false);
+  chart_->addSeries(reconstructedA_);
   // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
   xAxis_ = new QValueAxis(this);
   xAxis_->setTitleText(tr("value"));
@@ -73,7 +82,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
-  for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) {
+  for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) {
     s->attachAxis(xAxis_);
     s->attachAxis(linearAxis_);
   }
@@ -261,6 +270,7 @@ void HistogramView::recompute() {
       group_ = formatSpace_->group;
       groupNote_ = QString::fromStdString(formatSpace_->note);
     }
+    countComparison();
     requestRebuild();
     stats_->setText(statsText());
     return;
@@ -309,8 +319,35 @@ void HistogramView::recompute() {
       groupNote_ = tr("this dump has no %1").arg(QString::fromUtf8(viewTensorLabel(t)));
     }
   }
+  countComparison();
   requestRebuild();
   stats_->setText(statsText());
+}
+
+void HistogramView::setComparison(LayerQuantPtr a) {
+  compare_ = std::move(a);
+  recompute();
+}
+
+void HistogramView::countComparison() {
+  compareCounts_.clear();
+  compareNote_.clear();
+  if (!compare_ || !layer_ || data_.edges.size() < 2) return;
+  if (formatSpace_) {
+    compareNote_ = tr("A is drawn in the dump's values (space: original), not in B's rotated space.");
+    return;
+  }
+  const ViewTensor t = tensor();
+  const Tensor3* aHat = compare_->reconstruction(t);
+  const int64_t aHead = compare_->hatHead(kvHead_);
+  if (compare_->tensors != layer_->tensors || !aHat || aHead < 0) {  // A of this very layer read
+    compareNote_ = tr("A is being computed for this layer and head…");
+    return;
+  }
+  const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
+  const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
+  // On B's bins (they span the original and B): A's values beyond them count in the outer bins.
+  countOnEdges(*aHat, aHead, scope, index, data_.edges, compareCounts_);
 }
 
 void HistogramView::requestRebuild() {
@@ -344,6 +381,15 @@ void HistogramView::rebuildChart() {
       top = std::max(top, data_.reconstructed[i]);
     }
   }
+  QList<QPointF> aLine;
+  for (size_t i = 0; i < compareCounts_.size() && i + 1 < data_.edges.size(); ++i) {
+    const double c = logCounts ? std::max(compareCounts_[i], kLogFloor) : compareCounts_[i];
+    aLine.append({data_.edges[i], c});
+    aLine.append({data_.edges[i + 1], c});
+    top = std::max(top, compareCounts_[i]);
+  }
+  reconstructedA_->replace(aLine);
+  reconstructedA_->setVisible(!aLine.isEmpty());
   double xlo = data_.edges.empty() ? 0 : data_.edges.front();
   double xhi = data_.edges.empty() ? 1 : data_.edges.back();
   const double base = logCounts ? kLogFloor : 0.0;
@@ -367,6 +413,7 @@ void HistogramView::rebuildChart() {
       density.append({0.5 * (data_.edges[i] + data_.edges[i + 1]), c});
     }
   }
+  reconstructed_->setName(compare_ ? tr("reconstructed B") : tr("reconstructed"));
   original_->replace(a);
   reconstructed_->replace(b);
   levels_->replace(levels);
@@ -381,11 +428,11 @@ void HistogramView::rebuildChart() {
   QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
   QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
   if (!chart_->axes(Qt::Vertical).contains(wanted)) {
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) s->detachAxis(other);
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->detachAxis(other);
     chart_->removeAxis(other);
     other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
     chart_->addAxis(wanted, Qt::AlignLeft);
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_}) s->attachAxis(wanted);
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->attachAxis(wanted);
   }
   if (logCounts) {
     logAxis_->setRange(base, yTop);
@@ -401,6 +448,15 @@ void HistogramView::rebuildChart() {
                          .arg(kvHead_)
                          .arg(scope_->currentText())
                          .arg(QString::fromStdString(toString(layer_->spec(t)))));
+    if (compare_) {
+      chart_->setTitle(tr("%1 · layer %2 · kv head %3 · %4 · B %5 · A %6")
+                           .arg(QString::fromUtf8(viewTensorLabel(t)))
+                           .arg(layer_->tensors->layer)
+                           .arg(kvHead_)
+                           .arg(scope_->currentText())
+                           .arg(QString::fromStdString(toString(layer_->spec(t))),
+                                QString::fromStdString(toString(compare_->spec(t)))));
+    }
   } else {
     chart_->setTitle(tr("Histogram: no data yet"));
   }
@@ -439,6 +495,7 @@ QString HistogramView::statsText() const {
   } else if (!groupNote_.isEmpty()) {
     text += QStringLiteral("\n") + groupNote_;
   }
+  if (!compareNote_.isEmpty()) text += QStringLiteral("\n") + compareNote_;
   return text;
 }
 
@@ -458,13 +515,17 @@ void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
 }
 
 QString HistogramView::toCsv() const {
-  QString out = QStringLiteral("bin_lo,bin_hi,original,reconstructed\n");
+  const bool ab = !compareCounts_.empty();
+  QString out = ab ? QStringLiteral("bin_lo,bin_hi,original,reconstructed_b,reconstructed_a\n")
+                   : QStringLiteral("bin_lo,bin_hi,original,reconstructed\n");
   for (size_t i = 0; i < data_.original.size(); ++i) {
-    out += QStringLiteral("%1,%2,%3,%4\n")
+    out += QStringLiteral("%1,%2,%3,%4")
                .arg(data_.edges[i], 0, 'g', 9)
                .arg(data_.edges[i + 1], 0, 'g', 9)
                .arg(data_.original[i])
                .arg(data_.reconstructed.empty() ? 0.0 : data_.reconstructed[i]);
+    if (ab) out += QStringLiteral(",%1").arg(i < compareCounts_.size() ? compareCounts_[i] : 0.0);
+    out += QLatin1Char('\n');
   }
   if (group_) {
     out += QStringLiteral("\nlevel\n");

@@ -42,6 +42,12 @@ class HistogramView : public QWidget, public ExportableView {
   /// The tensor whose histogram is shown.
   [[nodiscard]] ViewTensor tensor() const;
   void setHasPreRope(bool has);
+  /// A/B comparison: A's reconstruction of the same layer (nullptr: none pinned). Its counts on
+  /// the bins of the histogram shown are drawn as a third line ("reconstructed A").
+  void setComparison(LayerQuantPtr a);
+  /// A's counts per bin (empty when nothing is pinned or A does not apply to what is shown).
+  [[nodiscard]] const std::vector<double>& comparisonCounts() const { return compareCounts_; }
+  QLineSeries* comparisonSeries() { return flushed(reconstructedA_); }
 
   [[nodiscard]] const HistogramData& data() const { return data_; }
   [[nodiscard]] const std::optional<GroupDetail>& group() const { return group_; }
@@ -98,6 +104,7 @@ class HistogramView : public QWidget, public ExportableView {
   QLineSeries* reconstructed_;
   QLineSeries* levels_;
   QLineSeries* density_;
+  QLineSeries* reconstructedA_;
   QValueAxis* xAxis_;
   QValueAxis* linearAxis_;
   QLogValueAxis* logAxis_;
@@ -117,6 +124,11 @@ class HistogramView : public QWidget, public ExportableView {
   Tensor3 formatInput_;
   std::optional<FormatSpaceData> formatSpace_;
   bool chartPending_ = false;
+  LayerQuantPtr compare_;
+  std::vector<double> compareCounts_;
+  QString compareNote_;  ///< why A is not drawn, when pinned
+  /// Counts A's reconstruction on data_'s bins (called by recompute).
+  void countComparison();
 };
 
 }  // namespace kvscope::ui

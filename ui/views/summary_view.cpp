@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QLogValueAxis>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -94,7 +95,47 @@ double valueMetric(const HeadResult& h) {
   return h.attention ? h.attention->valueOnly.outputRelError : h.value.relError;
 }
 
+QString csvName(const Column& c) { return QString::fromUtf8(c.header).replace(QLatin1Char(' '), QLatin1Char('_')); }
+
+// Metrics where a larger value is better: a positive B − A is an improvement there.
+bool higherIsBetter(const QString& name) { return name.contains(QStringLiteral("sqnr")) || name.contains(QStringLiteral("top1")); }
+
 }  // namespace
+
+QStringList SummaryView::metricNames() {
+  QStringList names;
+  for (const Column& c : columns()) names << csvName(c);
+  return names;
+}
+
+std::optional<double> SummaryView::metricOf(const HeadResult& head, const QString& name) {
+  if (head.skipped) return std::nullopt;
+  for (const Column& c : columns()) {
+    if (csvName(c) == name) return c.get(head);
+  }
+  return std::nullopt;
+}
+
+const HeadResult* SummaryView::comparisonHead(int layer, int kvHead) const {
+  for (const LayerResult& l : compare_) {
+    if (l.layer != layer) continue;
+    for (const HeadResult& h : l.heads) {
+      if (h.kvHead == kvHead) return &h;
+    }
+  }
+  return nullptr;
+}
+
+void SummaryView::setComparison(bool pinned, std::vector<LayerResult> a) {
+  const bool modeChanged = pinned != pinned_;
+  pinned_ = pinned;
+  compare_ = std::move(a);
+  std::sort(compare_.begin(), compare_.end(), [](const LayerResult& x, const LayerResult& y) { return x.layer < y.layer; });
+  compareMetric_->setVisible(pinned_);
+  if (modeChanged && pinned_) table_->sortByColumn(0, Qt::AscendingOrder);
+  rebuildTable();
+  rebuildChart();
+}
 
 SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   model_ = new QStandardItemModel(this);
@@ -146,8 +187,23 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   keyBudget_->setToolTip(tr("Largest acceptable key_only output_rel_error (K rel_error without queries); cells above it turn red."));
   valueBudget_->setToolTip(tr("Largest acceptable value_only output_rel_error (V rel_error without queries); cells above it turn red."));
   status_ = new QLabel(this);
+  compareMetric_ = new QComboBox(this);
+  compareMetric_->setObjectName(QStringLiteral("comparisonMetric"));
+  for (const Column& c : columns()) {
+    if (std::string_view(c.header) == "joint kl_mean") continue;  // the same as key_only's (§6)
+    compareMetric_->addItem(tr("A/B: %1").arg(QString::fromUtf8(c.header)), csvName(c));
+  }
+  compareMetric_->setCurrentIndex(compareMetric_->findData(QStringLiteral("joint_output_rel_error")));
+  compareMetric_->setToolTip(tr("The metric whose values under A and B, and their difference B − A, the table shows "
+                                "after the kv head and the chart draws per layer."));
+  compareMetric_->setVisible(false);
+  connect(compareMetric_, &QComboBox::currentIndexChanged, this, [this] {
+    rebuildTable();
+    rebuildChart();
+  });
 
   auto* controls = new QHBoxLayout;
+  controls->addWidget(compareMetric_);
   controls->addWidget(new QLabel(tr("K budget"), this));
   controls->addWidget(keyBudget_);
   controls->addWidget(new QLabel(tr("V budget"), this));
@@ -244,6 +300,10 @@ bool SummaryView::hasAttention() const {
 void SummaryView::rebuildTable() {
   model_->clear();
   QStringList headers{tr("layer"), tr("kv\nhead")};
+  const QString abMetric = compareMetric_->currentData().toString();
+  const int abOffset = pinned_ ? 3 : 0;
+  // Short headers (the A/B box names the metric; the tooltips too), so that the table still fits.
+  if (pinned_) headers << tr("A") << tr("B") << tr("B − A");
   // Short lines (the case or tensor over the metric) keep the table within the window; the
   // tooltips and the CSV carry the full metric names.
   for (const Column& c : columns()) {
@@ -255,7 +315,15 @@ void SummaryView::rebuildTable() {
   model_->setHeaderData(0, Qt::Horizontal, tr("The layer."), Qt::ToolTipRole);
   model_->setHeaderData(1, Qt::Horizontal, tr("The kv head; its query heads share it."), Qt::ToolTipRole);
   for (size_t i = 0; i < columns().size(); ++i) {
-    model_->setHeaderData(static_cast<int>(i) + 2, Qt::Horizontal, tr(columns()[i].tip), Qt::ToolTipRole);
+    model_->setHeaderData(static_cast<int>(i) + 2 + abOffset, Qt::Horizontal, tr(columns()[i].tip), Qt::ToolTipRole);
+  }
+  if (pinned_) {
+    model_->setHeaderData(2, Qt::Horizontal, tr("%1 under setting A (pinned).").arg(abMetric), Qt::ToolTipRole);
+    model_->setHeaderData(3, Qt::Horizontal, tr("%1 under setting B (the controls; the columns on the right are B's).").arg(abMetric),
+                          Qt::ToolTipRole);
+    model_->setHeaderData(4, Qt::Horizontal,
+                          tr("B − A of %1: click to sort by it. Red where B is worse, green where it is better.").arg(abMetric),
+                          Qt::ToolTipRole);
   }
   const QColor over(231, 76, 60, 90), within(46, 204, 113, 70);
   for (const LayerResult& l : layers_) {
@@ -269,6 +337,29 @@ void SummaryView::rebuildTable() {
       auto* headItem = new QStandardItem(QString::number(h.kvHead));
       headItem->setData(h.kvHead, Qt::UserRole);
       row << layerItem << headItem;
+      if (pinned_) {
+        // A, B and B − A of the chosen metric; numbers sort by value (Qt::UserRole).
+        const HeadResult* a = comparisonHead(l.layer, h.kvHead);
+        const std::optional<double> va = a ? metricOf(*a, abMetric) : std::nullopt;
+        const std::optional<double> vb = metricOf(h, abMetric);
+        std::optional<double> d;
+        if (va && vb) d = *vb - *va;
+        const std::optional<double> cells[3] = {va, vb, d};
+        for (int k = 0; k < 3; ++k) {
+          const std::optional<double>& v = cells[k];
+          // "…": A's layer is still being evaluated.
+          auto* item = new QStandardItem(v ? QString::number(*v, 'g', 3) : (a == nullptr && k != 1 ? tr("…") : QStringLiteral("–")));
+          if (v) {
+            item->setData(*v, Qt::UserRole);
+            item->setToolTip(QString::number(*v, 'g', 9));
+          }
+          row << item;
+        }
+        if (d && *d != 0) {
+          const bool better = higherIsBetter(abMetric) ? *d > 0 : *d < 0;
+          row.back()->setBackground(better ? within : over);
+        }
+      }
       for (const Column& c : columns()) {
         auto* item = new QStandardItem;
         if (h.skipped) {
@@ -309,7 +400,8 @@ void SummaryView::rebuildTable() {
   // joint kl_mean equals key_only kl_mean by definition (V does not change P, §6): the CSV and
   // report keep it, the table does not spend a column on it.
   for (size_t i = 0; i < columns().size(); ++i) {
-    if (std::string_view(columns()[i].header) == "joint kl_mean") table_->setColumnHidden(static_cast<int>(i) + 2, true);
+    table_->setColumnHidden(static_cast<int>(i) + 2 + abOffset,
+                            std::string_view(columns()[i].header) == "joint kl_mean");
   }
   // The metric columns share the width the table has (no sideways scrolling at 1600×1000); the
   // layer and kv head columns take what their numbers need.
@@ -329,6 +421,58 @@ void SummaryView::rebuildChart() {
   chart_->setTitle(attentionMetrics ? tr("output_rel_error per layer (mean over kv heads)")
                                     : tr("rel_error per layer (no queries in this dump)"));
   if (layers_.empty()) return;
+  if (pinned_) {
+    // A/B comparison: the chosen metric for A and B per layer (mean over kv heads).
+    const QString metric = compareMetric_->currentData().toString();
+    chart_->setTitle(tr("%1 per layer (mean over kv heads): A vs B").arg(metric));
+    auto* aSet = new QBarSet(tr("A (pinned)"));
+    auto* bSet = new QBarSet(tr("B (the controls)"));
+    aSet->setColor(QColor(148, 103, 189));
+    bSet->setColor(QColor(255, 127, 14));
+    QStringList categories;
+    double top = 0, bottom = 0;
+    const auto mean = [&](const LayerResult* l) {
+      double sum = 0;
+      int n = 0;
+      if (l) {
+        for (const HeadResult& h : l->heads) {
+          if (const auto v = metricOf(h, metric)) {
+            sum += *v;
+            ++n;
+          }
+        }
+      }
+      return n > 0 ? sum / n : 0.0;
+    };
+    for (const LayerResult& l : layers_) {
+      const LayerResult* a = nullptr;
+      for (const LayerResult& c : compare_) {
+        if (c.layer == l.layer) a = &c;
+      }
+      const double va = mean(a), vb = mean(&l);
+      *aSet << va;
+      *bSet << vb;
+      top = std::max({top, va, vb});
+      bottom = std::min({bottom, va, vb});
+      categories << QString::number(l.layer);
+    }
+    auto* bars = new QBarSeries;
+    bars->append(aSet);
+    bars->append(bSet);
+    chart_->addSeries(bars);
+    xAxis_->append(categories);
+    if (chart_->axes(Qt::Vertical).contains(yLog_)) {
+      chart_->removeAxis(yLog_);
+      yLog_->setParent(this);
+    }
+    if (!chart_->axes(Qt::Vertical).contains(yAxis_)) chart_->addAxis(yAxis_, Qt::AlignLeft);
+    const NiceRange r = niceRange(bottom, top > bottom ? top : bottom + 1);
+    setAxisRange(yAxis_, r.lo, r.hi);
+    yAxis_->setTitleText(metric);
+    bars->attachAxis(xAxis_);
+    bars->attachAxis(yAxis_);
+    return;
+  }
   auto* keySet = new QBarSet(attentionMetrics ? tr("key_only") : tr("K"));
   auto* valueSet = new QBarSet(attentionMetrics ? tr("value_only") : tr("V"));
   auto* jointSet = attentionMetrics ? new QBarSet(tr("joint")) : nullptr;
@@ -412,10 +556,17 @@ void SummaryView::rebuildChart() {
 
 void SummaryView::renderTo(QPainter& painter, const QRectF& target) { renderChart(chart_, painter, target); }
 
+
 QString SummaryView::toCsv() const {
   QString out = QStringLiteral("layer,kv_head");
   for (const Column& c : columns()) out += QLatin1Char(',') + QString::fromUtf8(c.header).replace(QLatin1Char(' '), QLatin1Char('_'));
-  out += QStringLiteral(",key_spec,value_spec\n");
+  out += QStringLiteral(",key_spec,value_spec");
+  // A/B comparison: every metric of A, then B − A, after B's.
+  if (pinned_) {
+    for (const Column& c : columns()) out += QStringLiteral(",a_") + csvName(c);
+    for (const Column& c : columns()) out += QStringLiteral(",b_minus_a_") + csvName(c);
+  }
+  out += QLatin1Char('\n');
   for (const LayerResult& l : layers_) {
     for (const HeadResult& h : l.heads) {
       out += QStringLiteral("%1,%2").arg(l.layer).arg(h.kvHead);
@@ -426,6 +577,17 @@ QString SummaryView::toCsv() const {
       // Spec strings hold ',' (group=…,clip=…): quoted as CSV quotes a field.
       for (const QuantSpec* spec : {&l.keySpec, &l.valueSpec}) {
         out += QStringLiteral(",\"%1\"").arg(QString::fromStdString(toString(*spec)).replace(QLatin1Char('"'), QStringLiteral("\"\"")));
+      }
+      if (pinned_) {
+        const HeadResult* a = comparisonHead(l.layer, h.kvHead);
+        for (int pass = 0; pass < 2; ++pass) {
+          for (const Column& c : columns()) {
+            const auto va = a && !a->skipped ? c.get(*a) : std::nullopt;
+            const auto vb = h.skipped ? std::nullopt : c.get(h);
+            const std::optional<double> v = pass == 0 ? va : (va && vb ? std::optional<double>(*vb - *va) : std::nullopt);
+            out += QLatin1Char(',') + (v ? QString::number(*v, 'g', 9) : QString());
+          }
+        }
       }
       out += QLatin1Char('\n');
     }

@@ -5,6 +5,7 @@
 
 #include <QWidget>
 
+#include <optional>
 #include <vector>
 
 #include "core/report/eval.h"
@@ -12,6 +13,7 @@
 
 class QBarSeries;
 class QCheckBox;
+class QComboBox;
 class QLogValueAxis;
 class QChart;
 class QBarCategoryAxis;
@@ -49,6 +51,16 @@ class SummaryView : public QWidget, public ExportableView {
   /// The highlighted row of the table as shown (sorted), -1 when none.
   [[nodiscard]] int highlightedRow() const;
   QCheckBox* logScaleBox() { return logScale_; }
+  /// A/B comparison: `pinned` adds the columns A, B and B − A of the metric chosen in
+  /// comparisonMetricBox() after the kv head (sortable like the others) and draws that metric for
+  /// A and B per layer; `a` is A's evaluated layers (filling in as they finish).
+  void setComparison(bool pinned, std::vector<LayerResult> a);
+  [[nodiscard]] const std::vector<LayerResult>& comparisonLayers() const { return compare_; }
+  QComboBox* comparisonMetricBox() { return compareMetric_; }
+  /// The metric names comparisonMetricBox() lists, as in the CSV (e.g. "joint_output_rel_error").
+  [[nodiscard]] static QStringList metricNames();
+  /// Metric `name` (metricNames()) of one head; empty when the head lacks it.
+  [[nodiscard]] static std::optional<double> metricOf(const HeadResult& head, const QString& name);
   InteractiveChartView* chartView() { return chartView_; }
   QTableView* table() { return table_; }
   QStandardItemModel* model() { return model_; }
@@ -71,6 +83,11 @@ class SummaryView : public QWidget, public ExportableView {
   [[nodiscard]] bool hasAttention() const;
 
   std::vector<LayerResult> layers_;
+  std::vector<LayerResult> compare_;
+  bool pinned_ = false;
+  QComboBox* compareMetric_;
+  /// A's result for (layer, kv head), or nullptr.
+  [[nodiscard]] const HeadResult* comparisonHead(int layer, int kvHead) const;
   int expected_ = 0;
   QStandardItemModel* model_;
   QSortFilterProxyModel* proxy_;

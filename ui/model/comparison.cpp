@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/model/comparison.h"
+
+#include <algorithm>
+
+#include "core/attention/detail.h"
+#include "core/quant/plan.h"
+#include "ui/workers/job_runner.h"
+
+namespace kvscope::ui {
+
+namespace {
+QString q(const std::string& s) { return QString::fromStdString(s); }
+}  // namespace
+
+QString describeSetting(const Plan& key, const Plan& value) {
+  return QStringLiteral("K %1 · V %2").arg(q(toString(key)), q(toString(value)));
+}
+
+Expected<EvalReport> reportOf(const DumpInfo& info, const Plan& key, const Plan& value, std::vector<LayerResult> layers) {
+  EvalReport report;
+  report.dump = info;
+  report.key = key;
+  report.value = value;
+  // As kvscope-cli eval reports a plan (§8, §12): planStorage, and bytes per token over the layers.
+  report.keyStorage = planStorage(key, info.layers, info.kvHeads, info.tokens, info.headDim);
+  report.valueStorage = planStorage(value, info.layers, info.kvHeads, info.tokens, info.headDim);
+  report.bytesPerTokenBaseline = static_cast<double>(info.bytesPerTokenFp16());
+  auto keyLayers = planLayerStorage(key, info.layers, info.kvHeads, info.tokens, info.headDim);
+  if (!keyLayers) return keyLayers.status();
+  auto valueLayers = planLayerStorage(value, info.layers, info.kvHeads, info.tokens, info.headDim);
+  if (!valueLayers) return valueLayers.status();
+  report.bytesPerTokenQuantized = bytesPerToken(*keyLayers, *valueLayers, info.tokens);
+  report.layers = std::move(layers);
+  report.summary = summarize(report.layers);
+  return report;
+}
+
+Comparison::Comparison(QObject* parent) : QObject(parent) {
+  layerRunner_ = new JobRunner(tr("setting A"), this);
+  summaryRunner_ = new JobRunner(tr("layer summary of A"), this);
+}
+
+Comparison::~Comparison() {
+  for (JobRunner* r : {layerRunner_, summaryRunner_}) r->cancel();
+  for (JobRunner* r : {layerRunner_, summaryRunner_}) r->waitForIdle();
+}
+
+void Comparison::setDump(std::shared_ptr<const Dump> dump) {
+  layerRunner_->cancel();
+  summaryRunner_->cancel();
+  dump_ = std::move(dump);
+  layer_.reset();
+  drift_.reset();
+  summary_.clear();
+  wantTensors_.reset();
+  wantHead_ = -1;
+  emit layerReady();  // the views drop A of the previous dump
+  if (pinned_) startSummary();
+}
+
+void Comparison::setPinned(std::optional<PinnedSetting> setting) {
+  if (setting == pinned_) return;
+  layerRunner_->cancel();
+  summaryRunner_->cancel();
+  pinned_ = std::move(setting);
+  layer_.reset();
+  drift_.reset();
+  summary_.clear();
+  wantTensors_.reset();
+  wantHead_ = -1;
+  emit pinnedChanged();
+  if (pinned_) startSummary();
+}
+
+bool Comparison::summaryComplete() const {
+  return pinned_ && dump_ && static_cast<int>(summary_.size()) == dump_->info().layers && !summaryRunner_->busy();
+}
+
+bool Comparison::matches(const LayerQuantPtr& shown) const {
+  return layer_ && shown && layer_->tensors == shown->tensors && layer_->hatHead(shown->request.kvHead) >= 0;
+}
+
+void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryIndex) {
+  if (!pinned_ || !dump_ || !shown) return;
+  const DumpInfo& info = dump_->info();
+  const int kvHead = static_cast<int>(shown->request.kvHead);
+  int qh = -1, qi = 0;
+  if (info.hasQuery && shown->tensors->query && info.groupSize() > 0) {
+    qh = std::clamp(queryHead, 0, info.heads - 1);
+    qi = std::clamp(queryIndex, 0, info.queries - 1);
+    if (qh / info.groupSize() != kvHead) qh = -1;  // the window is moving to that head; it calls again
+  }
+  if (wantTensors_ == shown->tensors && wantHead_ == kvHead && wantQueryHead == qh && wantQueryIndex == qi) return;
+  // The series along queries does not depend on the row: kept when only the row changes.
+  DriftDataPtr previous;
+  if (drift_ && layer_ && layer_->tensors == shown->tensors && layer_->request.kvHead == kvHead) previous = drift_;
+  wantTensors_ = shown->tensors;
+  wantHead_ = kvHead;
+  wantQueryHead = qh;
+  wantQueryIndex = qi;
+  const int layerIndex = shown->tensors->layer;
+  const QuantSpec key = specForLayer(pinned_->key, layerIndex, info.layers);
+  const QuantSpec value = specForLayer(pinned_->value, layerIndex, info.layers);
+  ViewRequest request;
+  request.kvHead = kvHead;
+  request.keyPreRopeHat = shown->tensors->keyPreRope.has_value();
+  request.queryHead = qh;
+  request.queryIndex = qi;
+  auto dump = dump_;
+  auto tensors = shown->tensors;
+  auto pool = pool_;
+  using Result = std::pair<LayerQuantPtr, DriftDataPtr>;
+  layerRunner_->start<Result>(
+      [dump, tensors, key, value, request, pool, previous](const Progress& progress) -> Expected<Result> {
+        const DumpInfo& di = dump->info();
+        auto a = pool->compute(di, tensors, key, value, request, progress);
+        if (!a) return a.status();
+        LayerQuantPtr layer = *a;
+        if (request.queryHead < 0 || !layer->row || !tensors->query) return Result{layer, nullptr};
+        auto drift = std::make_shared<DriftData>();
+        drift->layer = tensors->layer;
+        drift->row = std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row);
+        if (previous) {
+          drift->series = previous->series;
+          return Result{layer, drift};
+        }
+        // A's attention along query positions for the kv head in view (as the window's drift lane
+        // computes B's): that head's K, V, queries and A's reconstructions of it.
+        const int64_t head = request.kvHead;
+        const int group = di.groupSize();
+        Tensor3 k, v, qy, kHat, vHat;
+        copyHeads(tensors->key, head, 1, k);
+        copyHeads(tensors->value, head, 1, v);
+        copyHeads(*tensors->query, head * group, group, qy);
+        const int64_t hat = layer->hatHead(head);
+        copyHeads(layer->keyHat, hat, 1, kHat);
+        copyHeads(layer->valueHat, hat, 1, vHat);
+        AttentionInput input;
+        input.query = &qy;
+        input.key = &k;
+        input.value = &v;
+        input.keyHat = &kHat;
+        input.valueHat = &vHat;
+        input.softmaxScale = di.softmaxScale;
+        auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
+        if (!series) return series.status();
+        AttentionPositionSeries& s = drift->series;
+        s.grouping = SeriesGrouping::KvHead;
+        s.positions = std::move(series->positions);
+        const auto lines = static_cast<size_t>(tensors->key.heads);
+        const auto line = static_cast<size_t>(head);
+        for (auto [to, from] : {std::pair{&s.kl, &series->kl}, std::pair{&s.relKeyOnly, &series->relKeyOnly},
+                                std::pair{&s.relValueOnly, &series->relValueOnly}, std::pair{&s.relJoint, &series->relJoint}}) {
+          to->resize(lines);
+          if (!from->empty()) (*to)[line] = std::move(from->front());
+        }
+        return Result{layer, drift};
+      },
+      [this](Result result) {
+        layer_ = std::move(result.first);
+        drift_ = std::move(result.second);
+        emit layerReady();
+      });
+}
+
+void Comparison::startSummary() {
+  if (!dump_ || !pinned_) return;
+  auto dump = dump_;
+  EvalOptions options;
+  options.key = pinned_->key;
+  options.value = pinned_->value;
+  summary_.clear();
+  summaryRunner_->startStreaming(
+      [this, dump, options](const Progress& progress, const JobRunner::Post& post) -> Status {
+        const DumpInfo& di = dump->info();
+        for (int layer = 0; layer < di.layers; ++layer) {
+          const double span = 1.0 / di.layers;
+          const Progress sub = [&](double f, std::string_view what) { return report(progress, span * (layer + f), what); };
+          auto tensors = readLayer(*dump, layer, sub);
+          if (!tensors) return tensors.status();
+          LayerData data;
+          data.key = (*tensors)->key;
+          data.value = (*tensors)->value;
+          data.query = (*tensors)->query;
+          data.keyPreRope = (*tensors)->keyPreRope;
+          LayerContext context;
+          context.layer = layer;
+          context.rope = RopeParams{di.ropeTheta, di.ropeStyle};
+          context.softmaxScale = di.softmaxScale;
+          context.origin = di.path + ": layer " + std::to_string(layer);
+          context.layers = di.layers;
+          auto evaluated = evaluateLayer(std::move(data), context, options, sub);
+          if (!evaluated) return evaluated.status();
+          post([this, result = evaluated->result] {
+            summary_.push_back(result);
+            emit summaryChanged();
+          });
+        }
+        return Status::ok();
+      },
+      [this] { emit summaryFinished(); });
+}
+
+}  // namespace kvscope::ui
