@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "core/engine/engine.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
 

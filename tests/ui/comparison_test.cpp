@@ -27,7 +27,7 @@
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/metrics/view_compare.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/report/eval.h"
 #include "core/synth/synth.h"
