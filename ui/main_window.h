@@ -149,6 +149,8 @@ class MainWindow : public QMainWindow {
   SummaryView* summaryView() { return summary_; }
   DatasetPanel* datasetPanel() { return dataset_; }
   BudgetView* budgetView() { return budget_; }
+  /// The views' tab widget (the central widget holds it under the A/B bar).
+  QTabWidget* viewTabs() { return tabs_; }
   SensitivityView* sensitivityView() { return sensitivity_; }
   DiagnosisView* diagnosisView() { return diagnosis_; }
   // A/B comparison (docs/gui.md; the definitions are in ui/main_window_compare.cpp).
