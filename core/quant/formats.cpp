@@ -887,22 +887,28 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
   g.scale = n;
   const int bits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
   if (spec.format == FormatId::Tqg) {
-    // vLLM's codebook; the norm-corrected levels are c·n/‖ĉ‖, which depend on the vector's codes,
-    // so the histogram shows the centroids times the stored norm.
+    // vLLM's codebook after norm correction: this vector's levels are meta(n)·c_k/√(Σc²), the
+    // factor fixed by its own codes (the arithmetic of tqgRows, so the reconstructions are levels).
     const codebook::GaussianCodebook& gauss = codebook::gaussianCodebook(dim, bits);
-    for (float c : gauss.levels) g.levels.push_back(static_cast<double>(c * n));
-    if (n == 0.0f) g.levels = {0.0};
-    sortLevels(g.levels);
-    g.codesTotal = 1 << bits;
-    codebook::tqgRows(values.data(), 1, dim, bits, spec.scale);
-    g.codesUsed = 0;
-    std::vector<int> seen(static_cast<size_t>(1 << bits), 0);
     const float* original = x.row(head, token);
     const auto raw = static_cast<float>(std::sqrt(codebook::sumOfSquares(original, x.dim)));
+    std::vector<int> seen(static_cast<size_t>(1 << bits), 0);
+    double c2 = 0;
     for (int64_t j = 0; j < x.dim; ++j) {
-      seen[static_cast<size_t>(codebook::gaussianCode(gauss, original[j] / (raw + 1e-8f)))] = 1;
+      const int k = codebook::gaussianCode(gauss, original[j] / (raw + 1e-8f));
+      seen[static_cast<size_t>(k)] = 1;
+      const double c = gauss.levels[static_cast<size_t>(k)];
+      c2 += c * c;
     }
-    for (int s : seen) g.codesUsed += s;
+    const float inv = 1.0f / std::sqrt(static_cast<float>(c2) + 1e-16f);
+    const float stored = fp::metaRound(raw, spec.scale);
+    g.scale = stored;
+    for (float c : gauss.levels) g.levels.push_back(static_cast<double>(stored * (c * inv)));
+    if (stored == 0.0f) g.levels = {0.0};
+    sortLevels(g.levels);
+    g.codesTotal = 1 << bits;
+    g.codesUsed = 0;
+    for (int used : seen) g.codesUsed += used;
     return g;
   }
   const codebook::SphereCodebook& book = codebook::sphereCodebook(dim, bits);
