@@ -54,7 +54,7 @@ double capacityBytesPerToken(std::string_view engine, const ModelShape& shape) {
 const KvShape k32Layers{128, 32, 8};
 
 // vllm/model_executor/layers/quantization/turboquant/config.py (commit 1471680b): TQ_PRESETS
-// (key_quant_bits 8/4/3/3, value_quant_bits 4/4/4/3, norm_correction on the _nc ones) and
+// (lines 20–41; key_quant_bits 8/4/3/3, value_quant_bits 4/4/4/3, norm_correction on the _nc ones) and
 // get_boundary_skip_layers: n = min(2, num_layers // 2), first n and last n layers skipped.
 TEST(VllmTurboquant, PresetsAndTheirBoundaryLayers) {
   ResolvedKv r = resolved("vllm serve m --kv-cache-dtype turboquant_k3v4_nc", k32Layers);

@@ -71,8 +71,8 @@ std::vector<double> exactGaussianLloydMax(int dim, int bits) {
   return c;
 }
 
-// centroids.py (commit 06d0369d) solve_lloyd_max: trapezoids of 200 panels, outer edges ±10.5σ,
-// tol 1e-10, max_iter 200. Its centroids are close to the exact Gaussian Lloyd–Max (Max 1960:
+// centroids.py (commit 06d0369d) solve_lloyd_max (lines 31–74): trapezoids of 200 panels,
+// outer edges ±10.5σ, tol 1e-10, max_iter 200. Its centroids are close to the exact Gaussian Lloyd–Max (Max 1960:
 // ±0.2451, ±0.7560, ±1.3440, ±2.1520 for 3 bits, in units of σ = 1/√D) but not equal: the
 // 200-panel trapezoids of the wide outer cells move them by up to 1.7e-3 σ. kvscope reproduces
 // vLLM's values, which the transcription of solve_lloyd_max gives as these float32 numbers.
