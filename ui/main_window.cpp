@@ -711,8 +711,9 @@ bool MainWindow::applySetting(const PendingSetting& setting) {
   const KvShape shape{info.headDim, info.layers, info.kvHeads};
   const std::string text = setting.text.toStdString();
   auto r = setting.isEngine ? resolveEngine(text, shape) : resolvePreset(text, shape);
-  auto specs = r ? parseResolved(*r, setting.isEngine ? "engine '" + text + "'" : "preset " + text)
-                 : Expected<PresetSpecs>(r.status());
+  // A preset or engine may store a spec per layer (vLLM's skipped layers): parsed as plans.
+  auto specs = r ? parseResolvedPlans(*r, setting.isEngine ? "engine '" + text + "'" : "preset " + text)
+                 : Expected<KvPlans>(r.status());
   if (setting.isEngine) {
     QStringList lines;
     if (specs) {
@@ -728,7 +729,14 @@ bool MainWindow::applySetting(const PendingSetting& setting) {
     return false;
   }
   const QString what = (setting.isEngine ? tr("engine %1") : tr("preset %1")).arg(setting.text);
-  setSpecs(specs->key, specs->value, what);
+  setSpecs(specs->key.base, specs->value.base, what);
+  if (!specs->key.overrides.empty() || !specs->value.overrides.empty()) {
+    // setSpecs cleared the overrides; the setting's follow, as a loaded session's do.
+    planEditor_->setOverrides(true, specs->key.overrides);
+    planEditor_->setOverrides(false, specs->value.overrides);
+    updateStorage();
+    scheduleRecompute();
+  }
   showStatus(tr("%1: K %2, V %3.")
                  .arg(setting.text, q(toString(specs->key)), q(toString(specs->value))));
   return true;

@@ -135,6 +135,9 @@ DequantOps dequantOps(const QuantSpec& spec) {
     // lookup in the layer's 2^b-entry table and the group scale.
     case FormatId::Tq: return {unpack + 1 + 1, 1};
     case FormatId::Tqp: return {unpack + 1 + 1 + 2 + 1, 2};
+    // tqg: tq's lookup and norm multiply, and the norm correction: Σc² (a multiply-add per
+    // element) and the multiply by 1/√(Σc²) (the reciprocal square root counted per vector).
+    case FormatId::Tqg: return {unpack + 1 + 1 + 2, 2};
     case FormatId::Nuq: return {unpack + 1 + 1, 1};
     case FormatId::Bf16: return {1, 0};  // a shift into float32
     case FormatId::Fp16:

@@ -2,6 +2,7 @@
 // vLLM: `--kv-cache-dtype` and the flags that choose its scales, as vLLM's own code stores them
 // (vllm/config/cache.py `CacheDType`, the reshape-and-cache kernels; docs/engines.md names the
 // files, functions and commits).
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 
@@ -41,23 +42,101 @@ Expected<int> scaleConstant(const EngineArgs& args, std::string_view name, int f
   return fallback;
 }
 
+/// One word of --kv-cache-dtype-skip-layers: a layer index or an attention type name.
+struct SkipWord {
+  std::string text;
+  int layer = -1;  // the index, or -1 for "sliding_window"
+};
+
 struct VllmFlags {
   std::string dtype = "auto";  // --kv-cache-dtype defaults to auto
+  bool skipGiven = false;
+  std::vector<SkipWord> skip;        // --kv-cache-dtype-skip-layers, in the order written
+  bool slidingGiven = false;
+  std::vector<int> slidingLayers;    // sliding_window_layers=… (kvscope's word: the model's sliding-window layers)
   bool calculateScales = false;
   std::string scheme;          // kv_cache_scheme=tensor|attn_head (the checkpoint's, llm-compressor)
   std::string int8Rounding = "even";
   std::vector<std::string> notes;
 };
 
+constexpr std::string_view kSkipFlag = "--kv-cache-dtype-skip-layers";
+
+/// "0,3" or "12": whole numbers written canonically (vLLM compares str(layer_idx) with each word).
+Status parseLayerList(std::string_view what, std::string_view text, std::vector<std::string>& out) {
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    if (item.empty()) return refuse(std::string(what) + ": empty item in '" + std::string(text) + "'");
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return Status::ok();
+}
+
+/// A layer index as vLLM matches it: digits without a leading zero (str(int) never has one).
+bool canonicalIndex(std::string_view s, int& layer) {
+  if (s.empty() || s.size() > 6 || (s.size() > 1 && s[0] == '0')) return false;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  layer = v;
+  return true;
+}
+
+/// --kv-cache-dtype-skip-layers takes one or more words (argparse nargs="+": every following word
+/// that is not an option, "=" pairs being kvscope's own words), each may hold a comma list. The
+/// words are taken out of `words` so the generic reader sees the flag with its first value only.
+Status takeSkipLayers(std::vector<std::string>& words, VllmFlags& f) {
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const bool inlineValue = w.rfind(std::string(kSkipFlag) + "=", 0) == 0;
+    if (w != kSkipFlag && !inlineValue) {
+      kept.push_back(w);
+      continue;
+    }
+    f.skipGiven = true;
+    std::vector<std::string> raw;
+    if (inlineValue) {
+      KVS_RETURN_IF_ERROR(parseLayerList(kSkipFlag, std::string_view(w).substr(kSkipFlag.size() + 1), raw));
+    }
+    while (i + 1 < words.size() && !words[i + 1].starts_with("-") && words[i + 1].find('=') == std::string::npos) {
+      KVS_RETURN_IF_ERROR(parseLayerList(kSkipFlag, words[++i], raw));
+    }
+    if (raw.empty()) {
+      return refuse(std::string(kSkipFlag) + " needs at least one value (layer indices such as 0 1 31, or "
+                    "sliding_window)");
+    }
+    for (const std::string& r : raw) {
+      SkipWord s{r, -1};
+      if (r != "sliding_window" && !canonicalIndex(r, s.layer)) {
+        return refuse(std::string(kSkipFlag) + " " + r + ": allowed are layer indices written as whole numbers "
+                      "(0, 1, 31; vLLM compares them with str(layer_idx), so 01 would match no layer) and the "
+                      "attention type sliding_window");
+      }
+      f.skip.push_back(s);
+    }
+  }
+  words = std::move(kept);
+  return Status::ok();
+}
+
 Expected<VllmFlags> parseVllmFlags(const EngineArgs& args) {
   VllmFlags f;
+  std::vector<std::string> words = args.words;
+  KVS_RETURN_IF_ERROR(takeSkipLayers(words, f));
   for (const auto& [name, value] : args.env) {
     if (name != "K_SCALE_CONSTANT" && name != "V_SCALE_CONSTANT") {
       f.notes.push_back("ignored " + name + "=" + value + ": it does not change what the KV cache stores");
     }
   }
   std::vector<std::string> positional;
-  auto options = readDashOptions("vllm", args.words, kVllmSwitches, positional);
+  auto options = readDashOptions("vllm", words, kVllmSwitches, positional);
   if (!options) return options.status();
   for (const EngineOption& o : *options) {
     if (o.name == "--kv-cache-dtype") {
@@ -71,12 +150,6 @@ Expected<VllmFlags> parseVllmFlags(const EngineArgs& args) {
       f.calculateScales = true;
     } else if (o.name == "--no-calculate-kv-scales") {
       f.calculateScales = false;
-    } else if (o.name == "--kv-cache-dtype-skip-layers") {
-      // vllm/config/cache.py kv_cache_dtype_skip_layers: those layers keep the model dtype.
-      return refuse(o.shown +
-                    ": skipped layers keep the model dtype while the others are quantized, which needs a "
-                    "per-layer plan (quantization.md §12); this kvscope build has no plans yet, so it cannot "
-                    "model skipped layers (drop the flag to quantize every layer)");
     } else {
       f.notes.push_back("ignored " + o.shown + ": it does not change what the KV cache stores");
     }
@@ -94,18 +167,116 @@ Expected<VllmFlags> parseVllmFlags(const EngineArgs& args) {
       if (f.int8Rounding != "even" && f.int8Rounding != "trunc") {
         return refuse(p + ": allowed int8_rounding=even (vLLM with PR #45361) or int8_rounding=trunc (before it)");
       }
+    } else if (p.rfind("sliding_window_layers=", 0) == 0) {
+      f.slidingGiven = true;
+      std::vector<std::string> raw;
+      KVS_RETURN_IF_ERROR(parseLayerList("sliding_window_layers=", std::string_view(p).substr(22), raw));
+      for (const std::string& r : raw) {
+        int layer = 0;
+        if (!canonicalIndex(r, layer)) {
+          return refuse(p + ": allowed are layer indices written as whole numbers, e.g. sliding_window_layers=0,2,4");
+        }
+        f.slidingLayers.push_back(layer);
+      }
     } else if (p.find('=') != std::string::npos) {
       return refuse("'" + p + "' is not a vLLM flag (kvscope's own words here: kv_cache_scheme=tensor|attn_head, "
-                              "int8_rounding=even|trunc)");
+                              "int8_rounding=even|trunc, sliding_window_layers=LIST)");
     } else {
       f.notes.push_back("ignored '" + p + "': it does not change what the KV cache stores");
     }
+  }
+  if (f.slidingGiven && !std::any_of(f.skip.begin(), f.skip.end(), [](const SkipWord& s) { return s.layer < 0; })) {
+    return refuse("sliding_window_layers= names the layers --kv-cache-dtype-skip-layers sliding_window skips; "
+                  "without that word it changes nothing (allowed: --kv-cache-dtype-skip-layers sliding_window "
+                  "sliding_window_layers=0,2,4)");
   }
   if (!f.scheme.empty() && !f.dtype.starts_with("fp8")) {
     return refuse("kv_cache_scheme=" + f.scheme + " gives per-tensor fp8 scales, which only --kv-cache-dtype fp8, "
                   "fp8_e4m3 or fp8_e5m2 read (got " + f.dtype + ")");
   }
   return f;
+}
+
+/// "0-1+5+30-31": sorted layer indices as a plan's LAYERS expression, runs joined.
+std::string layerExpression(std::vector<int> layers) {
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += "+";
+    out += std::to_string(layers[i]);
+    if (j > i) {
+      out += '-';
+      out += std::to_string(layers[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+/// TurboQuant's boundary protection (vllm/model_executor/layers/quantization/turboquant/config.py,
+/// commit 1471680b, `get_boundary_skip_layers`): n = min(2, L // 2), the first n and last n layers.
+std::vector<int> turboquantBoundary(int layers) {
+  std::vector<int> out;
+  const int n = std::min(2, layers / 2);
+  for (int i = 0; i < n; ++i) out.push_back(i);
+  for (int i = layers - n; i < layers; ++i) out.push_back(i);
+  return out;
+}
+
+/// The layers kept in the model dtype (`none`) as a plan suffix ";LAYERS:none" on both tensors:
+/// --kv-cache-dtype-skip-layers (vllm/model_executor/layers/attention/attention.py, commit
+/// 0014ca6b, Attention.__init__: a layer whose index is listed, or that has a sliding window when
+/// "sliding_window" is listed, gets kv_cache_dtype = "auto") and TurboQuant's boundary layers.
+Status applySkips(ResolvedKv& r, const VllmFlags& f, const KvShape& shape, const std::vector<int>& boundary,
+                  bool boundaryUnknown) {
+  std::vector<int> layers;
+  std::vector<std::string> listed;
+  for (const SkipWord& s : f.skip) {
+    if (s.layer >= 0) {
+      layers.push_back(s.layer);
+      listed.push_back(s.text);
+      continue;
+    }
+    if (!f.slidingGiven) {
+      return refuse(std::string(kSkipFlag) + " sliding_window: vLLM skips every layer that has a sliding window "
+                    "(its own or the model's), and a dump does not record which layers those are; name them with "
+                    "kvscope's word sliding_window_layers=0,2,4 (the model config's layer_types) or list their "
+                    "indices instead (allowed: layer indices, or sliding_window with sliding_window_layers=LIST)");
+    }
+    layers.insert(layers.end(), f.slidingLayers.begin(), f.slidingLayers.end());
+    listed.push_back("sliding_window (layers " + layerExpression(f.slidingLayers) + ")");
+  }
+  if (shape.layers > 0) {
+    for (int l : layers) {
+      if (l >= shape.layers) {
+        return refuse(std::string(kSkipFlag) + ": layer " + std::to_string(l) + " does not exist: the dump has " +
+                      std::to_string(shape.layers) + " layers (allowed: 0 … " + std::to_string(shape.layers - 1) +
+                      "; vLLM itself would skip nothing for it)");
+      }
+    }
+  }
+  if (f.skipGiven && r.key == "none" && r.value == "none") {
+    r.notes.push_back("ignored " + std::string(kSkipFlag) + ": with this cache dtype every layer already keeps "
+                      "the model dtype");
+    return Status::ok();
+  }
+  const size_t userCount = layers.size();
+  layers.insert(layers.end(), boundary.begin(), boundary.end());
+  std::string expr = layerExpression(layers);
+  if (boundaryUnknown) expr = expr.empty() ? "first2+last2" : expr + "+first2+last2";
+  if (expr.empty()) return Status::ok();
+  r.key += ";" + expr + ":none";
+  r.value += ";" + expr + ":none";
+  if (userCount > 0) {
+    std::string words;
+    for (const std::string& w : listed) words += (words.empty() ? "" : ", ") + w;
+    r.notes.push_back(std::string(kSkipFlag) + " " + words + ": those layers keep the model dtype (kv_cache_dtype "
+                      "\"auto\"): a plan part LAYERS:none on K and V");
+  }
+  return Status::ok();
 }
 
 Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
@@ -122,19 +293,69 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
     return refuse("--kv-cache-dtype " + t + ": " +
                   (t == "fp8_inc" ? std::string("Intel Gaudi (HPU)") : std::string("DeepSeek MLA")) +
                   " cache layouts are not modelled (kvscope models auto, float16, bfloat16, fp8, fp8_e4m3, "
-                  "fp8_e5m2, fp8_per_token_head, int8_per_token_head, int4_per_token_head, nvfp4)");
+                  "fp8_e5m2, fp8_per_token_head, int8_per_token_head, int4_per_token_head, nvfp4, nvfp4_4over6, "
+                  "turboquant_k8v4, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_3bit_nc)");
   }
+  std::vector<int> boundary;
+  bool boundaryUnknown = false;
   if (t.starts_with("turboquant_")) {
-    return refuse("--kv-cache-dtype " + t +
-                  ": TurboQuant needs the Gaussian Lloyd-Max codebook formats (tqg3/tqg4 with norm correction) and "
-                  "per-layer plans for its unquantized first 2 and last 2 layers, which this kvscope build does "
-                  "not have (docs/engines.md describes the rule)");
+    // vllm/model_executor/layers/quantization/turboquant/config.py (commit 1471680b), TQ_PRESETS.
+    const bool fp8Keys = t == "turboquant_k8v4";
+    const int keyBits = t == "turboquant_4bit_nc" ? 4 : 3;
+    const int valueBits = t == "turboquant_3bit_nc" ? 3 : 4;
+    const int d = shape.headDim;
+    if (!fp8Keys && d > 0 && !isPowerOfTwo(d)) {
+      // backends/turboquant_attn.py _build_hadamard_cached doubles a Sylvester matrix until it
+      // reaches D: for other D the rotation GEMM has the wrong shape.
+      return refuse("--kv-cache-dtype " + t + ": the keys are rotated by the Sylvester Hadamard matrix, which "
+                    "exists for power-of-two head dims only (D = " + std::to_string(d) +
+                    "; turboquant_k8v4, whose fp8 keys are not rotated, works with any even D)");
+    }
+    if (d > 0 && (d % (valueBits == 3 ? 8 : 2)) != 0) {
+      return refuse("--kv-cache-dtype " + t + ": " + std::to_string(valueBits) + "-bit values are packed " +
+                    (valueBits == 3 ? "8 to 3 bytes, so D must be a multiple of 8" : "two to a byte, so D must be even") +
+                    " (D = " + std::to_string(d) + ")");
+    }
+    const std::string value = "int" + std::to_string(valueBits) + ",codes=fp32,minscale=1e-08";
+    r.key = fp8Keys ? "fp8_e4m3,unitscale" : "tqg" + std::to_string(keyBits) + ",rot=hadamard";
+    r.value = value;
+    r.notes.push_back(
+        t + (fp8Keys ? std::string(": keys cast to fp8 e4m3 as they are, no scale (_tq_fused_store_fp8; Hopper's "
+                                   "e4nv — on Ampere and Ada vLLM stores e4b15, which kvscope does not model)")
+                     : ": keys as vLLM's TurboQuant-MSE (tqg" + std::to_string(keyBits) +
+                           "): k/(‖k‖ + 1e-8) rotated by the normalized Sylvester Hadamard matrix (no signs), each "
+                           "coordinate on vLLM's " + std::to_string(keyBits) +
+                           "-bit Lloyd-Max codebook of N(0, 1/D) (a value on a midpoint takes the upper centroid), "
+                           "norm correction (the codes renormalized to unit norm) and the norm stored as fp16"));
+    r.notes.push_back("values: asymmetric int" + std::to_string(valueBits) +
+                      " per token and kv head, s = max((max − min)/" + std::to_string((1 << valueBits) - 1) +
+                      ", 1e-8), codes floor((x − min)/s + 0.5) from the fp32 s and min, both stored as fp16 "
+                      "(codes=fp32; _store_quantized_value)");
+    if (shape.layers > 0) {
+      boundary = turboquantBoundary(shape.layers);
+    } else {
+      boundaryUnknown = true;
+    }
+    r.notes.push_back(
+        "the first and last min(2, L/2) layers keep the model dtype (get_boundary_skip_layers, added to "
+        "--kv-cache-dtype-skip-layers)" +
+        (shape.layers > 0 ? ": layers " + (boundary.empty() ? std::string("none") : layerExpression(boundary)) +
+                                " of " + std::to_string(shape.layers)
+                          : std::string(": first2+last2 for 4 or more layers")) +
+        "; kvscope assumes a dense model (vLLM disables this protection for hybrid attention + Mamba models)");
+    if (f.calculateScales) f.notes.push_back("ignored --calculate-kv-scales: TurboQuant stores no k_scale/v_scale");
   }
   if (t == "nvfp4_4over6") {
-    return refuse("--kv-cache-dtype nvfp4_4over6: the per-block choice between max/6 and max/4 scales "
-                  "(PR #45187) has no kvscope rule yet; --kv-cache-dtype nvfp4 is modelled");
+    if (shape.headDim > 0 && shape.headDim % 16 != 0) {
+      return refuse("--kv-cache-dtype nvfp4_4over6: \"head_size must be divisible by 16 for NVFP4 KV cache\" (D = " +
+                    std::to_string(shape.headDim) + ")");
+    }
+    both("nvfp4,gscale=1,4over6");
+    r.notes.push_back("nvfp4_4over6: the nvfp4 layout, and per block of 16 the e4m3 block scale of max/6 or of "
+                      "max/4, whichever reconstructs with the smaller squared error (max/6 on a tie; "
+                      "cvt_warp_fp16_to_fp4_4over6); global scale 1/k_scale with k_scale = 1.0 assumed");
   }
-  if (f.calculateScales && !t.starts_with("fp8")) {
+  if (f.calculateScales && !t.starts_with("fp8") && !t.starts_with("turboquant_") && !t.starts_with("fp8")) {
     f.notes.push_back("ignored --calculate-kv-scales: only the per-tensor fp8 types read k_scale/v_scale");
   }
   if (t == "auto") {
@@ -212,6 +433,7 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
                       "without checkpoint scales (reshape_and_cache_nvfp4_kernel); kvscope cannot read a "
                       "checkpoint's k_scale and assumes 1");
   }
+  KVS_RETURN_IF_ERROR(applySkips(r, f, shape, boundary, boundaryUnknown));
   r.notes.insert(r.notes.end(), f.notes.begin(), f.notes.end());
   return r;
 }
@@ -223,8 +445,9 @@ constinit const EngineDef kVllmEngine{
     "vllm",
     {"vllm-serve"},
     "vLLM: --kv-cache-dtype auto|float16|bfloat16|fp8|fp8_e4m3|fp8_e5m2|fp8_per_token_head|int8_per_token_head|"
-    "int4_per_token_head|nvfp4, --calculate-kv-scales (K_SCALE_CONSTANT, V_SCALE_CONSTANT), kv_cache_scheme=tensor|"
-    "attn_head, int8_rounding=even|trunc",
+    "int4_per_token_head|nvfp4|nvfp4_4over6|turboquant_k8v4|turboquant_4bit_nc|turboquant_k3v4_nc|"
+    "turboquant_3bit_nc, --kv-cache-dtype-skip-layers N…|sliding_window, --calculate-kv-scales (K_SCALE_CONSTANT, "
+    "V_SCALE_CONSTANT), kv_cache_scheme=tensor|attn_head, int8_rounding=even|trunc, sliding_window_layers=LIST",
     resolveVllm};
 
 }  // namespace kvscope

@@ -884,4 +884,105 @@ NuqCodebook quantizeNuqTensorReference(Tensor3& x, const QuantSpec& spec) {
   return book;
 }
 
+// ---- tqg: vLLM's TurboQuant keys --------------------------------------------------------------
+
+namespace {
+
+/// ∫_a^b f by the composite trapezoid rule on `panels` equal panels, accumulated in the order
+/// vLLM's `_trapz` uses (the two ends halved first, then the interior points left to right).
+template <class F>
+double trapezoid(F f, double a, double b, int panels) {
+  const double h = (b - a) / panels;
+  double sum = 0.5 * (f(a) + f(b));
+  for (int i = 1; i < panels; ++i) sum += f(a + i * h);
+  return sum * h;
+}
+
+}  // namespace
+
+GaussianCodebook solveGaussianCodebook(int dim, int bits) {
+  // vllm/model_executor/layers/quantization/turboquant/centroids.py (commit 06d0369d),
+  // solve_lloyd_max(d, bits, max_iter=200, tol=1e-10): the same float64 operations in order.
+  GaussianCodebook book;
+  book.dim = dim;
+  book.bits = bits;
+  const int levels = 1 << bits;
+  const double sigma2 = 1.0 / dim;
+  const double sigma = std::sqrt(sigma2);
+  const double norm = 1.0 / std::sqrt(2 * std::numbers::pi * sigma2);
+  auto pdf = [&](double x) { return norm * std::exp(-x * x / (2 * sigma2)); };
+  const double lo = -3.5 * sigma, hi = 3.5 * sigma;
+  std::vector<double> c(static_cast<size_t>(levels));
+  for (int i = 0; i < levels; ++i) c[static_cast<size_t>(i)] = lo + (hi - lo) * (i + 0.5) / levels;
+  std::vector<double> edges(static_cast<size_t>(levels + 1));
+  std::vector<double> next(static_cast<size_t>(levels));
+  constexpr int kMaxIter = 200;
+  constexpr double kTol = 1e-10;
+  for (int iter = 0; iter < kMaxIter; ++iter) {
+    edges.front() = lo * 3;
+    edges.back() = hi * 3;
+    for (int i = 0; i + 1 < levels; ++i) {
+      edges[static_cast<size_t>(i + 1)] = (c[static_cast<size_t>(i)] + c[static_cast<size_t>(i + 1)]) / 2.0;
+    }
+    double moved = 0;
+    for (int i = 0; i < levels; ++i) {
+      const double a = edges[static_cast<size_t>(i)], b = edges[static_cast<size_t>(i + 1)];
+      const double num = trapezoid([&](double x) { return x * pdf(x); }, a, b, 200);
+      const double den = trapezoid(pdf, a, b, 200);
+      next[static_cast<size_t>(i)] = den > 1e-15 ? num / den : c[static_cast<size_t>(i)];
+      moved = std::max(moved, std::fabs(next[static_cast<size_t>(i)] - c[static_cast<size_t>(i)]));
+    }
+    book.iterations = iter + 1;
+    // vLLM breaks before adopting the converged step: the result is the previous iterate.
+    if (moved < kTol) break;
+    c = next;
+  }
+  book.centroids = c;
+  std::vector<float> f(c.begin(), c.end());
+  std::sort(f.begin(), f.end());  // vLLM sorts before taking midpoints (c_sorted)
+  book.levels = f;
+  for (int i = 0; i + 1 < levels; ++i) {
+    book.midpoints.push_back((f[static_cast<size_t>(i)] + f[static_cast<size_t>(i + 1)]) / 2.0f);
+  }
+  return book;
+}
+
+const GaussianCodebook& gaussianCodebook(int dim, int bits) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, std::unique_ptr<GaussianCodebook>> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = cache[{dim, bits}];
+  if (!slot) slot = std::make_unique<GaussianCodebook>(solveGaussianCodebook(dim, bits));
+  return *slot;
+}
+
+int gaussianCode(const GaussianCodebook& book, float u) {
+  // vllm/v1/attention/ops/triton_turboquant_store.py (commit 0135d081), _tq_fused_store_mse:
+  // lo = where(y >= mid, mid + 1, lo): the count of midpoints at or below u.
+  return static_cast<int>(std::upper_bound(book.midpoints.begin(), book.midpoints.end(), u) - book.midpoints.begin());
+}
+
+void tqgRows(float* x, int64_t rows, int dim, int bits, MetaType meta) {
+  const GaussianCodebook& book = gaussianCodebook(dim, bits);
+  std::vector<int> codes(static_cast<size_t>(dim));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* v = x + r * dim;
+    // triton_turboquant_store: norms = ‖k‖ (fp32), x_hat = k / (norms + 1e-8).
+    const auto n = static_cast<float>(std::sqrt(sumOfSquares(v, dim)));
+    const float denom = n + 1e-8f;
+    double c2 = 0;
+    for (int j = 0; j < dim; ++j) {
+      const float u = v[j] / denom;
+      const int k = gaussianCode(book, u);
+      codes[static_cast<size_t>(j)] = k;
+      const double c = book.levels[static_cast<size_t>(k)];
+      c2 += c * c;
+    }
+    // triton_turboquant_decode.py (commit 055e47c2), NORM_CORRECTION: c / sqrt(Σc² + 1e-16).
+    const float inv = 1.0f / std::sqrt(static_cast<float>(c2) + 1e-16f);
+    const float stored = fp::metaRound(n, meta);
+    for (int j = 0; j < dim; ++j) v[j] = stored * (book.levels[static_cast<size_t>(codes[static_cast<size_t>(j)])] * inv);
+  }
+}
+
 }  // namespace kvscope::codebook

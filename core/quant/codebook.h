@@ -96,4 +96,29 @@ NuqCodebook quantizeNuqTensorReference(Tensor3& x, const QuantSpec& spec);
 /// The spec whose grouping, clipping and scale rule nuq shares (nf4's: max-abs, s = meta(a)).
 QuantSpec nuqGrouping(const QuantSpec& spec);
 
+/// vLLM's TurboQuant key codebook (`tqg<b>`, docs/formats.md): the b-bit Lloyd–Max quantizer of
+/// the Gaussian N(0, 1/D), solved as vLLM solves it (centroids.py `solve_lloyd_max`: start at
+/// the midpoints of 2^b equal cells of [−3.5σ, 3.5σ], cells integrated by 200-panel trapezoids,
+/// outer edges ±10.5σ, at most 200 Lloyd steps, stop when no centroid moves by 1e-10; float64),
+/// then stored as float32 with float32 midpoints (c_i + c_{i+1})/2.
+struct GaussianCodebook {
+  int dim = 0;
+  int bits = 0;
+  std::vector<double> centroids;  ///< the float64 solve, ascending
+  std::vector<float> levels;      ///< centroids as float32 (what vLLM's kernels read)
+  std::vector<float> midpoints;   ///< fp32((levels[i] + levels[i+1]) / 2); u >= midpoints[k] means code k+1
+  int iterations = 0;             ///< Lloyd steps taken
+};
+/// Solves without the cache (for tests); dim >= 1, bits 1..8.
+GaussianCodebook solveGaussianCodebook(int dim, int bits);
+/// The cached codebook of (dim, bits); safe to call from any thread.
+const GaussianCodebook& gaussianCodebook(int dim, int bits);
+/// The code of one normalized coordinate: the number of midpoints m with u >= m (vLLM's
+/// binary-search bucketize; a value on a midpoint takes the upper centroid).
+int gaussianCode(const GaussianCodebook& book, float u);
+/// tqg<bits> on `rows` rotated vectors of `dim` floats, in place: n = fp32(‖y‖), u = y/(n + 1e-8)
+/// in fp32, codes by gaussianCode, norm correction ĉ = c·(1/√(Σc² + 1e-16)) in fp32, and
+/// ŷ = meta(n)·ĉ. One scalar implementation serves as kernel and reference.
+void tqgRows(float* x, int64_t rows, int dim, int bits, MetaType meta);
+
 }  // namespace kvscope::codebook

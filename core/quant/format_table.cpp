@@ -62,6 +62,11 @@ constexpr std::array kFormats{
                "TurboQuant-prod (Zandieh et al. 2025): tq<b-1> plus a 1-bit QJL sketch of the residual",
                "TurboQuant-prod: tq<b-1> plus the signs of a seeded Gaussian projection of the residual "
                "(unbiased inner products, larger MSE than tq<b>)", 2, 8},
+    FormatInfo{FormatId::Tqg, "tqg", FormatKind::Vector, 0, 0.0, 0, 0, true, false,
+               "per vector (one token of one kv head): its norm, in the `scale=` type",
+               "vLLM TurboQuant keys (turboquant_*_nc): Gaussian N(0, 1/D) Lloyd-Max codebook, norm correction",
+               "vLLM TurboQuant-MSE keys: rotated vector over (norm + 1e-8), each coordinate on vLLM's b-bit "
+               "Lloyd-Max codebook of N(0, 1/D), the codes renormalized to unit norm, times the stored norm", 1, 8},
     FormatInfo{FormatId::Nuq, "nuq", FormatKind::NonUniform, 0, 0.0, 0, 0, true, true,
                "per group: one absmax scale; per layer tensor: 2^b fp16 codebook values",
                "KVQuant-style non-uniform datatype (Hooper et al. 2024), plain k-means per layer tensor",

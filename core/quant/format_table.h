@@ -14,6 +14,7 @@ enum class FormatId {
   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Iq4Nl,
   Fp16, Bf16, None,
   Tq, Tqp, Nuq,
+  Tqg,
 };
 
 /// How a format groups values.
@@ -23,7 +24,7 @@ enum class FormatKind {
   Codebook,   ///< nf4: grouped by axis/group, max-abs scale
   Block,      ///< fixed blocks along the token row (mxfp4, nvfp4, ggml types)
   Elementwise,///< fp16, bf16, none: no scales
-  Vector,     ///< tq<b>, tqp<b>: per vector (one token of one head), its norm and a codebook over the rotated, normalized coordinates (§11)
+  Vector,     ///< tq<b>, tqp<b>, tqg<b>: per vector (one token of one head), its norm and a codebook over the rotated, normalized coordinates (§11)
   NonUniform, ///< nuq<b>: grouped by axis/group with a max-abs scale, on one k-means codebook per layer tensor (§11)
 };
 

@@ -541,13 +541,19 @@ void quantizeVectors(Tensor3& x, const QuantSpec& spec) {
   if (spec.format == FormatId::Tqp) {
     (void)codebook::qjlMatrix(dim, spec.seed);  // built once, before the threads need it
   }
-  (void)codebook::sphereCodebook(dim, spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits);
+  if (spec.format == FormatId::Tqg) {
+    (void)codebook::gaussianCodebook(dim, spec.bits);
+  } else {
+    (void)codebook::sphereCodebook(dim, spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits);
+  }
 #pragma omp parallel for schedule(dynamic, 4) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
   for (int64_t r = 0; r < runs; ++r) {
     float* base = data + r * kRun * x.dim;
     const int64_t len = std::min(kRun, rows - r * kRun);
     if (spec.format == FormatId::Tqp) {
       codebook::tqpRows(base, len, dim, spec.bits, spec.scale, spec.seed);
+    } else if (spec.format == FormatId::Tqg) {
+      codebook::tqgRows(base, len, dim, spec.bits, spec.scale);
     } else {
       codebook::tqRows(base, len, dim, spec.bits, spec.scale);
     }
@@ -791,12 +797,18 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
     g.codesUsed = countLevelsUsed(work, g.levels);
     return g;
   }
-  const GroupParams p = kernels::paramsFromRange(spec, r.lo, r.hi);
+  GroupParams p = kernels::paramsFromRange(spec, r.lo, r.hi);
+  if (spec.codesFp32) {
+    // codes=fp32: the stored scale and min are the reference's (meta of the fp32 ones).
+    const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
+    p.scale = rp.scale;
+    p.zero = rp.zero;
+  }
   g.scale = p.scale;
   g.zero = p.zero;
   kernels::applyGroupTo(spec, p, values.data(), work.data(), n);
-  if (spec.rounding != Rounding::Away) {
-    // The same levels; the reference decides which one each value takes (round=trunc|even).
+  if (spec.rounding != Rounding::Away || spec.codesFp32) {
+    // The same levels; the reference decides which one each value takes (round=, codes=fp32).
     const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
     for (int64_t i = 0; i < n; ++i) work[static_cast<size_t>(i)] = reference::quantizeValue(spec, rp, values[static_cast<size_t>(i)]);
   }
@@ -874,6 +886,31 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
   const float n = fp::metaRound(std::sqrt(codebook::sumOfSquares(values.data(), x.dim)), spec.scale);
   g.scale = n;
   const int bits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
+  if (spec.format == FormatId::Tqg) {
+    // vLLM's codebook after norm correction: this vector's levels are meta(n)·c_k/√(Σc²), the
+    // factor fixed by its own codes (the arithmetic of tqgRows, so the reconstructions are levels).
+    const codebook::GaussianCodebook& gauss = codebook::gaussianCodebook(dim, bits);
+    const float* original = x.row(head, token);
+    const auto raw = static_cast<float>(std::sqrt(codebook::sumOfSquares(original, x.dim)));
+    std::vector<int> seen(static_cast<size_t>(1 << bits), 0);
+    double c2 = 0;
+    for (int64_t j = 0; j < x.dim; ++j) {
+      const int k = codebook::gaussianCode(gauss, original[j] / (raw + 1e-8f));
+      seen[static_cast<size_t>(k)] = 1;
+      const double c = gauss.levels[static_cast<size_t>(k)];
+      c2 += c * c;
+    }
+    const float inv = 1.0f / std::sqrt(static_cast<float>(c2) + 1e-16f);
+    const float stored = fp::metaRound(raw, spec.scale);
+    g.scale = stored;
+    for (float c : gauss.levels) g.levels.push_back(static_cast<double>(stored * (c * inv)));
+    if (stored == 0.0f) g.levels = {0.0};
+    sortLevels(g.levels);
+    g.codesTotal = 1 << bits;
+    g.codesUsed = 0;
+    for (int used : seen) g.codesUsed += used;
+    return g;
+  }
   const codebook::SphereCodebook& book = codebook::sphereCodebook(dim, bits);
   for (float c : book.levels) g.levels.push_back(static_cast<double>(c * n));
   if (n == 0.0f) g.levels = {0.0};
@@ -902,11 +939,18 @@ Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int
   d.lo = d.clipLo = mm.lo;
   d.hi = d.clipHi = mm.hi;
   float zero = 0.0f;
-  const float scale = kernels::blockScale(spec.format, values.data(), g, &zero);
+  float scale = kernels::blockScale(spec.format, values.data(), g, &zero);
+  std::vector<float> q = values;
+  if (spec.fourOverSix) {
+    // 4over6: the block's scale is max/4's when that reconstructs better.
+    if (reference::nvfp4FourOverSix(q.data(), g)) {
+      scale = reference::e4m3(std::max(std::fabs(mm.lo), std::fabs(mm.hi)) / (4.0f * g)) * g;
+    }
+  } else {
+    kernels::blockKernel(spec.format)(q.data(), 1, g);
+  }
   d.scale = scale;
   d.zero = zero;
-  std::vector<float> q = values;
-  kernels::blockKernel(spec.format)(q.data(), 1, g);
   d.codesUsed = countDistinct(q);
   auto addRange = [&](int from, int to) {
     for (int c = from; c <= to; ++c) d.levels.push_back(static_cast<float>(c) * scale + zero);

@@ -149,6 +149,19 @@ Params groupParams(const QuantSpec& spec, Range r) {
         p.scale = static_cast<float>((r.hi - r.lo) / n);
         if (spec.minScale > 0) p.scale = std::max(p.scale, static_cast<float>(spec.minScale));
         if (p.scale != 0.0f) p.intZero = static_cast<float>(std::clamp(std::round(-r.lo / p.scale), 0.0, n));
+      } else if (spec.codesFp32) {
+        // vLLM's TurboQuant values (triton_turboquant_store.py, _store_quantized_value, commit
+        // 0135d081): s = fp32(fp32(max − min)/n), floored by minscale= (vLLM: 1e-8); the codes use
+        // s and min in fp32, the reconstruction their meta() roundings (fp16 in the cache).
+        const auto n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
+        const auto lo = static_cast<float>(r.lo), hi = static_cast<float>(r.hi);
+        float s = (hi - lo) / n;
+        if (spec.minScale > 0) s = s > static_cast<float>(spec.minScale) ? s : static_cast<float>(spec.minScale);
+        p.rawScale = s;
+        p.rawZero = lo;
+        p.scale = static_cast<float>(meta(s, spec));
+        p.zero = static_cast<float>(meta(lo, spec));
+        return p;  // minscale= floored the fp32 scale: the stored one is meta() of it
       } else if (spec.zeroInt) {
         // The range is widened to hold 0, so that z is a code (QuaRot's ActQuantizer).
         const double n = std::pow(2.0, spec.bits) - 1.0;
@@ -186,6 +199,17 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
         const float y = x * inv + p.intZero;  // two fp32 roundings, as the kernel's
         const float q = std::clamp(std::round(y), 0.0f, n);
         return (q - p.intZero) * packedScale(s);
+      }
+      if (spec.codesFp32) {
+        // q = clamp(int(fp32(fp32(x − min)/s) + 0.5)), truncated (the sum is ≥ 0.5, so floor);
+        // x̂ = q·meta(s) + meta(min), where q·meta(s) is exact in fp32, so a fused multiply-add
+        // (Triton's default) and a multiply then add agree.
+        if (p.rawScale == 0.0f) return p.zero;
+        const auto n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
+        const float y = (x - p.rawZero) / p.rawScale;
+        const float t = y + 0.5f;
+        const float q = std::clamp(std::trunc(t), 0.0f, n);
+        return q * s + p.zero;
       }
       if (spec.rounding != Rounding::Away) {
         // round=trunc|even (docs/formats.md): y = fp32(x·fp32(1/s)) (asym: (x − m)·fp32(1/s)),
@@ -540,6 +564,35 @@ void nvfp4(float* x, float g) {
 
 }  // namespace
 
+bool nvfp4FourOverSix(float* x, float g) {
+  // vLLM csrc/libtorch_stable/nvfp4_kv_cache_kernels.cu (commit 0cd789b3),
+  // cvt_warp_fp16_to_fp4_4over6: both candidate block scales, the squared reconstruction error of
+  // each (a zero scale: the block's Σx²), max/4 only when its error is strictly smaller.
+  float a = 0;
+  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
+  float best[16];
+  float bestError = 0;
+  bool use4 = false;
+  for (const float divisor : {6.0f, 4.0f}) {
+    const float d = g == 0.0f ? 0.0f : e4m3(a / (divisor * g));
+    const float dg = d * g;
+    float out[16];
+    float error = 0;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = (d == 0.0f || dg == 0.0f) ? 0.0f : dg * e2m1(x[j] / dg);
+      const float diff = out[j] - x[j];
+      error += diff * diff;
+    }
+    if (divisor == 6.0f || error < bestError) {
+      use4 = divisor == 4.0f;
+      bestError = error;
+      std::copy(out, out + 16, best);
+    }
+  }
+  std::copy(best, best + 16, x);
+  return use4;
+}
+
 void quantizeBlock(FormatId format, float* x, float g) {
   switch (format) {
     case FormatId::Q8_0: q8_0(x); break;
@@ -580,8 +633,13 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
       for (int64_t t = 0; t < x.tokens; ++t) {
         for (int64_t h = 0; h < x.heads; ++h)
           for (int64_t d = 0; d < x.dim; ++d) row[static_cast<size_t>(h * x.dim + d)] = x.at(h, t, d);
-        for (size_t b = 0; b < row.size(); b += static_cast<size_t>(info.blockSize))
-          reference::quantizeBlock(spec.format, row.data() + b, g);
+        for (size_t b = 0; b < row.size(); b += static_cast<size_t>(info.blockSize)) {
+          if (spec.fourOverSix) {
+            (void)reference::nvfp4FourOverSix(row.data() + b, g);
+          } else {
+            reference::quantizeBlock(spec.format, row.data() + b, g);
+          }
+        }
         for (int64_t h = 0; h < x.heads; ++h)
           for (int64_t d = 0; d < x.dim; ++d) x.at(h, t, d) = row[static_cast<size_t>(h * x.dim + d)];
       }
@@ -591,6 +649,8 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
       const auto dim = static_cast<int>(x.dim);
       if (spec.format == FormatId::Tqp) {
         codebook::tqpRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale, spec.seed);
+      } else if (spec.format == FormatId::Tqg) {
+        codebook::tqgRows(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
       } else {
         codebook::tqRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
       }

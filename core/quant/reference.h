@@ -40,6 +40,8 @@ Range clipRange(const QuantSpec& spec, const std::vector<float>& values);
 struct Params {
   float scale = 0, zero = 0;
   float intZero = 0;  ///< zero=int: the integer zero point z (0 … 2^b − 1)
+  float rawScale = 0;  ///< codes=fp32: the fp32 scale the codes use (before meta), floored by minscale=
+  float rawZero = 0;   ///< codes=fp32: the fp32 min the codes use (before meta)
 };
 Params groupParams(const QuantSpec& spec, Range r);
 /// zero=packed: the scale the reconstruction uses, s with its 4 low mantissa bits cleared (they
@@ -51,5 +53,9 @@ float quantizeValue(const QuantSpec& spec, Params p, float x);
 
 /// The reconstruction of one block of a block format (`g`: nvfp4's tensor scale), in place.
 void quantizeBlock(FormatId format, float* x, float g);
+/// nvfp4 with `4over6` (docs/formats.md, "Engine rules"): one block of 16 in place, the block
+/// scale e4m3(a/(6g)) or e4m3(a/(4g)), whichever reconstructs with the smaller squared error
+/// (max/6 on a tie). Returns true when max/4 was chosen.
+bool nvfp4FourOverSix(float* x, float g);
 
 }  // namespace kvscope::reference

@@ -129,7 +129,7 @@ constexpr const char* kOptionList =
     "sym, asym, zero=int|float|packed, prerope, sinks=S, residual=R, chunk=R, "
     "rot=hadamard|hadamard:N|rht|random|none, seed=N, outliers=f, "
     "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale, "
-    "round=away|trunc|even, div=N, minscale=S, gscale=S";
+    "round=away|trunc|even, div=N, minscale=S, gscale=S, codes=fp32|stored, 4over6";
 
 bool isPowerOfTwo(long long n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -392,6 +392,20 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
                    (key == "div" ? "=N with N > 0, e.g. div=200)" : "=S with S > 0, e.g. " + key + "=1e-6)"));
       }
       (key == "div" ? spec.divisor : key == "minscale" ? spec.minScale : spec.globalScale) = v;
+    } else if (key == "codes") {
+      KVS_RETURN_IF_ERROR(needsValue("fp32|stored"));
+      if (info->id != FormatId::Int) {
+        return bad("'codes=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
+      }
+      if (value == "fp32") spec.codesFp32 = true;
+      else if (value == "stored") spec.codesFp32 = false;
+      else return bad("unknown codes rule '" + std::string(value) + "' (allowed: codes=fp32 or codes=stored)");
+    } else if (key == "4over6") {
+      KVS_RETURN_IF_ERROR(noValue());
+      if (info->id != FormatId::Nvfp4) {
+        return bad("'4over6' does not apply to " + formatName + " (allowed with nvfp4 only)");
+      }
+      spec.fourOverSix = true;
     } else {
       return bad("unknown option '" + key + "' (allowed options: " + std::string(kOptionList) + ")");
     }
@@ -443,6 +457,10 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     if (roundGiven) {
       return bad("round= does not apply with zero=packed, which rounds half away from zero as vLLM's int4 kernel does");
     }
+  }
+  if (spec.codesFp32 && (spec.symmetric || spec.zeroInt || spec.zeroPacked || roundGiven)) {
+    return bad("codes=fp32 is vLLM's TurboQuant value grid (asymmetric, float min, its own rounding): it does not "
+               "apply with sym, zero=int, zero=packed or round= (allowed: " + formatName + ",codes=fp32)");
   }
   if (roundGiven && spec.zeroInt) {
     return bad("round= chooses how the float zero point or symmetric grid rounds; zero=int keeps the contract's "
@@ -572,6 +590,13 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.globalScale > 0 && spec.format != FormatId::Nvfp4) {
     return bad("gscale= is allowed with nvfp4 only");
   }
+  if (spec.fourOverSix && spec.format != FormatId::Nvfp4) {
+    return bad("4over6 is allowed with nvfp4 only");
+  }
+  if (spec.codesFp32 && (spec.format != FormatId::Int || spec.symmetric || spec.zeroInt || spec.zeroPacked ||
+                         spec.rounding != Rounding::Away)) {
+    return bad("codes=fp32 is allowed with asymmetric int1 … int8 without zero=int, zero=packed or round= only");
+  }
   // With the head dim known, checkRotation below says more (e.g. "48 is not a power of two dividing 128").
   if (spec.rotationBlock != 0 && (spec.rotation != Rotation::Hadamard || spec.rotationBlock < 2 ||
                                   (context.headDim <= 0 && !isPowerOfTwo(spec.rotationBlock)))) {
@@ -611,6 +636,7 @@ std::string toString(const QuantSpec& spec) {
   if (spec.zeroInt) add("zero=int");
   if (spec.zeroPacked) add("zero=packed");
   if (spec.rounding != Rounding::Away) add(std::string("round=") + roundingName(spec.rounding));
+  if (spec.codesFp32) add("codes=fp32");
   // Pipeline options, in the order of §1.
   if (spec.prerope) add("prerope");
   if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));
@@ -640,6 +666,7 @@ std::string toString(const QuantSpec& spec) {
   if (info.kind == FormatKind::Vector && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
   if (spec.unitscale) add("unitscale");
   if (spec.globalScale > 0) add("gscale=" + formatNumber(spec.globalScale));
+  if (spec.fourOverSix) add("4over6");
   return out;
 }
 

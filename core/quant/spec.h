@@ -67,6 +67,8 @@ struct QuantSpec {
   double divisor = 0.0;     ///< `div=N` (fp8 only): s = meta(a/N); 0 = the format's Fmax
   double minScale = 0.0;    ///< `minscale=S` (int, fp8): s = max(s, S); 0 = no floor
   double globalScale = 0.0; ///< `gscale=S` (nvfp4 only): g = S; 0 = fp32(a/2688)
+  bool codesFp32 = false;   ///< `codes=fp32` (int asym): codes from the unrounded fp32 scale and min (vLLM TurboQuant values)
+  bool fourOverSix = false; ///< `4over6` (nvfp4 only): per block the scale max/6 or max/4 with the smaller squared error
 
   bool operator==(const QuantSpec&) const = default;
 };
@@ -103,9 +105,9 @@ QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens);
 /// Whether the format step runs the scalar reference (core/quant/reference.h) rather than the
 /// vectorized kernels: the integer zero point and the engines' rounding modes have no kernel.
 inline bool usesReferenceQuantizer(const QuantSpec& spec) {
-  return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away;
+  return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away || spec.codesFp32 || spec.fourOverSix;
 }
-/// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp): per token vector, always rotated.
+/// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp, and vLLM's tqg): per token vector, always rotated.
 inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).kind == FormatKind::Vector; }
 /// Whether step 3 rotates: a rotation is given, or the format always rotates (tq, tqp).
 inline bool rotates(const QuantSpec& spec) { return spec.rotation != Rotation::None || isVectorFormat(spec); }

@@ -73,11 +73,33 @@ TEST_F(CliEngineProfiles, CapacityCountsEachEnginesBytes) {
   EXPECT_EQ(bytes("lmdeploy --quant-policy 4"), 544.0);
 }
 
+// vLLM's layers kept in the model dtype are plans: TurboQuant's boundary layers (n = min(2, L // 2):
+// both layers of this 2-layer dump, so nothing is quantized, as vLLM would do) and
+// --kv-cache-dtype-skip-layers. Capacity counts a skipped layer at fp16: layer 0 fp8 (2 heads ·
+// 256 bytes) + layer 1 kept (2 · 512) = 1536 bytes per token.
+TEST_F(CliEngineProfiles, VllmSkippedLayersArePlans) {
+  auto tq = test::runCli("eval '" + dump_ + "' --engine 'vllm --kv-cache-dtype turboquant_k3v4_nc' --explain");
+  ASSERT_EQ(tq.exitCode, 0) << tq.err;
+  EXPECT_NE(tq.out.find("key:   tqg3,rot=hadamard;0-1:none\n"), std::string::npos) << tq.out;
+  EXPECT_NE(tq.out.find("value: int4,codes=fp32,minscale=1e-08;0-1:none\n"), std::string::npos) << tq.out;
+  auto skip = test::runCli("eval '" + dump_ + "' --engine 'vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 1' --json -");
+  ASSERT_EQ(skip.exitCode, 0) << skip.err;
+  auto cap = test::runCli("capacity --dump '" + dump_ + "' --engine 'vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 1' --json -");
+  ASSERT_EQ(cap.exitCode, 0) << cap.err;
+  EXPECT_EQ(Json::parse(cap.out)["entries"][1]["bytes_per_token"].get<double>(), 1536.0);
+  // The formats themselves run through eval on every layer.
+  for (const char* spec : {"tqg3", "int4,codes=fp32,minscale=1e-08", "nvfp4,gscale=1,4over6"}) {
+    auto r = test::runCli("eval '" + dump_ + "' --key '" + spec + "' --value '" + spec + "' --json -");
+    EXPECT_EQ(r.exitCode, 0) << spec << "\n" << r.err;
+  }
+}
+
 TEST_F(CliEngineProfiles, RefusalsExitWithStatus2) {
   for (const auto& [engine, fragment] :
        std::initializer_list<std::pair<std::string, std::string>>{
            {"sglang --int8-kv-cache", "not an SGLang flag"},
-           {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "per-layer plan"},
+           {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 2", "layer 2 does not exist: the dump has 2 layers"},
+           {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window", "sliding_window_layers="},
            {"lmdeploy --quant-policy 42", "only in the PyTorch engine"},
            {"transformers cache_implementation=quantized backend=HQQ", "HQQ"}}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "'");

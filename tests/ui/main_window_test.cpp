@@ -447,6 +447,26 @@ class MainWindowTest : public QObject {
     QVERIFY(w.keyPanel()->spec() == *parseSpec(r->key));  // unchanged by the refusal
   }
 
+  // vLLM's skipped layers (docs/engines.md) resolve to plans: the engine field puts the engine's
+  // spec in the panels and the LAYERS:none parts in the plan editor.
+  void engineFieldFillsThePlanForSkippedLayers() {
+    MainWindow w(false);
+    openSample(w);
+    auto* field = w.findChild<QLineEdit*>(QStringLiteral("engineField"));
+    QVERIFY(field);
+    field->setText(QStringLiteral("vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0"));
+    emit field->returnPressed();
+    auto expected = parsePlan("fp8_e4m3,unitscale;0:none");
+    QVERIFY(expected.hasValue());
+    QVERIFY(w.keyPlan() == *expected);
+    QVERIFY(w.valuePlan() == *expected);
+    QVERIFY(w.keyPanel()->spec() == expected->base);
+    // A plain engine string afterwards clears the overrides again.
+    field->setText(QStringLiteral("vllm --kv-cache-dtype fp8"));
+    emit field->returnPressed();
+    QVERIFY(w.keyPlan() == Plan(expected->base));
+  }
+
   void launchOptionsCheckEngineStringsAndLeaveTheirResolutionToTheDump() {
     LaunchOptions o;
     o.dump = sample_;

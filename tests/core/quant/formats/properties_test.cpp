@@ -75,7 +75,7 @@ void expectFastMatchesReference(const Tensor3& input, const QuantSpec& spec, con
 
 TEST(FormatTable, NamesAreUniqueAndFindable) {
   const auto table = formatTable();
-  ASSERT_EQ(table.size(), 18u);
+  ASSERT_EQ(table.size(), 19u);
   for (const FormatInfo& info : table) {
     const FormatInfo* found = findFormat(info.name);
     ASSERT_NE(found, nullptr) << info.name;
