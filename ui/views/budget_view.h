@@ -12,6 +12,7 @@
 #include "core/io/dump.h"
 #include "core/model/e2e.h"
 #include "core/quant/spec.h"
+#include "core/search/plan_search.h"
 #include "core/search/search.h"
 #include "ui/export/exportable.h"
 
@@ -70,6 +71,19 @@ class BudgetView : public QWidget, public ExportableView {
   /// The figures as shown: "kl_mean", "kl_max", "top1", "ppl_ratio" (each label's text).
   [[nodiscard]] QString e2eFigure(const QString& name) const;
 
+  /// The plan search's result (a K and a V spec per layer); nullptr clears the plan table.
+  void setPlanResult(std::shared_ptr<const PlanSearchResult> result);
+  /// Shows why there is no plan (running, failed, cancelled).
+  void setPlanMessage(const QString& message);
+  [[nodiscard]] const PlanSearchResult* planResult() const { return planResult_.get(); }
+  /// The budgets of the search row and the engine of the plan group.
+  [[nodiscard]] PlanSearchOptions planSearchOptions() const;
+  QComboBox* planEngineBox() { return planEngine_; }
+  QPushButton* planSearchButton() { return planRun_; }
+  QPushButton* applyPlanButton() { return planApply_; }
+  QTableWidget* planTable() { return planTable_; }
+  QLabel* planSummaryLabel() { return planSummary_; }
+
   [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
@@ -80,6 +94,10 @@ class BudgetView : public QWidget, public ExportableView {
   void searchRequested(const kvscope::SearchOptions& options);
   /// The user asked for the end-to-end check with the current specs.
   void e2eRequested();
+  /// The user asked for a plan search with these options.
+  void planSearchRequested(const kvscope::PlanSearchOptions& options);
+  /// The user asked to put the shown plan into the K and V controls.
+  void planApplyRequested(const kvscope::Plan& key, const kvscope::Plan& value);
 
  private:
   void rebuildPareto();
@@ -119,6 +137,17 @@ class BudgetView : public QWidget, public ExportableView {
   QLabel* e2ePpl_;
   QLabel* e2eNotes_;
   std::shared_ptr<const E2eResult> e2e_;
+
+  // Plan search (a plan per layer, "Apply plan").
+  QGroupBox* buildPlanGroup();
+  void showPlan();
+  QGroupBox* planGroup_ = nullptr;
+  QComboBox* planEngine_ = nullptr;
+  QPushButton* planRun_ = nullptr;
+  QPushButton* planApply_ = nullptr;
+  QLabel* planSummary_ = nullptr;
+  QTableWidget* planTable_ = nullptr;
+  std::shared_ptr<const PlanSearchResult> planResult_;
 };
 
 }  // namespace kvscope::ui
