@@ -159,8 +159,8 @@ Expected<SensitivityFigures> benchSensitivity(const DumpShape& shape, const std:
     const double pc0 = processCpuSeconds();
     const double pt0 = nowSeconds();
     PlanSearchOptions po;
-    po.keyBudget = kvscope::Budget{AttentionField::KlMean, 1e-3};
-    po.valueBudget = kvscope::Budget{AttentionField::OutputRelError, 0.05};
+    po.keyBudget = kvscope::Budget{AttentionField::KlMean, 1e-2};
+    po.valueBudget = kvscope::Budget{AttentionField::OutputRelError, 0.1};
     auto plan = planFromMap(*map, po);
     if (!plan) return plan.status();
     figures.planSolveSeconds = nowSeconds() - pt0;

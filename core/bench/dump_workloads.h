@@ -57,7 +57,7 @@ struct SensitivityFigures {
   double planSeconds = 0;        ///< plan search on the map (planFromMap) + the joint evaluation, wall clock
   double planCpuSeconds = 0;
   double planSolveSeconds = 0;   ///< planFromMap alone (the map already computed)
-  bool planFound = false;        ///< the bench budgets found a plan (kl_mean ≤ 1e-3, output_rel_error ≤ 0.05)
+  bool planFound = false;        ///< the bench budgets found a plan (kl_mean ≤ 1e-2, output_rel_error ≤ 0.1: the synthetic llama profile meets them)
   int64_t peakRssBytes = 0;      ///< the process's peak RSS during both
 };
 

@@ -650,6 +650,10 @@ Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSear
   if (ik || (def && def->name == "llama.cpp")) {
     r.shape = ik ? PlanShape::FirstLast : PlanShape::Uniform;
     types = llamacppTypes(info.headDim, ik);
+    if (!ik) {
+      r.notes.push_back("llama.cpp has no per-layer cache types (one -ctk and one -ctv for every layer): the plan is "
+                        "the best uniform pair of its cache types");
+    }
   } else if (def && def->name == "vllm") {
     r.shape = PlanShape::SkipLayers;
     types = vllmTypes(shape, &r.notes);
