@@ -580,10 +580,20 @@ void BudgetView::showPlan() {
   if (r->uniform.found) {
     text += tr("\ncheapest uniform pair: %1 bytes/token").arg(r->uniform.bytesPerToken, 0, 'f', 1);
   }
+  // Flags of the engines that express the plan; why the others cannot, in the tooltip.
+  QString why;
+  bool anyFlags = false;
   for (const EngineFlags& f : r->engineFlags) {
     if (!r->engine.empty() && f.engine != r->engine) continue;
-    text += QStringLiteral("\n") + q(f.engine) + QStringLiteral(": ") + q(f.expressible ? f.flags : f.statement);
+    if (f.expressible) {
+      text += QStringLiteral("\n") + q(f.engine) + QStringLiteral(": ") + q(f.flags);
+      anyFlags = true;
+    } else {
+      why += (why.isEmpty() ? QString() : QStringLiteral("\n")) + q(f.engine) + QStringLiteral(": ") + q(f.statement);
+    }
   }
+  if (!anyFlags) text += tr("\nno engine's flags express this plan (hover for why)");
+  planSummary_->setToolTip(why);
   if (r->joint && r->joint->summary.attention) {
     const AttentionCases& a = *r->joint->summary.attention;
     text += tr("\njoint: kl_mean %1, output_rel_error %2").arg(number(a.joint.klMean), number(a.joint.outputRelError));
