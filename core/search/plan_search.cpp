@@ -924,8 +924,11 @@ Expected<PlanSearchResult> planSearch(const Dump& dump, const PlanSearchOptions&
   if (!cands) return cands.status();
   SensitivityOptions so;
   so.candidates = *cands;
-  so.keys = options.keyBudget.has_value() || options.engine == "vllm";
-  so.values = options.valueBudget.has_value() || options.engine == "vllm";
+  // vLLM: one dtype for both sides, so both are mapped (only budgeted sides constrain).
+  const EngineDef* def = options.engine.empty() ? nullptr : findEngine(options.engine);
+  const bool vllm = def && def->name == "vllm";
+  so.keys = options.keyBudget.has_value() || vllm;
+  so.values = options.valueBudget.has_value() || vllm;
   so.sequence = options.sequence;
   so.lastQueries = options.lastQueries;
   const double mapShare = options.evaluateJoint ? 0.85 : 1.0;
@@ -933,9 +936,7 @@ Expected<PlanSearchResult> planSearch(const Dump& dump, const PlanSearchOptions&
     return report(progress, f * mapShare, what);
   });
   if (!map) return map.status();
-  PlanSearchOptions po = options;
-  // vLLM: both sides are mapped (one dtype for both) but only budgeted sides constrain.
-  auto result = planFromMap(*map, po);
+  auto result = planFromMap(*map, options);
   if (!result) return result.status();
   for (const std::string& n : map->notes) result->notes.push_back(n);
   if (result->found && options.evaluateJoint) {

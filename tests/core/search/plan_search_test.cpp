@@ -353,6 +353,27 @@ TEST_F(PlanSearch, EnginesGetPlansTheirFlagsExpress) {
   EXPECT_NE(bad.status().message().find("--engine nosuch"), std::string::npos);
 }
 
+TEST_F(PlanSearch, ProgressRisesAndCancelStopsIt) {
+  auto dump = open();
+  PlanSearchOptions o;
+  o.keyBudget = Budget{AttentionField::KlMean, 1e9};
+  o.candidates = {"q4_0", "int2,group=32"};
+  double last = -1;
+  bool monotone = true;
+  auto r = planSearch(*dump, o, [&](double f, std::string_view) {
+    if (f < last - 1e-12) monotone = false;
+    last = f;
+    return true;
+  });
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(monotone);
+  EXPECT_DOUBLE_EQ(last, 1.0);
+  int calls = 0;
+  auto c = planSearch(*dump, o, [&](double, std::string_view) { return ++calls < 3; });
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.status().code(), StatusCode::Cancelled);
+}
+
 TEST_F(PlanSearch, ABudgetNoCandidateMeetsIsNotFound) {
   auto dump = open();
   PlanSearchOptions o;
