@@ -153,6 +153,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   summaryRunner_ = new JobRunner(tr("layer summary"), this);
   searchRunner_ = new JobRunner(tr("budget search"), this);
   e2eRunner_ = new JobRunner(tr("end-to-end check"), this);
+  planRunner_ = new JobRunner(tr("plan search"), this);
 
   statusText_ = new QLabel(this);
   progress_ = new QProgressBar(this);
@@ -175,7 +176,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     for (JobRunner* r : runners_) r->cancel();
     showStatus(tr("Cancelled."));
   });
-  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) trackBusy(r);
+  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_, planRunner_})
+    trackBusy(r);
   trackBusy(sensitivity_->runner());
   trackBusy(diagnosis_->runner());
 
@@ -225,6 +227,11 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   });
   connect(summary_, &SummaryView::budgetsChanged, budget_, &BudgetView::setBudgetBounds);
   connect(budget_, &BudgetView::searchRequested, this, &MainWindow::runSearch);
+  connect(budget_, &BudgetView::planSearchRequested, this, &MainWindow::runPlanSearch);
+  connect(budget_, &BudgetView::planApplyRequested, this, [this](const Plan& key, const Plan& value) {
+    setPlans(key, value);
+    showStatus(tr("Applied the plan: K %1, V %2.").arg(q(toString(key)), q(toString(value))));
+  });
   connect(budget_, &BudgetView::e2eRequested, this, &MainWindow::runE2eCheck);
   // The search's own progress (with the time left) and Cancel in the budget view.
   connect(searchRunner_, &JobRunner::progressed, budget_, &BudgetView::setSearchProgress);
@@ -239,6 +246,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   });
   connect(budget_, &BudgetView::candidateChosen, this, &MainWindow::applyCandidate);
   connect(budget_, &BudgetView::e2eExportRequested, this, &MainWindow::exportE2eTableInteractive);
+  connect(planRunner_, &JobRunner::failed, this,
+          [this] { budget_->setPlanMessage(tr("The plan search failed; see the status bar.")); });
   connect(e2eRunner_, &JobRunner::failed, this, [this] {
     e2eSpecs_.reset();
     budget_->setE2eMessage(tr("The end-to-end check failed; see the status bar."));
@@ -584,8 +593,9 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
 
 void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText,
                               std::optional<Mapping> mapping) {
-  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_}) r->cancel();
+  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_, planRunner_}) r->cancel();
   budget_->setSearchResult(nullptr);
+  budget_->setPlanResult(nullptr);
   dump_ = std::move(dump);
   comparison_->setDump(dump_);
   mapping_ = std::move(mapping);
@@ -819,6 +829,25 @@ void MainWindow::runSearch(const SearchOptions& options) {
       [this](std::shared_ptr<const SearchResult> result) {
         budget_->setSearchResult(std::move(result));
         emit searchFinished();
+      });
+}
+
+void MainWindow::runPlanSearch(const PlanSearchOptions& options) {
+  if (!dump_) {
+    showError(tr("plan search"), tr("open a dump first"));
+    return;
+  }
+  budget_->setPlanMessage(tr("Mapping every candidate per layer, then choosing the plan…"));
+  auto dump = dump_;
+  planRunner_->start<std::shared_ptr<const PlanSearchResult>>(
+      [dump, options](const Progress& progress) -> Expected<std::shared_ptr<const PlanSearchResult>> {
+        auto result = planSearch(*dump, options, progress);
+        if (!result) return result.status();
+        return std::make_shared<const PlanSearchResult>(std::move(result).value());
+      },
+      [this](std::shared_ptr<const PlanSearchResult> result) {
+        budget_->setPlanResult(std::move(result));
+        emit planSearchFinished();
       });
 }
 

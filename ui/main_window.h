@@ -17,6 +17,7 @@
 #include "core/io/mapping.h"
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
+#include "core/sensitivity/plan_search.h"
 #include "core/search/search.h"
 #include "ui/model/comparison.h"
 #include "ui/model/layer_data.h"
@@ -108,6 +109,8 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] Plan valuePlan() const;
   /// Runs the budget search in the background; the budget view shows the result.
   void runSearch(const SearchOptions& options);
+  /// Runs the plan search (sensitivity map, per-layer choice, joint eval) in the background.
+  void runPlanSearch(const PlanSearchOptions& options);
   /// Runs the end-to-end check (core/model/e2e.h) for the current specs in the background; needs
   /// a dump written by `kvscope-cli record` whose model file exists. The budget view shows it.
   void runE2eCheck();
@@ -181,6 +184,8 @@ class MainWindow : public QMainWindow {
   void summaryFinished();
   /// The budget search delivered its result.
   void searchFinished();
+  /// A plan search finished and the budget view shows its plan.
+  void planSearchFinished();
   /// The end-to-end check delivered its result.
   void e2eFinished();
   /// Setting A's data of the layer in view, or A's whole summary, reached the views.
@@ -294,6 +299,7 @@ class MainWindow : public QMainWindow {
   JobRunner* summaryRunner_;
   JobRunner* searchRunner_;
   JobRunner* e2eRunner_;
+  JobRunner* planRunner_;
   /// The specs of the end-to-end result shown (or running); a change makes it stale.
   std::optional<std::pair<Plan, Plan>> e2eSpecs_;
   QList<JobRunner*> runners_;

@@ -14,6 +14,7 @@
 #include "core/engine/presets.h"
 #include "core/diagnose/diagnose.h"
 #include "core/report/eval.h"
+#include "core/sensitivity/plan_search.h"
 #include "core/sensitivity/sensitivity.h"
 #include "core/synth/synth.h"
 
@@ -154,6 +155,25 @@ Expected<SensitivityFigures> benchSensitivity(const DumpShape& shape, const std:
     if (!map) return map.status();
     figures.seconds = nowSeconds() - t0;
     figures.cpuSeconds = processCpuSeconds() - c0;
+    // Plan search on top of the map: the solver, then eval of the chosen plans together.
+    const double pc0 = processCpuSeconds();
+    const double pt0 = nowSeconds();
+    PlanSearchOptions po;
+    po.keyBudget = kvscope::Budget{AttentionField::KlMean, 1e-2};
+    po.valueBudget = kvscope::Budget{AttentionField::OutputRelError, 0.1};
+    auto plan = planFromMap(*map, po);
+    if (!plan) return plan.status();
+    figures.planSolveSeconds = nowSeconds() - pt0;
+    figures.planFound = plan->found;
+    if (plan->found) {
+      EvalOptions eo;
+      eo.key = plan->key;
+      eo.value = plan->value;
+      auto joint = evaluate(**dump, eo, progress);
+      if (!joint) return joint.status();
+    }
+    figures.planSeconds = nowSeconds() - pt0;
+    figures.planCpuSeconds = processCpuSeconds() - pc0;
   }
   {
     const double c0 = processCpuSeconds();

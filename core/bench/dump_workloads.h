@@ -54,11 +54,15 @@ struct SensitivityFigures {
   double cpuSeconds = 0;
   double diagnoseSeconds = 0;    ///< Dump::open + diagnose, wall clock
   double diagnoseCpuSeconds = 0;
+  double planSeconds = 0;        ///< plan search on the map (planFromMap) + the joint evaluation, wall clock
+  double planCpuSeconds = 0;
+  double planSolveSeconds = 0;   ///< planFromMap alone (the map already computed)
+  bool planFound = false;        ///< the bench budgets found a plan (kl_mean ≤ 1e-2, output_rel_error ≤ 0.1: the synthetic llama profile meets them)
   int64_t peakRssBytes = 0;      ///< the process's peak RSS during both
 };
 
-/// Generates a dump of `shape` under `tempDir`, maps it with sensitivityCandidates() and
-/// diagnoses it, deletes it.
+/// Generates a dump of `shape` under `tempDir`, maps it with sensitivityCandidates(), searches
+/// a plan on the map and evaluates it, diagnoses it, deletes it.
 Expected<SensitivityFigures> benchSensitivity(const DumpShape& shape, const std::string& tempDir,
                                               const Progress& progress = {});
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/attention/attention.h"
+#include "core/metrics/dump_layer.h"
 #include "core/attention/engine.h"
 #include "core/metrics/outliers.h"
 #include "core/quant/quantize.h"
@@ -37,15 +38,6 @@ std::string fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
-}
-
-Status checkFinite(const Tensor3& t, const std::string& what) {
-  const NonFiniteReport r = scanNonFinite(t);
-  if (r.allFinite()) return Status::ok();
-  return Status::invalidData(what + ": " + std::to_string(r.nanCount) + " NaN and " +
-                             std::to_string(r.infCount) + " Inf values (first at head " +
-                             std::to_string(r.firstHead) + ", token " + std::to_string(r.firstToken) +
-                             ", channel " + std::to_string(r.firstChannel) + "); diagnose needs finite tensors");
 }
 
 // The channel that RoPE rotates together with `c` (docs/dump-format.md, rope_style).
@@ -250,19 +242,13 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
                 "diagnose: layer " + std::to_string(layer))) {
       return Status::cancelled();
     }
-    auto key = dump.read(layer, TensorKind::Key, options.sequence);
-    if (!key) return key.status();
-    auto value = dump.read(layer, TensorKind::Value, options.sequence);
-    if (!value) return value.status();
-    KVS_RETURN_IF_ERROR(checkFinite(*key, where + ": key"));
-    KVS_RETURN_IF_ERROR(checkFinite(*value, where + ": value"));
-    std::optional<Tensor3> preRope;
-    if (info.hasKeyPreRope) {
-      auto p = dump.read(layer, TensorKind::KeyPreRope, options.sequence);
-      if (!p) return p.status();
-      KVS_RETURN_IF_ERROR(checkFinite(*p, where + ": key_pre_rope"));
-      preRope = std::move(*p);
-    }
+    auto read = readLayerForAttention(
+        dump, {layer, options.sequence, info.hasQuery, info.hasKeyPreRope, "diagnose"});
+    if (!read) return read.status();
+    const AttentionLayer& tensors = *read;
+    const Tensor3* key = &tensors.key;
+    const Tensor3* value = &tensors.value;
+    const Tensor3* preRope = tensors.preRope ? &*tensors.preRope : nullptr;
 
     OutlierOptions oo;
     oo.threshold = th::kOutlierRatio;
@@ -306,15 +292,7 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
     }
 
     if (!info.hasQuery) continue;
-    auto query = dump.read(layer, TensorKind::Query, options.sequence);
-    if (!query) return query.status();
-    KVS_RETURN_IF_ERROR(checkFinite(*query, where + ": query"));
-    AttentionInput in;
-    in.query = &*query;
-    in.key = &*key;
-    in.value = &*value;
-    in.softmaxScale = info.softmaxScale;
-    in.lastQueries = std::min(th::kProbeQueries, info.queries);
+    const AttentionInput in = tensors.input(info.softmaxScale, std::min(th::kProbeQueries, info.queries));
     auto baseline = prepareAttentionBaseline(in);
     if (!baseline) return baseline.status().withContext(where);
     const auto entropies = headEntropies(**baseline);
@@ -336,7 +314,7 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
     side.layer = layer;
     for (int pass = 0; pass < 2; ++pass) {
       const bool isKey = pass == 0;
-      QuantInput qin{isKey ? &*key : &*value, nullptr, rope};
+      QuantInput qin{isKey ? key : value, nullptr, rope};
       auto q = quantizeTensor(qin, *probe);
       if (!q) return q.status().withContext(where + ": probe " + th::kProbeSpec);
       AttentionInput ain = in;

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/engine/presets.h"
+#include "core/metrics/dump_layer.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 
@@ -171,16 +172,6 @@ std::vector<int> forcedLayers(const std::vector<LayerChoice>& choices, bool key)
     if (!s.found || s.bitsPerElement > cheapest) out.push_back(c.layer);
   }
   return out;
-}
-
-Status checkFinite(const Tensor3& t, const std::string& what) {
-  const NonFiniteReport r = scanNonFinite(t);
-  if (r.allFinite()) return Status::ok();
-  return Status::invalidData(what + ": " + std::to_string(r.nanCount) + " NaN and " +
-                             std::to_string(r.infCount) + " Inf values (first at head " +
-                             std::to_string(r.firstHead) + ", token " + std::to_string(r.firstToken) +
-                             ", channel " + std::to_string(r.firstChannel) +
-                             "); the search needs finite tensors");
 }
 
 }  // namespace
@@ -409,30 +400,12 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   bool baselineNoted = false;
   for (int layer : result.layers) {
     const std::string where = origin + ": layer " + std::to_string(layer);
-    auto key = dump.read(layer, TensorKind::Key, options.sequence);
-    if (!key) return key.status();
-    auto value = dump.read(layer, TensorKind::Value, options.sequence);
-    if (!value) return value.status();
-    auto query = dump.read(layer, TensorKind::Query, options.sequence);
-    if (!query) return query.status();
-    std::optional<Tensor3> preRope;
-    if (needPreRope) {
-      auto p = dump.read(layer, TensorKind::KeyPreRope, options.sequence);
-      if (!p) return p.status();
-      preRope = std::move(*p);
-      KVS_RETURN_IF_ERROR(checkFinite(*preRope, where + ": key_pre_rope"));
-    }
-    KVS_RETURN_IF_ERROR(checkFinite(*key, where + ": key"));
-    KVS_RETURN_IF_ERROR(checkFinite(*value, where + ": value"));
-    KVS_RETURN_IF_ERROR(checkFinite(*query, where + ": query"));
+    auto read = readLayerForAttention(dump, {layer, options.sequence, true, needPreRope, "the search"});
+    if (!read) return read.status();
+    const AttentionLayer& tensors = *read;
 
     // The original attention is the same for every candidate: computed once per layer.
-    AttentionInput baseInput;
-    baseInput.query = &*query;
-    baseInput.key = &*key;
-    baseInput.value = &*value;
-    baseInput.softmaxScale = scale;
-    baseInput.lastQueries = options.lastQueries;
+    const AttentionInput baseInput = tensors.input(scale, options.lastQueries);
     std::shared_ptr<const AttentionBaseline> baseline;
     if (auto b = prepareAttentionBaseline(baseInput, kBaselineBytes, sub(step)); b) {
       baseline = *b;
@@ -452,8 +425,8 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
         if (!report(progress, step / total, "budget search")) return Status::cancelled();
         if (c.result.skipped.empty()) {
           QuantInput qin;
-          qin.tensor = isKey ? &*key : &*value;
-          qin.preRope = isKey && preRope ? &*preRope : nullptr;
+          qin.tensor = isKey ? &tensors.key : &tensors.value;
+          qin.preRope = isKey && tensors.preRope ? &*tensors.preRope : nullptr;
           qin.rope = rope;
           auto q = quantizeTensor(qin, c.spec, sub(step));
           if (!q) {
@@ -461,13 +434,8 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
             c.result.skipped = q.status().message();
             c.result.layerMetrics.clear();
           } else {
-            AttentionInput ain;
-            ain.query = &*query;
-            ain.key = &*key;
-            ain.value = &*value;
+            AttentionInput ain = baseInput;
             (isKey ? ain.keyHat : ain.valueHat) = &q->reconstruction;
-            ain.softmaxScale = scale;
-            ain.lastQueries = options.lastQueries;
             AttentionCaseSelection which{isKey, !isKey, false};
             auto m = baseline ? attentionMetrics(ain, which, *baseline, sub(step))
                               : attentionMetrics(ain, which, sub(step));
@@ -579,26 +547,18 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
     auto keySpec = parseSpec(keySpecText);
     auto valueSpec = parseSpec(valueSpecText);
     if (!keySpec || !valueSpec) return Status::internal("search: a chosen spec does not parse");
-    auto key = dump.read(layer, TensorKind::Key, options.sequence);
-    if (!key) return key.status();
-    auto value = dump.read(layer, TensorKind::Value, options.sequence);
-    if (!value) return value.status();
-    auto query = dump.read(layer, TensorKind::Query, options.sequence);
-    if (!query) return query.status();
-    std::optional<Tensor3> preRope;
-    if (keySpec->prerope) {
-      auto p = dump.read(layer, TensorKind::KeyPreRope, options.sequence);
-      if (!p) return p.status();
-      preRope = std::move(*p);
-    }
-    QuantInput kin{&*key, preRope ? &*preRope : nullptr, rope};
+    auto read = readLayerForAttention(dump, {layer, options.sequence, true, keySpec->prerope, "the search"});
+    if (!read) return read.status();
+    const AttentionLayer& tensors = *read;
+    QuantInput kin{&tensors.key, tensors.preRope ? &*tensors.preRope : nullptr, rope};
     auto kq = quantizeTensor(kin, *keySpec, sub(step));
     if (!kq) return kq.status();
-    QuantInput vin{&*value, nullptr, rope};
+    QuantInput vin{&tensors.value, nullptr, rope};
     auto vq = quantizeTensor(vin, *valueSpec, sub(step));
     if (!vq) return vq.status();
-    AttentionInput ain{&*query, &*key, &*value, &kq->reconstruction, &vq->reconstruction, scale,
-                       options.lastQueries};
+    AttentionInput ain = tensors.input(scale, options.lastQueries);
+    ain.keyHat = &kq->reconstruction;
+    ain.valueHat = &vq->reconstruction;
     auto m = attentionMetrics(ain, sub(step));
     if (!m) return m.status();
     result.joint.push_back({layer, toString(*keySpec), toString(*valueSpec), summarizeCases(*m)});

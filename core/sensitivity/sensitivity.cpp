@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/metrics/dump_layer.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 
@@ -24,16 +25,6 @@ constexpr AttentionField kAllFields[] = {AttentionField::ScoreMae,      Attentio
 // Fields that mean something for a side: value_only leaves the score fields at their defaults
 // (the scores do not depend on V), so V reports output_rel_error only.
 bool fieldApplies(bool isKey, AttentionField f) { return isKey || f == AttentionField::OutputRelError; }
-
-Status checkFinite(const Tensor3& t, const std::string& what) {
-  const NonFiniteReport r = scanNonFinite(t);
-  if (r.allFinite()) return Status::ok();
-  return Status::invalidData(what + ": " + std::to_string(r.nanCount) + " NaN and " +
-                             std::to_string(r.infCount) + " Inf values (first at head " +
-                             std::to_string(r.firstHead) + ", token " + std::to_string(r.firstToken) +
-                             ", channel " + std::to_string(r.firstChannel) +
-                             "); the sensitivity map needs finite tensors");
-}
 
 std::vector<SensitivityCandidate> prepareSide(const std::vector<QuantSpec>& specs, bool isKey,
                                               const DumpInfo& info) {
@@ -178,30 +169,15 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
     if (!report(progress, step / total, "sensitivity map: reading layer " + std::to_string(layer))) {
       return Status::cancelled();
     }
-    auto key = dump.read(layer, TensorKind::Key, options.sequence);
-    if (!key) return key.status();
-    auto value = dump.read(layer, TensorKind::Value, options.sequence);
-    if (!value) return value.status();
-    auto query = dump.read(layer, TensorKind::Query, options.sequence);
-    if (!query) return query.status();
-    std::optional<Tensor3> preRope;
-    if (needPreRope) {
-      auto p = dump.read(layer, TensorKind::KeyPreRope, options.sequence);
-      if (!p) return p.status();
-      preRope = std::move(*p);
-      KVS_RETURN_IF_ERROR(checkFinite(*preRope, where + ": key_pre_rope"));
-    }
-    KVS_RETURN_IF_ERROR(checkFinite(*key, where + ": key"));
-    KVS_RETURN_IF_ERROR(checkFinite(*value, where + ": value"));
-    KVS_RETURN_IF_ERROR(checkFinite(*query, where + ": query"));
+    auto read = readLayerForAttention(dump, {layer, options.sequence, true, needPreRope, "the sensitivity map"});
+    if (!read) return read.status();
+    const AttentionLayer& tensors = *read;
+    const Tensor3* key = &tensors.key;
+    const Tensor3* value = &tensors.value;
+    const Tensor3* preRope = tensors.preRope ? &*tensors.preRope : nullptr;
 
     // The original attention is the same for every candidate: computed once per layer.
-    AttentionInput baseInput;
-    baseInput.query = &*query;
-    baseInput.key = &*key;
-    baseInput.value = &*value;
-    baseInput.softmaxScale = info.softmaxScale;
-    baseInput.lastQueries = options.lastQueries;
+    const AttentionInput baseInput = tensors.input(info.softmaxScale, options.lastQueries);
     std::shared_ptr<const AttentionBaseline> baseline;
     if (auto b = prepareAttentionBaseline(baseInput, kBaselineBytes, sub(step, step + 1)); b) {
       baseline = *b;
@@ -225,8 +201,8 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
         step += 1;
         if (!cand.skipped.empty()) continue;
         QuantInput qin;
-        qin.tensor = isKey ? &*key : &*value;
-        qin.preRope = isKey && preRope ? &*preRope : nullptr;
+        qin.tensor = isKey ? key : value;
+        qin.preRope = isKey ? preRope : nullptr;
         qin.rope = rope;
         if (Status st = quantizeTensorInto(qin, specs[c], q, sub(step - 1, step - 0.7)); !st.isOk()) {
           if (st.code() == StatusCode::Cancelled) return st;

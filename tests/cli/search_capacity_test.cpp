@@ -2,6 +2,7 @@
 // `kvscope-cli search` and `kvscope-cli capacity` end to end.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -152,6 +153,86 @@ TEST_F(CliSearch, BadBudgetsAndCandidateFilesAreClearErrors) {
   r = runCli("search '" + dump_ + "' --key-budget kl_mean=1 --candidates '" + dir_->file("bad.txt") + "'");
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("bad.txt:2"), std::string::npos) << r.err;
+}
+
+TEST_F(CliSearch, PlanJsonHasAPlanPerLayerItsEngineFlagsAndTheJointReport) {
+  // Any key damage allowed: the cheapest candidate (int2) on every layer; no value damage: the
+  // fp16 of an fp16 dump, exact.
+  auto r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e9 --value-budget output_rel_error=0 --plan "
+                  "--candidates '" + candidates_ + "' --json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kvscope_plan_search"], 1);
+  EXPECT_EQ(j["shape"], "per-layer");
+  EXPECT_TRUE(j["found"].get<bool>());
+  EXPECT_EQ(j["key_plan"], "int2");
+  EXPECT_EQ(j["value_plan"], "fp16");
+  ASSERT_EQ(j["layers"].size(), 2u);
+  EXPECT_EQ(j["layers"][1]["key_spec"], "int2");
+  EXPECT_DOUBLE_EQ(j["layers"][1]["value_damage"].get<double>(), 0.0);
+  // The joint report is eval's.
+  EXPECT_EQ(j["joint"]["kvscope_report"], 1);
+  // fp16 keys of no llama.cpp type: int2 is none, so no flags.
+  bool sawLlama = false;
+  for (const auto& f : j["engine_flags"]) {
+    if (f["engine"] == "llama.cpp") {
+      sawLlama = true;
+      EXPECT_FALSE(f["expressible"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(sawLlama);
+}
+
+TEST_F(CliSearch, PlanForLlamaCppIsUniformAndSaysSo) {
+  auto r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e9 --value-budget output_rel_error=1e9 --plan "
+                  "--engine llama.cpp");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("llama.cpp has no per-layer cache types"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("llama.cpp: llama.cpp -ctk "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joint evaluation"), std::string::npos) << r.out;
+}
+
+TEST_F(CliSearch, PlanFlagsThatDoNotFitAreClearErrors) {
+  auto r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e-3 --plan --per-layer");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("drop --per-layer"), std::string::npos) << r.err;
+  r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e-3 --plan --engine 'llama.cpp -ctk q4_0'");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("with --plan, --engine names the engine"), std::string::npos) << r.err;
+  r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e-3 --e2e");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("--e2e and --model go with --plan"), std::string::npos) << r.err;
+  // A synthetic dump carries no model.
+  r = runCli("search '" + dump_ + "' --key-budget kl_mean=1e9 --plan --e2e");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("no model_path attribute"), std::string::npos) << r.err;
+}
+
+TEST(CliSearchPlan, E2eComparesThePlanWithTheUniformPairOfItsBytes) {
+  const std::filesystem::path model = test::storiesModel();
+  if (model.empty()) GTEST_SKIP() << "../shared/models/stories260K.bin is absent";
+  test::TempDir dir;
+  const std::string out = dir.file("rec.h5");
+  auto rec = runCli("record '" + model.string() + "' --out '" + out + "' --steps 48 --seed 3");
+  ASSERT_EQ(rec.exitCode, 0) << rec.err;
+  auto r = runCli("search '" + out + "' --key-budget kl_mean=0.05 --value-budget output_rel_error=0.2 --plan --e2e "
+                  "--json -");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["found"].get<bool>()) << r.out;
+  const auto& e = j["e2e"];
+  EXPECT_EQ(e["tokens"], 48);
+  EXPECT_EQ(e["plan"]["key"], j["key_plan"]);
+  EXPECT_EQ(e["uniform"]["key"], j["uniform_at_bytes"]["key_spec"]);
+  EXPECT_GE(e["uniform"]["bytes_per_token"].get<double>(), e["plan"]["bytes_per_token"].get<double>());
+  for (const char* side : {"plan", "uniform"}) {
+    EXPECT_GE(e[side]["kl_mean"].get<double>(), 0.0);
+    EXPECT_LE(e[side]["top1_agreement"].get<double>(), 1.0);
+  }
+  auto text = runCli("search '" + out + "' --key-budget kl_mean=0.05 --value-budget output_rel_error=0.2 --plan --e2e");
+  ASSERT_EQ(text.exitCode, 0) << text.err;
+  EXPECT_NE(text.out.find("end to end (stories260K"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("uniform "), std::string::npos);
 }
 
 TEST_F(CliSearch, CapacityTakesShapeAndContextFromADump) {

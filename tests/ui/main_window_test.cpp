@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
+#include <QPushButton>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QProcess>
@@ -711,6 +712,58 @@ class MainWindowTest : public QObject {
     auto* heatmap = w.heatmapView();
     const Status refused = exportView(*heatmap, sample_, ExportFormat::Png, QSize(100, 100), sample_);
     QVERIFY(!refused.isOk());
+  }
+
+  void planSearchShowsAPlanPerLayerAndApplyPutsItIntoTheControls() {
+    MainWindow w(false);
+    openSample(w);
+    BudgetView* b = w.budgetView();
+    QVERIFY(!b->applyPlanButton()->isEnabled());
+    PlanSearchOptions options = b->planSearchOptions();
+    options.keyBudget = Budget{AttentionField::OutputRelError, 0.5};
+    options.valueBudget = Budget{AttentionField::OutputRelError, 0.5};
+    options.candidates = {"int2,group=32", "q4_0", "q8_0"};
+    QSignalSpy done(&w, &MainWindow::planSearchFinished);
+    w.runPlanSearch(options);
+    QVERIFY(done.wait(kWaitMs));
+    const PlanSearchResult* r = b->planResult();
+    QVERIFY(r);
+    QVERIFY(r->found);
+    // The table: one row per layer with the plan's specs, bits and damage as the result has them.
+    QTableWidget* t = b->planTable();
+    const int layers = r->dump.layers;
+    QCOMPARE(t->rowCount(), layers);
+    QCOMPARE(t->horizontalHeaderItem(1)->text(), QStringLiteral("K spec"));
+    auto kr = resolve(r->key, layers);
+    QVERIFY(kr.hasValue());
+    for (int i = 0; i < layers; ++i) {
+      QCOMPARE(t->item(i, 0)->text(), QString::number(i));
+      QCOMPARE(t->item(i, 1)->text(), QString::fromStdString(toString((*kr)[static_cast<size_t>(i)])));
+      QCOMPARE(t->item(i, 3)->text(), QStringLiteral("%1 / %2")
+                                          .arg(r->layers[static_cast<size_t>(i)].keyBits, 0, 'f', 2)
+                                          .arg(r->layers[static_cast<size_t>(i)].valueBits, 0, 'f', 2));
+    }
+    QVERIFY(b->planSummaryLabel()->text().contains(QString::fromStdString(r->keyPlan)));
+    QVERIFY(b->applyPlanButton()->isEnabled());
+    b->applyPlanButton()->click();
+    QCOMPARE(QString::fromStdString(toString(w.keyPlan())), QString::fromStdString(r->keyPlan));
+    QCOMPARE(QString::fromStdString(toString(w.valuePlan())), QString::fromStdString(r->valuePlan));
+
+    // A plan with per-layer overrides goes into the plan editor in the same click.
+    auto handmade = std::make_shared<PlanSearchResult>(*r);
+    handmade->key = *parsePlan("q4_0;last1:q8_0");
+    handmade->value = *parsePlan("q8_0;0:int2,group=32");
+    handmade->keyPlan = toString(handmade->key);
+    handmade->valuePlan = toString(handmade->value);
+    b->setPlanResult(handmade);
+    b->applyPlanButton()->click();
+    QCOMPARE(QString::fromStdString(toString(w.keyPlan())), QStringLiteral("q4_0;last1:q8_0"));
+    QCOMPARE(QString::fromStdString(toString(w.valuePlan())), QString::fromStdString(handmade->valuePlan));
+    QCOMPARE(QString::fromStdString(toString(specForLayer(w.keyPlan(), layers - 1, layers))), QStringLiteral("q8_0"));
+    // No result: nothing to apply.
+    b->setPlanResult(nullptr);
+    QVERIFY(!b->applyPlanButton()->isEnabled());
+    QCOMPARE(t->rowCount(), 0);
   }
 
   void budgetSearchDrawsParetoFrontsAndChoosesWithinBudget() {

@@ -227,6 +227,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(searchInfo_);
   layout->addLayout(charts, 3);
   layout->addWidget(paretoReadout_);
+  layout->addWidget(buildPlanGroup(), 2);
   layout->addWidget(new QLabel(tr("<b>Capacity calculator</b>"), this));
   layout->addLayout(top, 2);
   layout->addWidget(notes_);
@@ -719,6 +720,123 @@ QStringList BudgetView::csvTableNames() const {
   if (search_) names << QStringLiteral("search");
   if (e2e_) names << QStringLiteral("e2e");
   return names;
+}
+
+// ---- Plan search ---------------------------------------------------------------------------------
+
+QGroupBox* BudgetView::buildPlanGroup() {
+  planGroup_ = new QGroupBox(tr("Plan search (a K and a V spec per layer)"), this);
+  planEngine_ = new QComboBox(planGroup_);
+  planEngine_->addItem(tr("any plan"), QString());
+  planEngine_->addItem(QStringLiteral("llama.cpp"), QStringLiteral("llama.cpp"));
+  planEngine_->addItem(QStringLiteral("ik_llama.cpp"), QStringLiteral("ik_llama.cpp"));
+  planEngine_->addItem(QStringLiteral("vLLM"), QStringLiteral("vllm"));
+  planEngine_->setToolTip(tr("Only plans this engine's flags can express: llama.cpp one type per side, ik_llama.cpp "
+                             "first/last layer overrides, vLLM one dtype plus skipped layers."));
+  planRun_ = new QPushButton(tr("Search plan"), planGroup_);
+  planRun_->setToolTip(tr("Map every candidate's damage per layer, then choose per layer the cheapest specs whose "
+                          "mean damage over layers meets the K and V budgets above."));
+  planApply_ = new QPushButton(tr("Apply plan"), planGroup_);
+  planApply_->setToolTip(tr("Put the plan into the K and V controls (the plan editor's per-layer overrides)."));
+  planApply_->setEnabled(false);
+  planSummary_ = new QLabel(tr("Search a plan to see the cheapest spec per layer within the budgets."), planGroup_);
+  planSummary_->setWordWrap(true);
+  planSummary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  planTable_ = new QTableWidget(0, 5, planGroup_);
+  planTable_->setHorizontalHeaderLabels({tr("layer"), tr("K spec"), tr("V spec"), tr("bits (K / V)"), tr("damage (K / V)")});
+  planTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  planTable_->verticalHeader()->setVisible(false);
+  planTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  planTable_->horizontalHeader()->setStretchLastSection(true);
+  auto* controls = new QVBoxLayout;
+  auto* row = new QHBoxLayout;
+  row->addWidget(new QLabel(tr("Engine"), planGroup_));
+  row->addWidget(planEngine_);
+  controls->addLayout(row);
+  controls->addWidget(planRun_);
+  controls->addWidget(planApply_);
+  controls->addWidget(planSummary_, 1);
+  auto* layout = new QHBoxLayout(planGroup_);
+  layout->addLayout(controls, 1);
+  layout->addWidget(planTable_, 2);
+  connect(planRun_, &QPushButton::clicked, this, [this] { emit planSearchRequested(planSearchOptions()); });
+  connect(planApply_, &QPushButton::clicked, this, [this] {
+    if (planResult_ && planResult_->found) emit planApplyRequested(planResult_->key, planResult_->value);
+  });
+  return planGroup_;
+}
+
+PlanSearchOptions BudgetView::planSearchOptions() const {
+  const SearchOptions s = searchOptions();
+  PlanSearchOptions p;
+  p.keyBudget = s.keyBudget;
+  p.valueBudget = s.valueBudget;
+  p.engine = planEngine_->currentData().toString().toStdString();
+  return p;
+}
+
+void BudgetView::setPlanResult(std::shared_ptr<const PlanSearchResult> result) {
+  planResult_ = std::move(result);
+  showPlan();
+}
+
+void BudgetView::setPlanMessage(const QString& message) {
+  planResult_.reset();
+  showPlan();
+  planSummary_->setText(message);
+}
+
+void BudgetView::showPlan() {
+  planTable_->setRowCount(0);
+  const PlanSearchResult* r = planResult_.get();
+  planApply_->setEnabled(r && r->found);
+  if (!r) {
+    planSummary_->setText(tr("Search a plan to see the cheapest spec per layer within the budgets."));
+    return;
+  }
+  const auto number = [](double v) {
+    return std::isfinite(v) ? QString::number(v, 'g', 3) : QStringLiteral("–");
+  };
+  if (!r->found) {
+    QString text = tr("No plan of the candidates meets the budgets.");
+    for (const std::string& n : r->notes) text += QStringLiteral("\n") + q(n);
+    planSummary_->setText(text);
+    return;
+  }
+  planTable_->setRowCount(static_cast<int>(r->layers.size()));
+  for (int i = 0; i < static_cast<int>(r->layers.size()); ++i) {
+    const PlanLayerChoice& c = r->layers[static_cast<size_t>(i)];
+    const QStringList cells{QString::number(c.layer), q(c.keySpec), q(c.valueSpec),
+                            QStringLiteral("%1 / %2").arg(c.keyBits, 0, 'f', 2).arg(c.valueBits, 0, 'f', 2),
+                            QStringLiteral("%1 / %2").arg(number(c.keyDamage), number(c.valueDamage))};
+    for (int col = 0; col < cells.size(); ++col) planTable_->setItem(i, col, new QTableWidgetItem(cells[col]));
+  }
+  QString text = tr("K plan: %1\nV plan: %2\n%3 bytes/token (fp16 %4)")
+                     .arg(q(r->keyPlan), q(r->valuePlan))
+                     .arg(r->bytesPerToken, 0, 'f', 1)
+                     .arg(r->bytesPerTokenBaseline, 0, 'f', 1);
+  if (r->uniform.found) {
+    text += tr("\ncheapest uniform pair: %1 bytes/token").arg(r->uniform.bytesPerToken, 0, 'f', 1);
+  }
+  // Flags of the engines that express the plan; why the others cannot, in the tooltip.
+  QString why;
+  bool anyFlags = false;
+  for (const EngineFlags& f : r->engineFlags) {
+    if (!r->engine.empty() && f.engine != r->engine) continue;
+    if (f.expressible) {
+      text += QStringLiteral("\n") + q(f.engine) + QStringLiteral(": ") + q(f.flags);
+      anyFlags = true;
+    } else {
+      why += (why.isEmpty() ? QString() : QStringLiteral("\n")) + q(f.engine) + QStringLiteral(": ") + q(f.statement);
+    }
+  }
+  if (!anyFlags) text += tr("\nno engine's flags express this plan (hover for why)");
+  planSummary_->setToolTip(why);
+  if (r->joint && r->joint->summary.attention) {
+    const AttentionCases& a = *r->joint->summary.attention;
+    text += tr("\njoint: kl_mean %1, output_rel_error %2").arg(number(a.joint.klMean), number(a.joint.outputRelError));
+  }
+  planSummary_->setText(text);
 }
 
 }  // namespace kvscope::ui

@@ -13,6 +13,7 @@
 #include "core/io/dump.h"
 #include "core/model/e2e.h"
 #include "core/quant/spec.h"
+#include "core/sensitivity/plan_search.h"
 #include "core/search/search.h"
 #include "ui/export/exportable.h"
 
@@ -103,6 +104,19 @@ class BudgetView : public QWidget, public ExportableView {
   [[nodiscard]] QString e2eCsv() const;
   QPushButton* e2eExportButton() { return e2eExport_; }
 
+  /// The plan search's result (a K and a V spec per layer); nullptr clears the plan table.
+  void setPlanResult(std::shared_ptr<const PlanSearchResult> result);
+  /// Shows why there is no plan (running, failed, cancelled).
+  void setPlanMessage(const QString& message);
+  [[nodiscard]] const PlanSearchResult* planResult() const { return planResult_.get(); }
+  /// The budgets of the search row and the engine of the plan group.
+  [[nodiscard]] PlanSearchOptions planSearchOptions() const;
+  QComboBox* planEngineBox() { return planEngine_; }
+  QPushButton* planSearchButton() { return planRun_; }
+  QPushButton* applyPlanButton() { return planApply_; }
+  QTableWidget* planTable() { return planTable_; }
+  QLabel* planSummaryLabel() { return planSummary_; }
+
   [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// The capacity table, then the search's candidates ("search") and the end-to-end check's
@@ -116,6 +130,10 @@ class BudgetView : public QWidget, public ExportableView {
   void searchRequested(const kvscope::SearchOptions& options);
   /// The user asked for the end-to-end check with the current specs.
   void e2eRequested();
+  /// The user asked for a plan search with these options.
+  void planSearchRequested(const kvscope::PlanSearchOptions& options);
+  /// The user asked to put the shown plan into the K and V controls.
+  void planApplyRequested(const kvscope::Plan& key, const kvscope::Plan& value);
   /// The user asked to stop the running search.
   void searchCancelRequested();
   /// The user clicked a candidate of the K (`key`) or V chart: apply this canonical spec.
@@ -174,6 +192,17 @@ class BudgetView : public QWidget, public ExportableView {
   QTableWidget* e2eTable_;
   QPushButton* e2eExport_;
   std::shared_ptr<const E2eResult> e2e_;
+
+  // Plan search (a plan per layer, "Apply plan").
+  QGroupBox* buildPlanGroup();
+  void showPlan();
+  QGroupBox* planGroup_ = nullptr;
+  QComboBox* planEngine_ = nullptr;
+  QPushButton* planRun_ = nullptr;
+  QPushButton* planApply_ = nullptr;
+  QLabel* planSummary_ = nullptr;
+  QTableWidget* planTable_ = nullptr;
+  std::shared_ptr<const PlanSearchResult> planResult_;
 };
 
 }  // namespace kvscope::ui

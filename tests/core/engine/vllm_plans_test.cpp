@@ -10,7 +10,7 @@
 #include "core/capacity/capacity.h"
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"
-#include "core/quant/presets.h"
+#include "core/engine/presets.h"
 
 namespace kvscope {
 namespace {
