@@ -79,7 +79,7 @@ TEST_F(CliEngineProfiles, RefusalsExitWithStatus2) {
            {"sglang --int8-kv-cache", "not an SGLang flag"},
            {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 0", "per-layer plan"},
            {"lmdeploy --quant-policy 42", "only in the PyTorch engine"},
-           {"transformers cache_implementation=quantized backend=HQQ", "HQQ"}}) {
+           {"transformers cache_implementation=quantized backend=HQQ nbits=5", "HQQ"}}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "'");
     EXPECT_EQ(r.exitCode, 2) << engine << "\n" << r.err;
     EXPECT_NE(r.err.find(fragment), std::string::npos) << engine << " -> " << r.err;

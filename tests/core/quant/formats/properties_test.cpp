@@ -35,7 +35,7 @@ Tensor3 randomTensor(int64_t h, int64_t t, int64_t d, uint32_t seed, float scale
 QuantSpec specFor(const FormatInfo& info, int bits = 4) {
   QuantSpec s;
   s.format = info.id;
-  s.bits = info.hasBits ? bits : static_cast<int>(info.payloadBits);
+  s.bits = info.hasBits ? std::clamp(bits, info.minBits, info.maxBits) : static_cast<int>(info.payloadBits);
   s.axis = info.kind == FormatKind::Float8 ? Axis::Tensor : Axis::Token;
   s.group = info.id == FormatId::Nf4 ? 64 : 0;
   s.scale = info.kind == FormatKind::Float8 ? MetaType::Fp32 : MetaType::Fp16;
