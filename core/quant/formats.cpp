@@ -911,10 +911,11 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
     // LMDeploy's norm (with its 1e-8) of the rotated vector in the model dtype; levels: its table times it.
     std::vector<float> y = values;
     for (float& v : y) v = fp::metaRound(v, spec.scale);
-    const float n = fp::metaRound(std::sqrt(codebook::sumOfSquares(y.data(), x.dim) + 1e-8), spec.scale);
+    const auto unrounded = static_cast<float>(std::sqrt(codebook::sumOfSquares(y.data(), x.dim) + 1e-8));
+    const float n = fp::metaRound(unrounded, spec.scale);  // as lmdeploy_tq rounds it: float, then meta
     g.scale = n;
     const int bits = lmdeploy_tq::codebookBits(spec);
-    for (float c : lmdeploy_tq::book(dim, bits).centroids) g.levels.push_back(static_cast<double>(c * n));
+    for (float c : lmdeploy_tq::book(dim, bits).centroids) g.levels.push_back(fp::metaRound(c * n, spec.scale));
     sortLevels(g.levels);
     g.codesTotal = 1 << bits;
     lmdeploy_tq::quantizeRows(FormatId::Lmtq, values.data(), 1, dim, bits, spec.scale);

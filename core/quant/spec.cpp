@@ -433,7 +433,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     }
     if (lmdeploy && seedGiven) {
       return bad(formatName + " draws nothing at random: seed= does not apply (LMDeploy's rotation has no signs and "
-                 "its residual bit is a sign, not a projection)");
+                 "its residual bit is a sign, not a projection; allowed: " + formatName + " without seed=)");
     }
   }
   if (info->id == FormatId::Hqq) {
@@ -442,7 +442,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
                  " (allowed: axis=tensor, HQQ's axis 0: the layer tensor viewed as [G, n/G], each column a group; "
                  "axis=token, HQQ's axis 1: G consecutive values)");
     }
-    if (spec.group < 1) return bad("hqq needs group=G with G ≥ 1 (HQQ's group_size)");
+    if (spec.group < 1) return bad("hqq needs a group of at least one value (allowed: group=G with G ≥ 1, HQQ's group_size)");
   }
   if (info->id == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
     return bad("clip=mse does not apply to " + formatName + ": a group's best clip depends on the codebook, "
