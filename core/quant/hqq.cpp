@@ -18,6 +18,35 @@ namespace {
 // One fp16 operation of torch on CUDA: the operands as float, the result rounded to fp16.
 inline float h(float v) { return fp::roundFp16(v); }
 
+// shrink_lp_op's magnitude for |d| = a, an fp16 value: max(h(a − h(0.1·h(a^(p−1)))), 0).
+float shrinkMagnitude(float a) {
+  if (!(a > 0.0f)) return 0.0f;  // |d| = 0: a^(p−1) = inf, and HQQ's clamp gives 0
+  const auto invBeta = static_cast<float>(1.0 / kBeta);
+  const auto power = static_cast<float>(kLpNorm - 1.0);
+  const float t = h(invBeta * h(static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(power)))));
+  return std::max(h(a - t), 0.0f);
+}
+
+// |d| is an fp16 value, so the shrink (with its pow) is a lookup by its 15 magnitude bits,
+// tabulated once for the 31744 finite non-negative halves.
+const std::vector<float>& shrinkTable() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(0x7c00);
+    for (uint32_t b = 0; b < 0x7c00; ++b) t[b] = shrinkMagnitude(fp::fp16Value(static_cast<uint16_t>(b)));
+    return t;
+  }();
+  return table;
+}
+
+// The fp16 magnitude bits of a ≥ 0 that is exactly an fp16 value (0x7c00 for infinity).
+inline uint32_t halfBits(float a) {
+  const uint32_t u = fp::bitsOf(a);
+  const int e = static_cast<int>(u >> 23) - 127;
+  if (e > 15) return 0x7c00u;
+  if (e < -14) return static_cast<uint32_t>(std::ldexp(a, 24));  // subnormal or zero: a multiple of 2^-24
+  return (static_cast<uint32_t>(e + 15) << 10) | ((u >> 13) & 0x3ffu);
+}
+
 struct GroupState {
   float scale = 0, zero = 0;  // fp16: HQQ's inverted scale and its zero
 };
@@ -44,8 +73,7 @@ Result run(float* x, const Layout& L, int bits, MetaType compute) {
     st[static_cast<size_t>(g)] = {h(scale), h(zero)};
   }
   // optimize_weights_proximal_legacy: beta stays 10 (the legacy step never multiplies it by kappa).
-  const auto invBeta = static_cast<float>(1.0 / kBeta);
-  const auto power = static_cast<float>(kLpNorm - 1.0);
+  const std::vector<float>& shrink = shrinkTable();
   Result res;
   float best = std::numeric_limits<float>::infinity();
   std::vector<double> errSum(static_cast<size_t>(groups));
@@ -63,11 +91,13 @@ Result run(float* x, const Layout& L, int bits, MetaType compute) {
         // shrink_lp_op: |d| − (1/beta)·|d|^(p−1), floored at 0, with d's sign; |d| = 0 gives 0.
         const float a = std::fabs(d);
         float e = 0.0f;
-        if (a > 0.0f) {
-          const float t = h(invBeta * h(static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(power)))));
-          e = std::max(h(a - t), 0.0f);
-          e = d < 0 ? -e : e;
+        if constexpr (Reference) {
+          e = shrinkMagnitude(a);  // computed, not looked up
+        } else {
+          const uint32_t b = halfBits(a);
+          e = b < 0x7c00u ? shrink[b] : shrinkMagnitude(a);
         }
+        e = d < 0 ? -e : e;
         // zero = mean(W_q − (W_f − W_e)·scale)
         zsum += h(q - h(h(w[k] - e) * s.scale));
       }
