@@ -124,6 +124,7 @@ DequantOps dequantOps(const QuantSpec& spec) {
     case FormatId::Nf4: return {unpack + 1 + 1, 1};
     case FormatId::Mxfp4: return {unpack + 1 + 1, 1};   // e8m0 → 2^e per block
     case FormatId::Nvfp4: return {unpack + 1 + 1, 2};   // e4m3 decode and × global per block
+    case FormatId::Kvfp4: return {unpack + 1 + 1, 1};   // exp2(e − 127) per block
     case FormatId::Q8_0: return {1 + 1, 1};
     case FormatId::Q4_0: return {unpack + 1 + 1 + 1, 1};  // − 8 before the multiply
     case FormatId::Q4_1: return {unpack + 1 + 1 + 1, 2};
@@ -139,7 +140,13 @@ DequantOps dequantOps(const QuantSpec& spec) {
     // element) and the multiply by 1/√(Σc²) (the reciprocal square root counted per vector).
     case FormatId::Tqg: return {unpack + 1 + 1 + 2, 2};
     case FormatId::Nuq: return {unpack + 1 + 1, 1};
+    // LMDeploy's TurboQuant: a table lookup and the norm's multiply; lmqjl adds its sign's
+    // multiply by the stored RMS and the add (no projection).
+    case FormatId::Lmtq: return {unpack + 1 + 1, 1};
+    case FormatId::Lmqjl: return {unpack + 1 + 1 + 2, 2};
+    case FormatId::Hqq: return {unpack + 1 + 1 + 1, 2};  // (q − zero)·scale: subtract, multiply
     case FormatId::Bf16: return {1, 0};  // a shift into float32
+    case FormatId::Fp32: return {0, 0};  // read as it is
     case FormatId::Fp16:
     case FormatId::None: return {0, 0};  // attention reads fp16 directly
   }

@@ -50,9 +50,9 @@ LlamacppTensor llamacppTensor(std::string_view type, bool isKey, int headDim, bo
   const std::string t(type);
   const std::string d = std::to_string(headDim);
   // The unquantized types map to kvscope's exact formats: f32 holds the dump's values as they
-  // are, f16 and bf16 round each element.
+  // are (fp32: 4 bytes each, as llama.cpp allocates them), f16 and bf16 round each element.
   if (!isLlamacppQuantized(type)) {
-    const std::string spec = type == "f32" ? "none" : type == "bf16" ? "bf16" : "fp16";
+    const std::string spec = type == "f32" ? "fp32" : type == "bf16" ? "bf16" : "fp16";
     return {spec, side + ": " + t + " is not a quantized type: stored as " + spec + ", not rotated"};
   }
   if (rotationDisabled) {

@@ -11,9 +11,11 @@ namespace kvscope {
 
 namespace {
 
-// docs/advanced_features/server_arguments.md (sgl-project/sglang): --kv-cache-dtype choices.
-constexpr std::array<std::string_view, 6> kSglangCacheDtypes{"auto", "fp8_e5m2", "fp8_e4m3",
-                                                             "bf16", "bfloat16", "fp4_e2m1"};
+// python/sglang/srt/server_args.py (commit 001067ff) `ServerArgs.kv_cache_dtype` choices. SGLang
+// releases before fp4_mx_block16 and nvfp4 existed accept the first six.
+constexpr std::array<std::string_view, 9> kSglangCacheDtypes{"auto",     "fp8_e5m2", "fp8_e4m3",
+                                                             "bf16",     "bfloat16", "fp4_e2m1",
+                                                             "fp4_mx_block16", "nvfp4", "mxfp8"};
 constexpr std::array<std::string_view, 0> kNoSwitches{};
 
 Status refuse(const std::string& message) { return Status::invalidArgument("sglang: " + message); }
@@ -23,8 +25,9 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
   // --int8-kv-cache is refused before anything reads a value for it.
   for (const std::string& w : args.words) {
     if (w == "--int8-kv-cache" || w.rfind("--int8-kv-cache=", 0) == 0) {
-      return refuse("--int8-kv-cache is not an SGLang flag (it exists only in an unmerged proposal); SGLang's KV "
-                    "cache types are --kv-cache-dtype " + joinNames(kSglangCacheDtypes));
+      return refuse("--int8-kv-cache is not an SGLang flag (server_args.py has no int8 KV cache option; it exists "
+                    "only in an unmerged proposal); SGLang's KV cache types are --kv-cache-dtype " +
+                    joinNames(kSglangCacheDtypes));
     }
   }
   auto options = readDashOptions("sglang", args.words, kNoSwitches, positional);
@@ -61,10 +64,26 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
   } else if (dtype == "bf16" || dtype == "bfloat16") {
     r.key = r.value = "bf16";
     r.notes.push_back(dtype + ": each element is stored as bf16");
-  } else if (dtype == "fp4_e2m1") {
-    return refuse("--kv-cache-dtype fp4_e2m1: SGLang's MXFP4-style cache (power-of-two scales 2^ceil(log2(a/6)) per "
-                  "16 values, e2m1 ties away from zero, KVFP4QuantizeUtil) has no kvscope format yet; kvscope models "
-                  "auto, bf16, bfloat16, fp8_e4m3 and fp8_e5m2");
+  } else if (dtype == "fp4_e2m1" || dtype == "fp4_mx_block16") {
+    if (!paramPath.empty()) {
+      return refuse("--kv-cache-dtype " + dtype + " with --quantization-param-path: MHATokenToKVPoolFP4.set_kv_buffer "
+                    "divides K and V by the file's per-layer k_scale/v_scale before the block quantizer, which moves "
+                    "every block's power-of-two grid by that factor; kvscope cannot read the file and does not guess "
+                    "that scale. kvscope models " + dtype + " without --quantization-param-path (scale 1), and "
+                    "fp8_e4m3/fp8_e5m2 with it");
+    }
+    r.key = r.value = "kvfp4";
+    r.notes.push_back(dtype + ": MHATokenToKVPoolFP4 with FP4MXBlock16KVQuantizeUtil (kvfp4_tensor.py): blocks of 16 "
+                      "values of the token row [heads, D], one uint8 exponent per block, e = ceil(log2(max(a/6, "
+                      "1e-10))), elements e2m1 with ties away from zero (the bounds 0.25, 0.75, …, 5 go up) → kvfp4");
+    r.notes.push_back("no --quantization-param-path: k_scale and v_scale are None, so nothing is divided before the "
+                      "block quantizer");
+  } else if (dtype == "nvfp4" || dtype == "mxfp8") {
+    return refuse("--kv-cache-dtype " + dtype + (dtype == "nvfp4" ? " (flashinfer's nvfp4_kv_quantize with a per-layer "
+                                                                    "global scale from the checkpoint)"
+                                                                  : " (the FA4 backend's MXFP8 cache)") +
+                  " was not read from SGLang's code; kvscope models auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2, "
+                  "fp4_e2m1 and fp4_mx_block16");
   } else {
     const std::string fmt = dtype;  // fp8_e4m3 or fp8_e5m2
     if (paramPath.empty()) {
@@ -92,7 +111,8 @@ extern const EngineDef kSglangEngine;
 constinit const EngineDef kSglangEngine{
     "sglang",
     {"sglang.launch_server"},
-    "SGLang: --kv-cache-dtype auto|bf16|bfloat16|fp8_e4m3|fp8_e5m2, --quantization-param-path",
+    "SGLang: --kv-cache-dtype auto|bf16|bfloat16|fp8_e4m3|fp8_e5m2|fp4_e2m1|fp4_mx_block16, "
+    "--quantization-param-path",
     resolveSglang};
 
 }  // namespace kvscope

@@ -80,9 +80,58 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
     r.notes.insert(r.notes.end(), ignored.begin(), ignored.end());
     return r;
   }
+  if (groupSize <= 0 || groupSize > 1'000'000) {
+    return refuse("q_group_size must be a whole number from 1 to 1000000 (got " + std::to_string(groupSize) + ")");
+  }
+  if (residual < 0) return refuse("residual_length must be ≥ 0 (got " + std::to_string(residual) + ")");
+  const std::string meta = dtype == "float16" ? "fp16" : "bf16";
+  const std::string g = std::to_string(groupSize);
+  auto prefillNotes = [&]() {
+    r.notes.push_back("the prefill: QuantizedLayer.update quantizes the whole prompt at its first call and keeps no "
+                      "residual, so residual_length=" + std::to_string(residual) +
+                      " never protects prompt tokens; every dump token is quantized (the residual holds only "
+                      "decode-time tokens, up to residual_length − 1 of them in full precision; transformers#35185 "
+                      "reports Qwen2.5-7B scoring 0/120 with this)");
+    r.notes.push_back("the prompt's own forward pass attends to the exact K/V; kvscope's metrics describe attention "
+                      "over the cache from the first decode step on");
+    if (!dtypeGiven) {
+      r.notes.push_back("no dtype= given: the scales are stored in the model dtype, assumed bfloat16 (give "
+                        "dtype=float16 for an fp16 model)");
+    }
+    r.notes.insert(r.notes.end(), ignored.begin(), ignored.end());
+  };
   if (backend == "HQQ") {
-    return refuse("backend=HQQ: HQQ's proximal optimizer (20 rounds of lp-norm shrinkage over the whole tensor, "
-                  "grouping across heads and tokens for axis 0) has no kvscope rule yet; backend=quanto is modelled");
+    // cache_utils.py HQQQuantizedLayer.__init__ (commit 004999d9): HQQ's own checks, in its words.
+    if (nbits != 1 && nbits != 2 && nbits != 3 && nbits != 4 && nbits != 8) {
+      return refuse("\"`nbits` for `HQQ` backend has to be one of [`1`, `2`, `3`, `4`, `8`] but got " +
+                    std::to_string(nbits) + "\"");
+    }
+    if (axisKey != 0 && axisKey != 1) {
+      return refuse("\"`axis_key` for `HQQ` backend has to be one of [`0`, `1`] but got " + std::to_string(axisKey) + "\"");
+    }
+    if (axisValue != 0 && axisValue != 1) {
+      return refuse("\"`axis_value` for `HQQ` backend has to be one of [`0`, `1`] but got " + std::to_string(axisValue) +
+                    "\"");
+    }
+    auto hqqSpec = [&](long axis) {
+      return "hqq" + std::to_string(nbits) + (axis == 1 ? ",axis=token" : "") +
+             (groupSize != 64 ? ",group=" + g : "") + ",scale=" + meta;
+    };
+    r.key = hqqSpec(axisKey);
+    r.value = hqqSpec(axisValue);
+    r.notes.push_back("HQQ int" + std::to_string(nbits) + " (HQQQuantizedLayer._quantize → Quantizer.quantize with "
+                      "optimize=True, compute_dtype = the model dtype): groups of " + g +
+                      (axisKey == 0 ? " values n/" + g + " apart in the flattened [heads, tokens, D] layer tensor "
+                                      "(key axis 0: across heads and tokens)"
+                                    : " consecutive values (key axis 1)") +
+                      ", scale (2^b − 1)/(max − min) and zero −min·scale, then 20 rounds at most of HQQ's proximal "
+                      "zero-point optimizer in fp16 (lp 0.7, beta 10; it stops when the mean error over the whole "
+                      "tensor does not fall) → hqq (docs/formats.md)");
+    r.notes.push_back("HQQ's groups and its stop rule span the whole layer tensor: the result depends on how many tokens "
+                      "were quantized together (the whole prompt, here the whole dump); the layer tensor must hold a "
+                      "multiple of q_group_size values");
+    prefillNotes();
+    return r;
   }
   // cache_utils.py QuantoQuantizedLayer.__init__: the checks quanto's layer makes.
   if (nbits != 2 && nbits != 4) {
@@ -95,12 +144,6 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
     return refuse("\"`axis_value` for `quanto` backend has to be one of [`0`, `-1`] but got " + std::to_string(axisValue) +
                   "\"");
   }
-  if (groupSize <= 0 || groupSize > 1'000'000) {
-    return refuse("q_group_size must be a whole number from 1 to 1000000 (got " + std::to_string(groupSize) + ")");
-  }
-  if (residual < 0) return refuse("residual_length must be ≥ 0 (got " + std::to_string(residual) + ")");
-  const std::string meta = dtype == "float16" ? "fp16" : "bf16";
-  const std::string g = std::to_string(groupSize);
   if (shape.headDim > 0 && (axisKey == 0 || axisValue == 0) && shape.headDim % groupSize != 0) {
     return refuse("q_group_size=" + g + " with axis 0: quanto groups " + g +
                   " consecutive values of the flattened [heads, tokens, D] tensor, which for D = " +
@@ -124,17 +167,7 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
                       " consecutive rows of the flattened [heads·tokens] tensor, which match kvscope's per-head runs "
                       "only when the token count is a multiple of " + g);
   }
-  r.notes.push_back("the prefill: QuantizedLayer.update quantizes the whole prompt at its first call and keeps no "
-                    "residual, so residual_length=" + std::to_string(residual) +
-                    " never protects prompt tokens; every dump token is quantized (the residual holds only "
-                    "decode-time tokens, up to residual_length − 1 of them in full precision)");
-  r.notes.push_back("the prompt's own forward pass attends to the exact K/V; kvscope's metrics describe attention "
-                    "over the cache from the first decode step on");
-  if (!dtypeGiven) {
-    r.notes.push_back("no dtype= given: the scales are stored in the model dtype, assumed bfloat16 (give "
-                      "dtype=float16 for an fp16 model)");
-  }
-  r.notes.insert(r.notes.end(), ignored.begin(), ignored.end());
+  prefillNotes();
   return r;
 }
 
@@ -144,8 +177,9 @@ extern const EngineDef kTransformersEngine;
 constinit const EngineDef kTransformersEngine{
     "transformers",
     {"hf", "huggingface"},
-    "Hugging Face transformers: cache_implementation=quantized|dynamic|static|offloaded, backend=quanto, nbits=2|4, "
-    "q_group_size=G, residual_length=R, axis_key=0|-1, axis_value=0|-1, dtype=float16|bfloat16",
+    "Hugging Face transformers: cache_implementation=quantized|dynamic|static|offloaded, backend=quanto|HQQ, "
+    "nbits=2|4 (quanto), 1|2|3|4|8 (HQQ), q_group_size=G, residual_length=R, axis_key=0|-1 (HQQ: 0|1), "
+    "axis_value=0|-1 (HQQ: 0|1), dtype=float16|bfloat16",
     resolveTransformers};
 
 }  // namespace kvscope

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "core/quant/codebook.h"
+#include "core/quant/lmdeploy_tq.h"
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
 #include "core/util/simd.h"
@@ -392,6 +393,7 @@ bool quantizesPerHead(const QuantSpec& spec, int64_t headDim) {
       return spec.axis != Axis::Tensor;
     case FormatKind::Vector: return true;       // one token vector of one head at a time
     case FormatKind::NonUniform: return false;  // one codebook for the whole layer tensor
+    case FormatKind::Optimized: return false;   // hqq: groups and optimizer over the whole layer tensor
   }
   return false;
 }
@@ -487,7 +489,13 @@ Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t 
       g.clipLo *= inv;
       g.clipHi *= inv;
       g.levels.clear();
-      for (double c : codebook::sphereCodebook(static_cast<int>(dim), bookBits).centroids) g.levels.push_back(c);
+      if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
+        for (float c : lmdeploy_tq::book(static_cast<int>(dim), lmdeploy_tq::codebookBits(spec)).centroids) {
+          g.levels.push_back(c);
+        }
+      } else {
+        for (double c : codebook::sphereCodebook(static_cast<int>(dim), bookBits).centroids) g.levels.push_back(c);
+      }
     }
   }
   int64_t histIndex = index;

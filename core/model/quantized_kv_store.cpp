@@ -38,6 +38,8 @@ StreamingMode streamingModeFor(const QuantSpec& spec) {
       return StreamingMode::TokenLocal;  // one token's vector, its own norm, a fixed codebook
     case FormatKind::NonUniform:
       return StreamingMode::Calibrated;  // the codebook is fitted to the whole layer tensor
+    case FormatKind::Optimized:
+      return StreamingMode::Calibrated;  // hqq: groups and the optimizer's stop rule span the layer tensor
   }
   return StreamingMode::Calibrated;
 }
@@ -60,6 +62,11 @@ std::string streamingDescription(const QuantSpec& spec) {
       return "channel groups of " + std::to_string(spec.group) +
              " tokens quantized once complete, the incomplete tail kept exact" + kept;
     case StreamingMode::Calibrated:
+      if (spec.format == FormatId::Hqq) {
+        return "HQQ's groups and zero points fitted to the dump's whole cache at once (transformers quantizes "
+               "the whole prefill in one call, transformers#35185): each token is quantized on arrival with the "
+               "groups of the dump's tensor in which its row is replaced by the replay's" + kept;
+      }
       if (spec.format == FormatId::Nuq) {
         return "codebook (k-means over the layer tensor) and scales calibrated on the dump's whole cache (KVQuant "
                "calibrates its datatypes offline): each token is quantized on arrival with the codebook and scales "

@@ -34,6 +34,11 @@ constexpr std::array kFormats{
                "per 16-value block: one E4M3 scale; per layer tensor: one fp32 scale",
                "NVIDIA NVFP4 (E2M1 elements, E4M3 block scale, fp32 tensor scale)",
                "NVIDIA fp4: E2M1 values, E4M3 scale per 16 values, fp32 scale per tensor"},
+    FormatInfo{FormatId::Kvfp4, "kvfp4", FormatKind::Block, 16, 4.0, 8, 0, false, false,
+               "per 16-value block: one 8-bit power-of-two exponent (e + 127)",
+               "SGLang KVFP4 (FP4MXBlock16KVQuantizeUtil): E2M1 with ties away from zero, scale 2^ceil(log2(max/6))",
+               "SGLang fp4: E2M1 values (ties away from zero), power-of-two scale 2^ceil(log2(max/6)) per 16 "
+               "values of a token row"},
     FormatInfo{FormatId::Q8_0, "q8_0", FormatKind::Block, 32, 8.0, 16, 0, false, false,
                "per 32-value block: fp16 scale", "ggml quantize_row_q8_0_ref",
                "ggml q8_0: 8-bit symmetric, fp16 scale per 32 values (8.5 bpe)"},
@@ -67,17 +72,36 @@ constexpr std::array kFormats{
                "vLLM TurboQuant keys (turboquant_*_nc): Gaussian N(0, 1/D) Lloyd-Max codebook, norm correction",
                "vLLM TurboQuant-MSE keys: rotated vector over (norm + 1e-8), each coordinate on vLLM's b-bit "
                "Lloyd-Max codebook of N(0, 1/D), the codes renormalized to unit norm, times the stored norm", 1, 8},
+    FormatInfo{FormatId::Lmtq, "lmtq", FormatKind::Vector, 0, 0.0, 0, 0, true, false,
+               "per vector (one token of one kv head): its norm, in the `scale=` type (the model dtype)",
+               "LMDeploy TurboQuant values (quant_policy 42): Gaussian Lloyd-Max codebook of turbo_quant.py",
+               "LMDeploy TurboQuant (MSE): Hadamard-rotated unit vector, each coordinate on LMDeploy's b-bit "
+               "Gaussian N(0, 1/D) Lloyd-Max table, times the stored norm", 2, 3},
+    FormatInfo{FormatId::Lmqjl, "lmqjl", FormatKind::Vector, 0, 0.0, 0, 0, true, false,
+               "per vector: its norm and its residual's RMS, in the `scale=` type (the model dtype)",
+               "LMDeploy TurboQuant keys (quant_policy 42, \"QJL4\"): lmtq<b-1> plus the residual's sign bits",
+               "LMDeploy TurboQuant keys: lmtq<b-1> plus one sign bit per coordinate of the residual, scaled by "
+               "the residual's RMS (deterministic, no projection)", 3, 4},
     FormatInfo{FormatId::Nuq, "nuq", FormatKind::NonUniform, 0, 0.0, 0, 0, true, true,
                "per group: one absmax scale; per layer tensor: 2^b fp16 codebook values",
                "KVQuant-style non-uniform datatype (Hooper et al. 2024), plain k-means per layer tensor",
                "KVQuant-style non-uniform: values over their group's max-abs on a k-means codebook of "
                "2^b fp16 values fitted to the whole layer tensor", 2, 8},
+    FormatInfo{FormatId::Hqq, "hqq", FormatKind::Optimized, 0, 0.0, 0, 0, true, false,
+               "per group: scale and zero point in the `scale=` type (the model dtype)",
+               "HQQ Quantizer.quantize with optimize_weights_proximal_legacy (mobiusml/hqq), as transformers' "
+               "HQQ cache calls it",
+               "HQQ (transformers' backend=HQQ): asymmetric groups of the flattened layer tensor, zero points "
+               "refined by HQQ's proximal lp-shrinkage rounds", 1, 8},
     FormatInfo{FormatId::Fp16, "fp16", FormatKind::Elementwise, 0, 16.0, 0, 0, false, false,
                "none", "IEEE binary16, round to nearest even",
                "every value rounded to IEEE half precision"},
     FormatInfo{FormatId::Bf16, "bf16", FormatKind::Elementwise, 0, 16.0, 0, 0, false, false,
                "none", "bfloat16, round to nearest even",
                "every value rounded to bfloat16 (8 exponent, 7 mantissa bits)"},
+    FormatInfo{FormatId::Fp32, "fp32", FormatKind::Elementwise, 0, 32.0, 0, 0, false, false,
+               "none", "IEEE binary32 (the dump's values as they are)",
+               "every value kept as a 32-bit float: exact, counted as 32 bits (llama.cpp's f32 cache)"},
     FormatInfo{FormatId::None, "none", FormatKind::Elementwise, 0, 16.0, 0, 0, false, false,
                "none", "exact copy (counted as the fp16 baseline)",
                "no quantization: the reference itself, counted as 16 bits"},

@@ -15,6 +15,7 @@ enum class FormatId {
   Fp16, Bf16, None,
   Tq, Tqp, Nuq,
   Tqg,
+  Kvfp4, Lmtq, Lmqjl, Hqq, Fp32,
 };
 
 /// How a format groups values.
@@ -22,10 +23,11 @@ enum class FormatKind {
   Integer,    ///< int<b>: grouped by axis/group, asym or sym
   Float8,     ///< fp8_*: grouped by axis/group, max-abs scale
   Codebook,   ///< nf4: grouped by axis/group, max-abs scale
-  Block,      ///< fixed blocks along the token row (mxfp4, nvfp4, ggml types)
-  Elementwise,///< fp16, bf16, none: no scales
-  Vector,     ///< tq<b>, tqp<b>, tqg<b>: per vector (one token of one head), its norm and a codebook over the rotated, normalized coordinates (§11)
+  Block,      ///< fixed blocks along the token row (mxfp4, nvfp4, kvfp4, ggml types)
+  Elementwise,///< fp16, bf16, fp32, none: no scales
+  Vector,     ///< tq<b>, tqp<b>, tqg<b>, lmtq<b>, lmqjl<b>: per vector (one token of one head), its norm and a codebook over the rotated, normalized coordinates (§11)
   NonUniform, ///< nuq<b>: grouped by axis/group with a max-abs scale, on one k-means codebook per layer tensor (§11)
+  Optimized,  ///< hqq<b>: asymmetric groups of the flattened layer tensor whose zero points HQQ's optimizer fits (whole tensor at once)
 };
 
 /// One row of the format table.
@@ -37,7 +39,7 @@ struct FormatInfo {
   double payloadBits;           ///< bits per quantized value, metadata excluded (int: per `bits`)
   int blockMetaBits;            ///< metadata bits per block (block formats), 0 otherwise
   int tensorMetaBits;           ///< metadata bits per layer tensor (nvfp4: 32), 0 otherwise
-  bool hasBits;                 ///< takes a bit width (int1..int8, tq1..tq8, tqp2..tqp8, nuq2..nuq8)
+  bool hasBits;                 ///< takes a bit width (int1..int8, tq1..tq8, tqp2..tqp8, nuq2..nuq8, lmtq2..3, lmqjl3..4)
   bool grouped;                 ///< accepts axis=/group=/clip=/scale=
   std::string_view metadata;    ///< human description of the metadata stored
   std::string_view reference;   ///< the reference quantizer it reproduces

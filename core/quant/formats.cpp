@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/quant/codebook.h"
+#include "core/quant/hqq.h"
+#include "core/quant/lmdeploy_tq.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/fp_vec.h"
 #include "core/quant/kernels_block.h"
@@ -23,6 +25,14 @@
 #include "core/util/simd.h"
 
 namespace kvscope {
+
+namespace {
+/// HQQ's groups on a layer tensor of quantized tokens (flattened [heads, tokens, D]).
+hqq::Layout hqqLayout(const Tensor3& x, const QuantSpec& spec) {
+  return hqq::Layout{static_cast<int64_t>(x.size()), spec.group, spec.axis != Axis::Token};
+}
+}  // namespace
+
 namespace {
 
 using kernels::GroupedKind;
@@ -49,6 +59,14 @@ int64_t runLength(int group, int64_t axisLength) {
 Status checkFormatSpec(const Tensor3& x, const QuantSpec& spec) {
   if (x.size() != static_cast<size_t>(x.heads * x.tokens * x.dim)) {
     return Status::internal("tensor data size does not match its shape");
+  }
+  if (formatInfo(spec.format).kind == FormatKind::Optimized) {
+    const int64_t n = x.heads * x.tokens * x.dim;
+    if (spec.group < 1 || n % spec.group != 0) {
+      return Status::invalidArgument("hqq: \"group_size should be divisble by the total tensor dimensions\" (HQQ "
+                                     "refuses it): the layer tensor holds " + std::to_string(n) +
+                                     " values, not a multiple of group=" + std::to_string(spec.group));
+    }
   }
   return checkFormatSpec(spec, x.heads, x.dim);
 }
@@ -79,6 +97,11 @@ Status checkFormatSpec(const QuantSpec& spec, int64_t heads, int64_t dim) {
   }
   if (info.kind == FormatKind::Vector && dim < codebook::kMinSphereDim) {
     return Status::invalidArgument(std::string(info.name) + " needs a head dim of at least 2, got " + std::to_string(dim));
+  }
+  if (info.kind == FormatKind::Optimized) {
+    if (!hqq::validBits(spec.bits)) {
+      return Status::invalidArgument("hqq bits must be 1..8, got " + std::to_string(spec.bits));
+    }
   }
   if (info.kind == FormatKind::NonUniform && spec.clip.kind == Clip::Kind::Mse) {
     return Status::invalidArgument("nuq does not take clip=mse (allowed: clip=p)");
@@ -538,6 +561,14 @@ void quantizeVectors(Tensor3& x, const QuantSpec& spec) {
   constexpr int64_t kRun = 256;
   const int64_t runs = (rows + kRun - 1) / kRun;
   float* data = x.data.data();
+  if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
+#pragma omp parallel for schedule(dynamic, 4) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
+    for (int64_t r = 0; r < runs; ++r) {
+      lmdeploy_tq::quantizeRows(spec.format, data + r * kRun * x.dim, std::min(kRun, rows - r * kRun), dim, spec.bits,
+                                spec.scale);
+    }
+    return;
+  }
   if (spec.format == FormatId::Tqp) {
     (void)codebook::qjlMatrix(dim, spec.seed);  // built once, before the threads need it
   }
@@ -579,6 +610,9 @@ Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
       break;
     case FormatKind::Vector: quantizeVectors(x, spec); break;
     case FormatKind::NonUniform: codebook::quantizeNuqTensor(x, spec); break;
+    case FormatKind::Optimized:
+      (void)hqq::quantizeTensor(x.data.data(), hqqLayout(x, spec), spec.bits, spec.scale);
+      break;
   }
   return Status::ok();
 }
@@ -604,7 +638,8 @@ int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
     // The codebook formats run on the general path: nuq's codebook needs the whole tensor, and
     // tq/tqp rotate every vector (and are not written for pieces).
     case FormatKind::Vector:
-    case FormatKind::NonUniform: return 0;
+    case FormatKind::NonUniform:
+    case FormatKind::Optimized: return 0;
     default: break;
   }
   switch (spec.axis) {
@@ -681,6 +716,7 @@ int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t
     case FormatKind::Elementwise: return 0;
     case FormatKind::Block: return heads * tokens * dim / info.blockSize;
     case FormatKind::Vector: return heads * tokens;  // one norm (tqp: and a residual norm) per vector
+    case FormatKind::Optimized: return spec.group > 0 ? heads * tokens * dim / spec.group : 0;  // hqq
     default: break;
   }
   switch (spec.axis) {
@@ -883,6 +919,21 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
   const kernels::MinMax mm = kernels::minMax(values.data(), x.dim);
   g.lo = g.clipLo = mm.lo;
   g.hi = g.clipHi = mm.hi;
+  if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
+    // LMDeploy's norm (with its 1e-8) of the rotated vector in the model dtype; levels: its table times it.
+    std::vector<float> y = values;
+    for (float& v : y) v = fp::metaRound(v, spec.scale);
+    const auto unrounded = static_cast<float>(std::sqrt(codebook::sumOfSquares(y.data(), x.dim) + 1e-8));
+    const float n = fp::metaRound(unrounded, spec.scale);  // as lmdeploy_tq rounds it: float, then meta
+    g.scale = n;
+    const int bits = lmdeploy_tq::codebookBits(spec);
+    for (float c : lmdeploy_tq::book(dim, bits).centroids) g.levels.push_back(fp::metaRound(c * n, spec.scale));
+    sortLevels(g.levels);
+    g.codesTotal = 1 << bits;
+    lmdeploy_tq::quantizeRows(FormatId::Lmtq, values.data(), 1, dim, bits, spec.scale);
+    g.codesUsed = countLevelsUsed(values, g.levels);
+    return g;
+  }
   const float n = fp::metaRound(std::sqrt(codebook::sumOfSquares(values.data(), x.dim)), spec.scale);
   g.scale = n;
   const int bits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
@@ -919,6 +970,39 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
   codebook::tqRows(values.data(), 1, dim, bits, spec.scale);
   g.codesUsed = countLevelsUsed(values, g.levels);
   return g;
+}
+
+// hqq: the group of HQQ's layout that holds the element, after the optimizer ran on the whole
+// tensor; its levels are (q − zero)·scale for every code, as stored.
+Expected<GroupDetail> describeHqq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                  int64_t channel) {
+  const hqq::Layout layout = hqqLayout(x, spec);
+  const int64_t flat = (head * x.tokens + token) * x.dim + channel;
+  const int64_t g = layout.axis0 ? flat % layout.groups() : flat / layout.group;
+  Tensor3 q = x;
+  const hqq::Result r = hqq::quantizeTensor(q.data.data(), layout, spec.bits, spec.scale);
+  GroupDetail d;
+  d.size = layout.group;
+  std::vector<float> values, recon;
+  for (int64_t k = 0; k < layout.group; ++k) {
+    values.push_back(x.data[static_cast<size_t>(layout.at(g, k))]);
+    recon.push_back(q.data[static_cast<size_t>(layout.at(g, k))]);
+  }
+  const kernels::MinMax mm = kernels::minMax(values.data(), layout.group);
+  d.lo = d.clipLo = mm.lo;
+  d.hi = d.clipHi = mm.hi;
+  d.scale = r.scale[static_cast<size_t>(g)];
+  d.zero = r.zero[static_cast<size_t>(g)];
+  const int codes = 1 << spec.bits;
+  for (int c = 0; c < codes; ++c) {
+    d.levels.push_back(fp::metaRound(fp::metaRound(static_cast<float>(c) - static_cast<float>(d.zero), spec.scale) *
+                                         static_cast<float>(d.scale),
+                                     spec.scale));
+  }
+  sortLevels(d.levels);
+  d.codesTotal = codes;
+  d.codesUsed = countLevelsUsed(recon, d.levels);
+  return d;
 }
 
 Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int64_t head,
@@ -958,6 +1042,7 @@ Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int
   switch (spec.format) {
     case FormatId::Mxfp4:
     case FormatId::Nvfp4:
+    case FormatId::Kvfp4:
       for (uint8_t c = 0; c < 16; ++c) d.levels.push_back(fp::e2m1Value(c) * scale);
       d.codesTotal = 16;
       break;
@@ -994,6 +1079,7 @@ Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int
     case FormatKind::Block: return describeBlock(x, spec, head, token, channel);
     case FormatKind::Vector: return describeVector(x, spec, head, token);
     case FormatKind::NonUniform: return describeNuq(x, spec, head, token, channel);
+    case FormatKind::Optimized: return describeHqq(x, spec, head, token, channel);
     case FormatKind::Elementwise: break;
   }
   // No groups: the element alone, its one reconstruction as the only level.
@@ -1006,7 +1092,7 @@ Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int
   if (spec.format == FormatId::Bf16) r = fp::roundBf16(v);
   d.levels = {r};
   d.codesUsed = 1;
-  d.codesTotal = spec.format == FormatId::None ? 0 : 65536;
+  d.codesTotal = spec.format == FormatId::None || spec.format == FormatId::Fp32 ? 0 : 65536;
   return d;
 }
 

@@ -61,6 +61,19 @@ void mxfp4One(float* x) {
   for (int i = 0; i < kQk; ++i) x[i] = fp::roundE2m1(x[i] * inverse) * scale;
 }
 
+// SGLang's KVFP4 (docs/formats.md "kvfp4"): 16 values, one power-of-two scale 2^e with
+// e = ceil(log2(max(a/6, 1e-10))), elements on the e2m1 levels with ties away from zero.
+void kvfp4One(float* x) {
+  const float a = maxAbs(x, 16);
+  const int e = kvfp4Exponent(a);
+  const float scale = std::ldexp(1.0f, e), inverse = std::ldexp(1.0f, -e);  // e in [-33, 126]: both exact
+  for (int i = 0; i < 16; ++i) x[i] = e2m1TiesAway(x[i] * inverse) * scale;
+}
+
+KVSCOPE_SIMD_CLONES void kvfp4(float* x, int64_t blocks, float /*g*/) {
+  for (int64_t b = 0; b < blocks; ++b) kvfp4One(x + b * 16);
+}
+
 
 // ---- Eight blocks at a time -------------------------------------------------------------------
 // A block's scale needs a horizontal reduction and a few scalar steps; done for one block of 16
@@ -480,6 +493,7 @@ float blockScale(FormatId format, const float* x, float g, float* zero) {
       const float a = maxAbs(x, kQk);
       return a > 0.0f ? std::ldexp(1.0f, mxfp4Exponent(a)) : 0.0f;
     }
+    case FormatId::Kvfp4: return std::ldexp(1.0f, kvfp4Exponent(maxAbs(x, 16)));
     case FormatId::Nvfp4: {
       const float a = maxAbs(x, 16);
       const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
@@ -531,6 +545,29 @@ int mxfp4Exponent(float maxAbs) {
   return std::clamp(e - 2, -127, 127);
 }
 
+int kvfp4Exponent(float maxAbs) {
+  // torch.clamp(a / 6, min=1e-10) in float32, then ceil(log2): y = 1.m · 2^E is above 2^E unless
+  // m = 0. y ≥ 1e-10 is normal; an infinite a (not expected) gives E = 128.
+  const float y = std::max(maxAbs / 6.0f, 1e-10f);
+  const uint32_t bits = fp::bitsOf(y);
+  const int field = static_cast<int>((bits >> 23) & 0xffu);
+  const int e = field - 127 + ((bits & 0x7fffffu) != 0 ? 1 : 0);
+  return std::min(e, 127);
+}
+
+float e2m1TiesAway(float v) {
+  const float av = std::fabs(v);
+  const float m = av >= 5.0f    ? 6.0f
+                  : av >= 3.5f  ? 4.0f
+                  : av >= 2.5f  ? 3.0f
+                  : av >= 1.75f ? 2.0f
+                  : av >= 1.25f ? 1.5f
+                  : av >= 0.75f ? 1.0f
+                  : av >= 0.25f ? 0.5f
+                                : 0.0f;
+  return v < 0.0f ? -m : m;
+}
+
 KVSCOPE_SIMD_CLONES void nvfp4From(const float* in, float* out, int64_t blocks, float g, const float* maxima) {
   nvfp4Run(in, out, blocks, g, maxima);
 }
@@ -579,6 +616,7 @@ BlockKernel blockKernel(FormatId format) {
   switch (format) {
     case FormatId::Mxfp4: return &mxfp4;
     case FormatId::Nvfp4: return &nvfp4;
+    case FormatId::Kvfp4: return &kvfp4;
     case FormatId::Q8_0: return &q8_0;
     case FormatId::Q4_0: return &q4_0;
     case FormatId::Q4_1: return &q4_1;

@@ -30,6 +30,13 @@ float blockScale(FormatId format, const float* x, float g, float* zero);
 float nvfp4GlobalScale(float maxAbs);
 /// mxfp4's shared exponent of a block with max |x| = a > 0: floor(log2 a) - 2, clamped to E8M0.
 int mxfp4Exponent(float maxAbs);
+/// kvfp4's (SGLang's KVFP4) block exponent for max |x| = a: ceil(log2 y), y = max(fp32(a/6),
+/// fp32(1e-10)), taken exactly from y's bits (so y a power of two gives its own exponent).
+int kvfp4Exponent(float maxAbs);
+/// v on the e2m1 levels ±{0, 0.5, 1, 1.5, 2, 3, 4, 6} by SGLang's bounds (0.25, 0.75, 1.25, 1.75,
+/// 2.5, 3.5, 5): a value on a bound takes the level above it (ties away from zero); |v| > 6 gives 6;
+/// a negative v that rounds to 0 gives −0.
+float e2m1TiesAway(float v);
 
 /// `blocks` consecutive blocks at x, each replaced in place by its reconstruction; `g` is nvfp4's
 /// tensor scale (others ignore it).

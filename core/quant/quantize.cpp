@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include "core/quant/format_table.h"
+#include "core/quant/hqq.h"
 #include "core/quant/fp_types.h"
 #include "core/quant/formats.h"
 #include "core/quant/kernels_block.h"
@@ -939,7 +940,17 @@ StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
     case FormatKind::Vector: {
       // §11: one metadata value per vector (tq: its norm), two for tqp (and the residual's norm).
       const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      s.metadataBits = groups * (spec.format == FormatId::Tqp ? 2.0 : 1.0) * valueBits;
+      // lmqjl: the norm and the residual's RMS.
+      s.metadataBits =
+          groups * (spec.format == FormatId::Tqp || spec.format == FormatId::Lmqjl ? 2.0 : 1.0) * valueBits;
+      break;
+    }
+    case FormatKind::Optimized: {
+      // hqq: HQQ's packed codes (3 bits: 10 per int32, padded) and a scale and a zero per group.
+      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
+      const hqq::Layout layout{quantized, spec.group, spec.axis != Axis::Token};
+      s.payloadBits = quantized % spec.group == 0 ? hqq::payloadBits(layout, spec.bits) : s.payloadBits;
+      s.metadataBits = groups * 2.0 * valueBits;
       break;
     }
     case FormatKind::NonUniform: {

@@ -4,8 +4,11 @@
 #include "core/quant/reference.h"
 
 #include "core/quant/codebook.h"
+#include "core/quant/hqq.h"
+#include "core/quant/lmdeploy_tq.h"
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <bit>
@@ -562,6 +565,27 @@ void nvfp4(float* x, float g) {
   for (int j = 0; j < 16; ++j) x[j] = (d == 0.0f || dg == 0.0f) ? 0.0f : dg * e2m1(x[j] / dg);
 }
 
+// SGLang kvfp4 (kvfp4_tensor.py FP4MXBlock16KVQuantizeUtil.batched_quantize), from the formula:
+// e = ceil(log2(max(fp32(a/6), fp32(1e-10)))) with log2 in double, each element the nearest of
+// the e2m1 levels times 2^e, a tie going to the larger magnitude.
+void kvfp4(float* x) {
+  float a = 0;
+  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
+  const float y = std::max(a / 6.0f, 1e-10f);
+  const int e = static_cast<int>(std::ceil(std::log2(static_cast<double>(y))));
+  const double scale = std::pow(2.0, e);
+  constexpr std::array<double, 8> kLevels{0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  for (int j = 0; j < 16; ++j) {
+    const double v = static_cast<double>(x[j]) / scale;
+    const double av = std::fabs(v);
+    double best = 0;
+    for (double l : kLevels) {
+      if (std::fabs(av - l) <= std::fabs(av - best)) best = l;  // <=: a tie takes the larger level
+    }
+    x[j] = static_cast<float>((v < 0 ? -best : best) * scale);
+  }
+}
+
 }  // namespace
 
 bool nvfp4FourOverSix(float* x, float g) {
@@ -603,6 +627,7 @@ void quantizeBlock(FormatId format, float* x, float g) {
     case FormatId::Iq4Nl: iq4nl(x); break;
     case FormatId::Mxfp4: mxfp4(x); break;
     case FormatId::Nvfp4: nvfp4(x, g); break;
+    case FormatId::Kvfp4: kvfp4(x); break;
     default: break;
   }
 }
@@ -647,7 +672,9 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
     }
     case FormatKind::Vector: {
       const auto dim = static_cast<int>(x.dim);
-      if (spec.format == FormatId::Tqp) {
+      if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
+        lmdeploy_tq::quantizeRowsReference(spec.format, x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
+      } else if (spec.format == FormatId::Tqp) {
         codebook::tqpRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale, spec.seed);
       } else if (spec.format == FormatId::Tqg) {
         codebook::tqgRows(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
@@ -657,6 +684,11 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
       return Status::ok();
     }
     case FormatKind::NonUniform: codebook::quantizeNuqTensorReference(x, spec); return Status::ok();
+    case FormatKind::Optimized:
+      (void)hqq::quantizeTensorReference(x.data.data(),
+                                         hqq::Layout{static_cast<int64_t>(x.size()), spec.group, spec.axis != Axis::Token},
+                                         spec.bits, spec.scale);
+      return Status::ok();
     default: break;
   }
   for (const auto& group : reference::groupIndices(spec, x.heads, x.tokens, x.dim)) {

@@ -111,10 +111,14 @@ std::string formatNameList() {
 bool isGrouped(const FormatInfo& info) { return info.grouped; }
 
 Axis defaultAxis(FormatId id) {
-  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2) ? Axis::Tensor : Axis::Token;
+  // hqq: HQQ's (and transformers') default axis 0, the strided groups of the whole tensor.
+  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2 || id == FormatId::Hqq) ? Axis::Tensor : Axis::Token;
 }
 
+constexpr int kHqqDefaultGroup = 64;  // transformers QuantizedCacheConfig q_group_size
+
 int defaultGroup(FormatId id, Axis axis) {
+  if (id == FormatId::Hqq) return kHqqDefaultGroup;   // hqq's groups have G values on either axis
   if (axis == Axis::Tensor || axis == Axis::Head) return 0;  // one group per axis element
   return id == FormatId::Nf4 ? kNf4DefaultGroup : 0;
 }
@@ -140,7 +144,8 @@ QuantSpec defaultSpec(FormatId format, int bits) {
   QuantSpec s;
   s.format = format;
   if (info.hasBits) {
-    s.bits = bits > 0 ? bits : kDefaultIntBits;
+    // Without bits: 4, or the nearest width the format has (lmtq: 3).
+    s.bits = bits > 0 ? bits : std::clamp(kDefaultIntBits, info.minBits, info.maxBits);
   } else {
     s.bits = static_cast<int>(info.payloadBits);
   }
@@ -233,6 +238,11 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return Status::ok();
     };
     auto groupedOnly = [&]() -> Status {
+      if (info->kind == FormatKind::Optimized) {
+        if (key == "axis" || key == "group" || key == "scale") return Status::ok();
+        return bad(key + "= does not apply to " + formatName + " (allowed with hqq<b>: axis=tensor|token, group=G, "
+                   "scale=fp16|bf16|fp32 and the pipeline options)");
+      }
       if (info->kind == FormatKind::Vector && key != "scale") {
         return bad("tq formats quantize whole vectors: " + key + "= does not apply (allowed with " + formatName +
                    ": rot=hadamard|rht|random, seed=N, scale=fp16|bf16|fp32 and the pipeline options)");
@@ -430,6 +440,23 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return bad("tq formats rotate whole vectors: rot=hadamard:" + std::to_string(spec.rotationBlock) +
                  " does not apply (allowed: rot=hadamard, rot=rht or rot=random)");
     }
+    const bool lmdeploy = info->id == FormatId::Lmtq || info->id == FormatId::Lmqjl;
+    if (lmdeploy && rotGiven && spec.rotation != Rotation::Hadamard) {
+      return bad(formatName + " rotates by the normalized Hadamard matrix, as LMDeploy's hadamard_rotate does "
+                 "(allowed: rot=hadamard, or no rot=)");
+    }
+    if (lmdeploy && seedGiven) {
+      return bad(formatName + " draws nothing at random: seed= does not apply (LMDeploy's rotation has no signs and "
+                 "its residual bit is a sign, not a projection; allowed: " + formatName + " without seed=)");
+    }
+  }
+  if (info->id == FormatId::Hqq) {
+    if (spec.axis != Axis::Tensor && spec.axis != Axis::Token) {
+      return bad(std::string("axis=") + axisName(spec.axis) + " does not apply to " + formatName +
+                 " (allowed: axis=tensor, HQQ's axis 0: the layer tensor viewed as [G, n/G], each column a group; "
+                 "axis=token, HQQ's axis 1: G consecutive values)");
+    }
+    if (spec.group < 1) return bad("hqq needs a group of at least one value (allowed: group=G with G ≥ 1, HQQ's group_size)");
   }
   if (info->id == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
     return bad("clip=mse does not apply to " + formatName + ": a group's best clip depends on the codebook, "
@@ -495,6 +522,10 @@ Rotation effectiveRotation(const QuantSpec& spec, int64_t headDim) {
 Status checkRotation(const QuantSpec& spec, int64_t headDim) {
   const std::string d = std::to_string(headDim);
   if (isVectorFormat(spec)) {
+    if ((spec.format == FormatId::Lmtq || spec.format == FormatId::Lmqjl) && !isPowerOfTwo(headDim)) {
+      return Status::invalidArgument("D = " + d + " is not a power of two: LMDeploy's TurboQuant refuses it "
+                                     "(\"TurboQuant K requires power-of-2 raw dim, got " + d + "\")");
+    }
     if (headDim < 2) {
       return Status::invalidArgument("tq formats need a head dim of at least 2 (the density of a unit vector's "
                                      "coordinate does not exist for D = " + d + ")");
@@ -664,6 +695,11 @@ std::string toString(const QuantSpec& spec) {
     if (spec.minScale > 0) add("minscale=" + formatNumber(spec.minScale));
   }
   if (info.kind == FormatKind::Vector && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
+  if (info.kind == FormatKind::Optimized) {
+    if (spec.axis != def.axis) add(std::string("axis=") + axisName(spec.axis));
+    if (spec.group != def.group) add("group=" + std::to_string(spec.group));
+    if (spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
+  }
   if (spec.unitscale) add("unitscale");
   if (spec.globalScale > 0) add("gscale=" + formatNumber(spec.globalScale));
   if (spec.fourOverSix) add("4over6");

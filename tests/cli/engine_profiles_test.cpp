@@ -45,12 +45,25 @@ TEST_F(CliEngineProfiles, ExplainNamesTheRuleAndTheAssumption) {
   ASSERT_EQ(hf.exitCode, 0) << hf.err;
   EXPECT_NE(hf.out.find("key:   int4,round=even,group=64,scale=bf16\n"), std::string::npos) << hf.out;
   EXPECT_NE(hf.out.find("residual_length=128 never protects prompt tokens"), std::string::npos) << hf.out;
+  auto hqq = test::runCli("eval '" + dump_ + "' --engine 'transformers cache_implementation=quantized backend=HQQ "
+                          "nbits=4' --explain");
+  ASSERT_EQ(hqq.exitCode, 0) << hqq.err;
+  EXPECT_NE(hqq.out.find("key:   hqq4,scale=bf16\n"), std::string::npos) << hqq.out;
+  EXPECT_NE(hqq.out.find("#35185"), std::string::npos) << hqq.out;
+  auto lm = test::runCli("eval '" + dump_ + "' --engine 'lmdeploy --backend pytorch --quant-policy 42' --explain");
+  ASSERT_EQ(lm.exitCode, 0) << lm.err;
+  EXPECT_NE(lm.out.find("key:   lmqjl4,scale=bf16\nvalue: lmtq2,scale=bf16\n"), std::string::npos) << lm.out;
+  auto sg = test::runCli("eval '" + dump_ + "' --engine 'sglang --kv-cache-dtype fp4_e2m1' --explain");
+  ASSERT_EQ(sg.exitCode, 0) << sg.err;
+  EXPECT_NE(sg.out.find("key:   kvfp4\n"), std::string::npos) << sg.out;
 }
 
 TEST_F(CliEngineProfiles, EvalRunsEachEnginesSpecs) {
   for (const char* engine : {"vllm --kv-cache-dtype int8_per_token_head", "sglang --kv-cache-dtype fp8_e4m3",
                              "lmdeploy --quant-policy 4", "trtllm kv_cache_dtype=nvfp4",
-                             "vllm --kv-cache-dtype nvfp4"}) {
+                             "vllm --kv-cache-dtype nvfp4", "sglang --kv-cache-dtype fp4_e2m1",
+                             "lmdeploy --backend pytorch --quant-policy 42",
+                             "transformers cache_implementation=quantized backend=HQQ nbits=2"}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "' --json -");
     ASSERT_EQ(r.exitCode, 0) << engine << "\n" << r.err;
     const Json j = Json::parse(r.out);
@@ -101,7 +114,7 @@ TEST_F(CliEngineProfiles, RefusalsExitWithStatus2) {
            {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 2", "layer 2 does not exist: the dump has 2 layers"},
            {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window", "sliding_window_layers="},
            {"lmdeploy --quant-policy 42", "only in the PyTorch engine"},
-           {"transformers cache_implementation=quantized backend=HQQ", "HQQ"}}) {
+           {"transformers cache_implementation=quantized backend=HQQ nbits=5", "HQQ"}}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "'");
     EXPECT_EQ(r.exitCode, 2) << engine << "\n" << r.err;
     EXPECT_NE(r.err.find(fragment), std::string::npos) << engine << " -> " << r.err;

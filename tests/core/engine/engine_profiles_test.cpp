@@ -232,9 +232,30 @@ TEST(Sglang, Fp8ScalesComeFromTheParamFileOrAreOne) {
 TEST(Sglang, Int8KvCacheIsNotAnSglangFlag) {
   const std::string e = errorOf("sglang --int8-kv-cache");
   EXPECT_NE(e.find("--int8-kv-cache is not an SGLang flag"), std::string::npos) << e;
-  EXPECT_NE(e.find("auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16, fp4_e2m1"), std::string::npos) << e;
-  EXPECT_NE(errorOf("sglang --kv-cache-dtype fp4_e2m1").find("no kvscope format yet"), std::string::npos);
+  EXPECT_NE(e.find("auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16, fp4_e2m1, fp4_mx_block16"), std::string::npos) << e;
   EXPECT_NE(errorOf("sglang --kv-cache-dtype fp8").find("is not a cache dtype SGLang accepts"), std::string::npos);
+  EXPECT_NE(errorOf("sglang --kv-cache-dtype nvfp4").find("was not read"), std::string::npos);
+}
+
+// python/sglang/srt/mem_cache/memory_pool.py MHATokenToKVPoolFP4.set_kv_buffer (the stored version
+// of that file, 2026) calls kvfp4_tensor.py (commit 0dae407b) FP4MXBlock16KVQuantizeUtil.
+// batched_quantize on [tokens, heads, D]: 16 values, e = ceil(log2(max/6)). For kX (a = 10):
+// log2(10/6) = 0.74 → e = 1, scale 2; x/2 = [0.25, −0.625, 1.5, 5, −3.5, 0.05, 1.1, −0.015] →
+// #(≥ bounds) → [0.5, −0.5, 1.5, 6, −4, 0, 1, −0] · 2 (0.25 and 3.5 sit on bounds and go up).
+TEST(Sglang, Fp4E2m1IsKvfp4) {
+  const Specs s = resolved("sglang --kv-cache-dtype fp4_e2m1");
+  EXPECT_EQ(s.key, "kvfp4");
+  EXPECT_EQ(s.value, "kvfp4");
+  std::vector<float> x = kX;
+  x.resize(16, 0.0f);
+  std::vector<float> expected{1.0f, -1.0f, 3.0f, 12.0f, -8.0f, 0.0f, 2.0f, -0.0f};
+  expected.resize(16, 0.0f);
+  EXPECT_EQ(quantized(s.parsed.key, x), expected);
+  // _create_buffers: (m, heads, D // 2) uint8 + (m, heads·D // 16) uint8 per layer, for K and V.
+  EXPECT_NEAR(bytesPerTokenHead(s, 128), 2 * (64 + 8), 0.0);
+  EXPECT_EQ(resolved("sglang --kv-cache-dtype fp4_mx_block16").key, "kvfp4");
+  EXPECT_NE(errorOf("sglang --kv-cache-dtype fp4_e2m1 --quantization-param-path kv.json").find("k_scale"),
+            std::string::npos);
 }
 
 // ---- LMDeploy --------------------------------------------------------------------------------
@@ -262,8 +283,27 @@ TEST(Lmdeploy, PyTorchEngineAndRefusals) {
   EXPECT_TRUE(hasNote(p, "equal in distribution only"));
   EXPECT_NE(errorOf("lmdeploy --quant-policy 16").find("FP8 quantization is not supported"), std::string::npos);
   EXPECT_NE(errorOf("lmdeploy --quant-policy 42").find("only in the PyTorch engine"), std::string::npos);
-  EXPECT_NE(errorOf("lmdeploy --backend pytorch --quant-policy 42").find("codebook formats"), std::string::npos);
   EXPECT_NE(errorOf("lmdeploy --quant-policy 2").find("0, 4, 8, 16, 17, 42"), std::string::npos);
+  EXPECT_NE(errorOf("lmdeploy --backend pytorch --quant-policy 42", {96, 4, 2}).find("power-of-2"), std::string::npos);
+  // lmdeploy/cli/utils.py ArgumentHelper.quant_policy: the enum's names, any case.
+  EXPECT_EQ(resolved("lmdeploy --quant-policy INT8").key, "int8,round=even,scale=bf16");
+}
+
+// lmdeploy/messages.py QuantPolicy.TURBO_QUANT = 42 ("K=4bit QJL4 + V=2bit MSE"), PyTorch engine
+// only (commit 1263d5cd); the key and value rules are in tests/core/quant/codebook/lmdeploy_tq_test.
+// cache_engine.py get_k_block_shape/get_quant_cache_descs: K D/2 bytes + 2 model-dtype values,
+// V D/4 bytes + 1: (64 + 4) + (32 + 2) = 102 bytes per token and head at D = 128.
+TEST(Lmdeploy, TurboQuantIsLmqjl4KeysAndLmtq2Values) {
+  const Specs s = resolved("lmdeploy serve api_server m --backend pytorch --quant-policy 42 --dtype float16");
+  EXPECT_EQ(s.key, "lmqjl4");  // scale=fp16 is the vector formats' default
+  EXPECT_EQ(s.value, "lmtq2");
+  EXPECT_TRUE(hasNote(s, "nothing is drawn at random"));
+  const Specs b = resolved("lmdeploy --backend pytorch --quant-policy turbo_quant");
+  EXPECT_EQ(b.key, "lmqjl4,scale=bf16");
+  EXPECT_EQ(b.value, "lmtq2,scale=bf16");
+  EXPECT_NEAR(bytesPerTokenHead(b, 128), 102.0, 0.0);
+  EXPECT_TRUE(b.parsed.key.rotation == Rotation::None);  // the format's own rotation: Hadamard at D = 128
+  EXPECT_EQ(effectiveRotation(b.parsed.key, 128), Rotation::Hadamard);
 }
 
 // ---- transformers ----------------------------------------------------------------------------
@@ -299,11 +339,32 @@ TEST(Transformers, RefusalsUseQuantosMessages) {
             std::string::npos);
   EXPECT_NE(errorOf("transformers cache_implementation=quantized axis_value=1").find("`axis_value` for `quanto`"),
             std::string::npos);
-  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=HQQ").find("proximal optimizer"),
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=HQQ nbits=5")
+                .find("\"`nbits` for `HQQ` backend has to be one of [`1`, `2`, `3`, `4`, `8`] but got 5\""),
+            std::string::npos);
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=HQQ axis_key=-1").find("`axis_key` for `HQQ`"),
             std::string::npos);
   // stories260K's D = 8: quanto's groups of 64 would straddle tokens.
   EXPECT_NE(errorOf("transformers cache_implementation=quantized", {8, 5, 4}).find("straddle tokens"), std::string::npos);
   EXPECT_NE(errorOf("transformers cache_implementation quantized").find("not a name=value pair"), std::string::npos);
+}
+
+// src/transformers/cache_utils.py (commit 004999d9) HQQQuantizedLayer: nbits 1, 2, 3, 4, 8, axes 0
+// and 1, quantize(tensor, axis, compute_dtype = the model dtype, nbits, group_size); hqq's rule
+// and its hand vectors are in tests/core/quant/formats/hqq_test.
+TEST(Transformers, HqqBackendIsHqqWithTheGivenAxes) {
+  const Specs s = resolved("transformers cache_implementation=quantized backend=HQQ nbits=2 q_group_size=64 "
+                           "residual_length=128 axis_value=1");
+  EXPECT_EQ(s.key, "hqq2,scale=bf16");  // axis 0: HQQ's strided groups (axis=tensor, the default)
+  EXPECT_EQ(s.value, "hqq2,axis=token,scale=bf16");
+  EXPECT_TRUE(hasNote(s, "never protects prompt tokens"));
+  EXPECT_TRUE(hasNote(s, "#35185"));
+  EXPECT_TRUE(hasNote(s, "proximal"));
+  EXPECT_EQ(resolved("transformers cache_implementation=quantized backend=HQQ nbits=8 q_group_size=32 dtype=float16").key,
+            "hqq8,group=32");
+  // 2 bits per value + a bf16 scale and zero per 64 values: 32 + 2·4 bytes per token and head at
+  // D = 128, for K and for V.
+  EXPECT_NEAR(bytesPerTokenHead(s, 128), 2 * (32 + 8), 0.0);
 }
 
 // ---- TensorRT-LLM ----------------------------------------------------------------------------

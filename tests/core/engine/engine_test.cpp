@@ -102,7 +102,7 @@ TEST(Llamacpp, UnquantizedTypesMapToExactFormatsAndTheDefaultIsF16) {
   EXPECT_EQ(d->value, "fp16");
   auto r = resolveEngine("llama.cpp -ctk f32 -ctv bf16", kD128);
   ASSERT_TRUE(r.hasValue());
-  EXPECT_EQ(r->key, "none");
+  EXPECT_EQ(r->key, "fp32");  // the dump's values, counted at 4 bytes as llama.cpp stores them
   EXPECT_EQ(r->value, "bf16");
   EXPECT_TRUE(hasNote(*r, "f32 is not a quantized type"));
   // Quantized K with f16 V rotates K only: K and V are decided separately.

@@ -51,7 +51,7 @@ QuantSpec spec(const std::string& text) {
 std::vector<QuantSpec> specsToCheck() {
   std::vector<QuantSpec> out;
   for (const FormatInfo& f : formatTable()) {
-    QuantSpec base = defaultSpec(f.id, f.hasBits ? 4 : 0);
+    QuantSpec base = defaultSpec(f.id, f.hasBits ? std::clamp(4, f.minBits, f.maxBits) : 0);
     if (!f.grouped) {
       out.push_back(base);
       continue;
