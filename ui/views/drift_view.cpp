@@ -419,9 +419,16 @@ void DriftView::renderTo(QPainter& painter, const QRectF& target) {
   painter.restore();
   const double h = target.height() - infoHeight;
   const double y0 = target.top() + infoHeight;
-  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), h / 3));
-  renderChart(probChart_, painter, QRectF(target.left(), y0 + h / 3, target.width(), h / 3));
-  renderChart(posChart_, painter, QRectF(target.left(), y0 + 2 * h / 3, target.width(), h / 3));
+  // On screen the lowest chart has its legend underneath; on a page that legend would take the
+  // height its tick labels need (Qt Charts then draws every label as "…"), so it moves to the
+  // right like the other two charts' for the export.
+  const double upper = h / 3;
+  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), upper));
+  renderChart(probChart_, painter, QRectF(target.left(), y0 + upper, target.width(), upper));
+  const Qt::Alignment legendAt = posChart_->legend()->alignment();
+  posChart_->legend()->setAlignment(Qt::AlignRight);
+  renderChart(posChart_, painter, QRectF(target.left(), y0 + 2 * upper, target.width(), h - 2 * upper));
+  posChart_->legend()->setAlignment(legendAt);
 }
 
 QString DriftView::toCsv() const {
