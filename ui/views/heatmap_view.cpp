@@ -638,11 +638,13 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(value_);
   controls->addWidget(new QLabel(tr("Scale"), this));
   controls->addWidget(scale_);
-  controls->addStretch(1);
-  auto* hint = new QLabel(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram. "
-                           "Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset."), this);
+  // The hint wraps: on one line it made the heat map the widest page and squeezed the docks.
+  auto* hint = new QLabel(this);
   hint->setObjectName(QStringLiteral("heatmapHint"));
-  controls->addWidget(hint);
+  hint->setWordWrap(true);
+  hint->setText(tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram.") +
+                tr(" Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset."));
+  controls->addWidget(hint, 1);
   profile_ = new QLabel(this);
   profile_->setWordWrap(true);
   profile_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -709,9 +711,10 @@ void HeatmapView::setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenTex
 void HeatmapView::refresh() {
   canvas_->setComparison(compare_, difference() && pinned_);
   if (auto* hint = findChild<QLabel*>(QStringLiteral("heatmapHint"))) {
-    hint->setText(difference() && pinned_
-                      ? tr("Hover a cell for its token, channel, x, x′A and x′B; click it to select them for the histogram.")
-                      : tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram."));
+    hint->setText((difference() && pinned_
+                       ? tr("Hover a cell for its token, channel, x, x′A and x′B; click it to select them for the histogram.")
+                       : tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram.")) +
+                  tr(" Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset."));
   }
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,
