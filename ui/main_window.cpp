@@ -1199,32 +1199,17 @@ void MainWindow::recomputeSummary() {
   for (int l = 0; l < info.layers; ++l) {
     if (l != selection_.layer) order.push_back(l);
   }
+  options.layers = order;
+  options.keepLayerOrder = true;
+  // eval's own loop (core/report/eval.h), each layer's row posted as soon as it is done.
   summaryRunner_->startStreaming(
-      [this, dump, options, order](const Progress& progress, const JobRunner::Post& post) -> Status {
-        const DumpInfo& di = dump->info();
-        for (size_t i = 0; i < order.size(); ++i) {
-          const int layer = order[i];
-          const double base = static_cast<double>(i) / static_cast<double>(order.size());
-          const double span = 1.0 / static_cast<double>(order.size());
-          const Progress sub = [&](double f, std::string_view what) { return report(progress, base + span * f, what); };
-          auto tensors = readLayer(*dump, layer, sub);
-          if (!tensors) return tensors.status();
-          LayerData layerData;
-          layerData.key = (*tensors)->key;
-          layerData.value = (*tensors)->value;
-          layerData.query = (*tensors)->query;
-          layerData.keyPreRope = (*tensors)->keyPreRope;
-          LayerContext context;
-          context.layer = layer;
-          context.rope = RopeParams{di.ropeTheta, di.ropeStyle};
-          context.softmaxScale = di.softmaxScale;
-          context.origin = di.path + ": layer " + std::to_string(layer);
-          context.layers = di.layers;
-          auto evaluated = evaluateLayer(std::move(layerData), context, options, sub);
-          if (!evaluated) return evaluated.status();
-          post([this, result = evaluated->result] { summary_->addLayer(result); });
-        }
-        return Status::ok();
+      [this, dump, options](const Progress& progress, const JobRunner::Post& post) -> Status {
+        EvalOptions streamed = options;
+        streamed.onLayer = [this, &post](const LayerResult& result) {
+          post([this, result] { summary_->addLayer(result); });
+        };
+        auto evaluated = evaluate(*dump, streamed, progress);
+        return evaluated ? Status::ok() : evaluated.status();
       },
       [this] { emit summaryFinished(); });
 }

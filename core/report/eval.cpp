@@ -360,8 +360,10 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
   if (layers.empty()) {
     for (int l = 0; l < info.layers; ++l) layers.push_back(l);
   }
-  std::sort(layers.begin(), layers.end());
-  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  if (!options.keepLayerOrder) {
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  }
 
   bool attentionUnsupported = false;
   LayerEvaluation ev;  // reused: its reconstructions keep their buffers from layer to layer
@@ -407,6 +409,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
                             " skipped: " + h.skipReason);
       }
     }
+    if (options.onLayer) options.onLayer(ev.result);
     rep.layers.push_back(std::move(ev.result));
   }
   rep.summary = summarize(rep.layers);

@@ -4,6 +4,7 @@
 // all use. Serializers live in core/report/report_format.h.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,8 @@ Expected<NonFinitePolicy> parseNonFinitePolicy(std::string_view text);
 Expected<int> parseQueryCount(std::string_view text);
 
 /// Options of one evaluation.
+struct LayerResult;
+
 struct EvalOptions {
   Plan key;                      ///< keys' spec per layer (a plain spec is a one-part plan)
   Plan value;                    ///< values' spec per layer
@@ -43,6 +46,12 @@ struct EvalOptions {
   int sequence = 0;              ///< batch index B
   int lastQueries = 0;           ///< 0 = all queries, N = the last N (AttentionInput::lastQueries)
   NonFinitePolicy nonFinite = NonFinitePolicy::Refuse;
+  /// Evaluates `layers` in the order given instead of ascending (the GUI's summary puts the
+  /// selected layer first); the report's layers follow that order.
+  bool keepLayerOrder = false;
+  /// Called with each layer's result as soon as it is done, before the next layer is read (the
+  /// GUI's summary streams its rows through it). Runs on the evaluating thread.
+  std::function<void(const LayerResult&)> onLayer;
 };
 
 /// Result for one (layer, kv head).

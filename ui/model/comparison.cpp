@@ -173,31 +173,16 @@ void Comparison::startSummary() {
   summary_.clear();
   summaryRunner_->startStreaming(
       [this, dump, options](const Progress& progress, const JobRunner::Post& post) -> Status {
-        const DumpInfo& di = dump->info();
-        for (int layer = 0; layer < di.layers; ++layer) {
-          const double span = 1.0 / di.layers;
-          const Progress sub = [&](double f, std::string_view what) { return report(progress, span * (layer + f), what); };
-          auto tensors = readLayer(*dump, layer, sub);
-          if (!tensors) return tensors.status();
-          LayerData data;
-          data.key = (*tensors)->key;
-          data.value = (*tensors)->value;
-          data.query = (*tensors)->query;
-          data.keyPreRope = (*tensors)->keyPreRope;
-          LayerContext context;
-          context.layer = layer;
-          context.rope = RopeParams{di.ropeTheta, di.ropeStyle};
-          context.softmaxScale = di.softmaxScale;
-          context.origin = di.path + ": layer " + std::to_string(layer);
-          context.layers = di.layers;
-          auto evaluated = evaluateLayer(std::move(data), context, options, sub);
-          if (!evaluated) return evaluated.status();
-          post([this, result = evaluated->result] {
+        // eval's own loop (core/report/eval.h), each layer posted as soon as it is done.
+        EvalOptions streamed = options;
+        streamed.onLayer = [this, &post](const LayerResult& result) {
+          post([this, result] {
             summary_.push_back(result);
             emit summaryChanged();
           });
-        }
-        return Status::ok();
+        };
+        auto evaluated = evaluate(*dump, streamed, progress);
+        return evaluated ? Status::ok() : evaluated.status();
       },
       [this] { emit summaryFinished(); });
 }

@@ -190,6 +190,39 @@ TEST_F(EvaluateDump, ReportMatchesPerLayerRecomputation) {
   EXPECT_EQ(rep->summary.entries, 4);
 }
 
+// The GUI's summary streams rows through onLayer, selected layer first (keepLayerOrder): each
+// row must be what the ascending run reports for that layer, delivered in the order asked.
+TEST_F(EvaluateDump, StreamsLayersInTheGivenOrderWithTheSameResults) {
+  EvalOptions ascending = options("int4", "int4,group=16");
+  auto reference = evaluate(*dump_, ascending);
+  ASSERT_TRUE(reference.hasValue()) << reference.status().message();
+
+  EvalOptions streamed = ascending;
+  streamed.layers = {1, 0, 2};
+  streamed.keepLayerOrder = true;
+  std::vector<int> seen;
+  std::vector<double> keyMse;
+  streamed.onLayer = [&](const LayerResult& r) {
+    seen.push_back(r.layer);
+    keyMse.push_back(r.heads[1].key.mse);
+  };
+  auto rep = evaluate(*dump_, streamed);
+  ASSERT_TRUE(rep.hasValue()) << rep.status().message();
+  EXPECT_EQ(seen, (std::vector<int>{1, 0, 2}));
+  ASSERT_EQ(rep->layers.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const LayerResult& got = rep->layers[i];
+    const LayerResult& want = reference->layers[static_cast<size_t>(got.layer)];
+    EXPECT_EQ(got.layer, seen[i]);
+    EXPECT_EQ(keyMse[i], want.heads[1].key.mse);
+    ASSERT_TRUE(got.heads[0].attention && want.heads[0].attention);
+    EXPECT_EQ(got.heads[0].attention->joint.klMean, want.heads[0].attention->joint.klMean);
+  }
+  // Summaries are means over the same layers: order does not change them.
+  ASSERT_TRUE(rep->summary.attention && reference->summary.attention);
+  EXPECT_DOUBLE_EQ(rep->summary.attention->joint.klMean, reference->summary.attention->joint.klMean);
+}
+
 TEST_F(EvaluateDump, RejectsBadOptionsBeforeReading) {
   EvalOptions o = options("int4", "int4,prerope");
   auto rep = evaluate(*dump_, o);
