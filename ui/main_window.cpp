@@ -1164,19 +1164,9 @@ void MainWindow::recomputeDrift() {
           row->kvHead = kvHead;
           drift->row = std::make_shared<const AttentionRowDetail>(std::move(row).value());
         }
-        auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
+        auto series = kvHeadPositionSeries(input, kvHead, t.key.heads, progress);
         if (!series) return series.status();
-        // One line, filed under its kv head (the view reads the line of the row's kv head).
-        AttentionPositionSeries& s = drift->series;
-        s.grouping = SeriesGrouping::KvHead;
-        s.positions = std::move(series->positions);
-        const auto lines = static_cast<size_t>(t.key.heads);
-        const auto line = static_cast<size_t>(kvHead);
-        for (auto [to, from] : {std::pair{&s.kl, &series->kl}, std::pair{&s.relKeyOnly, &series->relKeyOnly},
-                                std::pair{&s.relValueOnly, &series->relValueOnly}, std::pair{&s.relJoint, &series->relJoint}}) {
-          to->resize(lines);
-          if (!from->empty()) (*to)[line] = std::move(from->front());
-        }
+        drift->series = std::move(series).value();
         return DriftDataPtr(std::move(drift));
       },
       [this, layer](DriftDataPtr drift) {

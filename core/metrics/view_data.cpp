@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <ctime>
 #include <limits>
 
@@ -405,6 +406,24 @@ void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out) {
   const auto n = static_cast<size_t>(count * x.tokens * x.dim);
   out.data.resize(n);
   if (n > 0) std::memcpy(out.data.data(), x.row(first, 0), n * sizeof(float));
+}
+
+Expected<AttentionPositionSeries> kvHeadPositionSeries(const AttentionInput& oneHead, int64_t kvHead,
+                                                       int64_t kvHeads, const Progress& progress) {
+  auto series = attentionPositionSeries(oneHead, SeriesGrouping::KvHead, progress);
+  if (!series) return series.status();
+  AttentionPositionSeries out;
+  out.grouping = SeriesGrouping::KvHead;
+  out.positions = std::move(series->positions);
+  const auto lines = static_cast<size_t>(kvHeads);
+  const auto line = static_cast<size_t>(kvHead);
+  for (auto [to, from] : {std::pair{&out.kl, &series->kl}, std::pair{&out.relKeyOnly, &series->relKeyOnly},
+                          std::pair{&out.relValueOnly, &series->relValueOnly},
+                          std::pair{&out.relJoint, &series->relJoint}}) {
+    to->resize(lines);
+    if (!from->empty()) (*to)[line] = std::move(from->front());
+  }
+  return out;
 }
 
 void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,

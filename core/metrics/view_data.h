@@ -99,6 +99,13 @@ bool quantizesPerHead(const QuantSpec& spec, int64_t headDim);
 /// Copies heads [first, first + count) of `x` into `out`, reusing its buffer.
 void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out);
 
+/// The drift view's "along query positions" series for one kv head: `oneHead` holds that head's
+/// K, V, K̂, V̂ (one head each) and its group's queries; the result is grouped by kv head with
+/// `kvHeads` lines, line `kvHead` filled and the others empty (what the view reads for the
+/// selected row's kv head). Progress and cancel as attentionPositionSeries.
+Expected<AttentionPositionSeries> kvHeadPositionSeries(const AttentionInput& oneHead, int64_t kvHead,
+                                                       int64_t kvHeads, const Progress& progress = {});
+
 /// The tensor step 5 sees for heads [first, first + count) of `source` under `spec`: quantized
 /// tokens [S, T−R) only, rotated when D is a power of two, outliers of each head zeroed. Reuses
 /// `out`; `firstToken` receives S. Pass the pre-RoPE keys as `source` for a prerope spec.

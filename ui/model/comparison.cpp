@@ -143,18 +143,9 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
         input.keyHat = &kHat;
         input.valueHat = &vHat;
         input.softmaxScale = di.softmaxScale;
-        auto series = attentionPositionSeries(input, SeriesGrouping::KvHead, progress);
+        auto series = kvHeadPositionSeries(input, head, tensors->key.heads, progress);
         if (!series) return series.status();
-        AttentionPositionSeries& s = drift->series;
-        s.grouping = SeriesGrouping::KvHead;
-        s.positions = std::move(series->positions);
-        const auto lines = static_cast<size_t>(tensors->key.heads);
-        const auto line = static_cast<size_t>(head);
-        for (auto [to, from] : {std::pair{&s.kl, &series->kl}, std::pair{&s.relKeyOnly, &series->relKeyOnly},
-                                std::pair{&s.relValueOnly, &series->relValueOnly}, std::pair{&s.relJoint, &series->relJoint}}) {
-          to->resize(lines);
-          if (!from->empty()) (*to)[line] = std::move(from->front());
-        }
+        drift->series = std::move(series).value();
         return Result{layer, drift};
       },
       [this](Result result) {

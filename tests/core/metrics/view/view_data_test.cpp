@@ -493,5 +493,41 @@ TEST(FormatSpace, RotatedIntegersKeepTheirGroupsLevelsAndUnrotatedSpecsHaveNone)
   EXPECT_FALSE(out.formatSpace.has_value());
 }
 
+// The drift view's series of one kv head, computed on that head's slices, is the whole layer's
+// series for that head (to float32 GEMM noise), filed as its line; the other kv heads' lines stay
+// empty.
+TEST(KvHeadPositionSeries, OneHeadsSlicesGiveThatHeadsLineOfTheLayer) {
+  const int64_t kvHeads = 2, group = 2, tokens = 24, dim = 8;
+  const Tensor3 key = layerTensor(kvHeads, tokens, dim, 11), value = layerTensor(kvHeads, tokens, dim, 12);
+  const Tensor3 query = layerTensor(kvHeads * group, 6, dim, 13);
+  Tensor3 keyHat = key, valueHat = value;
+  for (float& x : keyHat.data) x = std::round(x * 4.0f) / 4.0f;
+  for (float& x : valueHat.data) x = std::round(x * 2.0f) / 2.0f;
+  AttentionInput layer{&query, &key, &value, &keyHat, &valueHat};
+  layer.softmaxScale = 1.0 / std::sqrt(static_cast<double>(dim));
+  auto whole = attentionPositionSeries(layer, SeriesGrouping::KvHead);
+  ASSERT_TRUE(whole.hasValue()) << whole.status().message();
+
+  const int64_t h = 1;
+  Tensor3 k = headOf(key, h), v = headOf(value, h), kh = headOf(keyHat, h), vh = headOf(valueHat, h), q;
+  copyHeads(query, h * group, group, q);
+  AttentionInput one{&q, &k, &v, &kh, &vh};
+  one.softmaxScale = layer.softmaxScale;
+  auto series = kvHeadPositionSeries(one, h, kvHeads);
+  ASSERT_TRUE(series.hasValue()) << series.status().message();
+  EXPECT_EQ(series->grouping, SeriesGrouping::KvHead);
+  EXPECT_EQ(series->positions, whole->positions);
+  ASSERT_EQ(series->kl.size(), 2u);
+  EXPECT_TRUE(series->kl[0].empty());
+  EXPECT_TRUE(series->relJoint[0].empty());
+  ASSERT_EQ(series->kl[1].size(), whole->kl[1].size());
+  for (size_t i = 0; i < series->kl[1].size(); ++i) {
+    EXPECT_NEAR(series->kl[1][i], whole->kl[1][i], 1e-6 * (1e-3 + std::abs(whole->kl[1][i])));
+    EXPECT_NEAR(series->relJoint[1][i], whole->relJoint[1][i], 1e-6 * (1e-3 + whole->relJoint[1][i]));
+    EXPECT_NEAR(series->relKeyOnly[1][i], whole->relKeyOnly[1][i], 1e-6 * (1e-3 + whole->relKeyOnly[1][i]));
+    EXPECT_NEAR(series->relValueOnly[1][i], whole->relValueOnly[1][i], 1e-6 * (1e-3 + whole->relValueOnly[1][i]));
+  }
+}
+
 }  // namespace
 }  // namespace kvscope
