@@ -355,7 +355,7 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
                       "max/4, whichever reconstructs with the smaller squared error (max/6 on a tie; "
                       "cvt_warp_fp16_to_fp4_4over6); global scale 1/k_scale with k_scale = 1.0 assumed");
   }
-  if (f.calculateScales && !t.starts_with("fp8") && !t.starts_with("turboquant_") && !t.starts_with("fp8")) {
+  if (f.calculateScales && !t.starts_with("fp8") && !t.starts_with("turboquant_")) {
     f.notes.push_back("ignored --calculate-kv-scales: only the per-tensor fp8 types read k_scale/v_scale");
   }
   if (t == "auto") {

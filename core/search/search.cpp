@@ -314,6 +314,23 @@ Expected<std::vector<std::string>> parseCandidateList(std::string_view text,
   return out;
 }
 
+Status validateFixedSides(const DumpInfo& info, const std::optional<Budget>& keyBudget,
+                          const std::optional<Plan>& fixedKey, const std::optional<Budget>& valueBudget,
+                          const std::optional<Plan>& fixedValue) {
+  for (const auto& [fixed, budget, isKey] : {std::tuple{&fixedKey, &keyBudget, true},
+                                             std::tuple{&fixedValue, &valueBudget, false}}) {
+    if (!*fixed) continue;
+    const char* flag = isKey ? "--key" : "--value";
+    if (*budget) {
+      return Status::invalidArgument(std::string("search: give ") + flag + "-budget (search that side) or " + flag +
+                                     " (fix it), not both");
+    }
+    SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
+    KVS_RETURN_IF_ERROR(validatePlan(**fixed, ctx, info.layers).withContext(flag));
+  }
+  return Status::ok();
+}
+
 Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& options,
                                      const Progress& progress) {
   const DumpInfo& info = dump.info();
@@ -331,17 +348,8 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
   }
   if (options.lastQueries < 0) return Status::invalidArgument("search: lastQueries must be ≥ 0");
   // A fixed side is stored under its plan in the joint result instead of staying exact.
-  for (const auto& [fixed, budget, isKey] : {std::tuple{&options.fixedKey, &options.keyBudget, true},
-                                             std::tuple{&options.fixedValue, &options.valueBudget, false}}) {
-    if (!*fixed) continue;
-    const char* flag = isKey ? "--key" : "--value";
-    if (*budget) {
-      return Status::invalidArgument(std::string("search: give ") + flag + "-budget (search that side) or " + flag +
-                                     " (fix it), not both");
-    }
-    SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
-    KVS_RETURN_IF_ERROR(validatePlan(**fixed, ctx, info.layers).withContext(flag));
-  }
+  KVS_RETURN_IF_ERROR(validateFixedSides(info, options.keyBudget, options.fixedKey, options.valueBudget,
+                                         options.fixedValue));
   SearchResult result;
   result.dump = info;
   if (options.baseline) result.baselineLabel = options.baseline->label;

@@ -148,6 +148,12 @@ struct SearchResult {
   std::vector<std::string> notes;
 };
 
+/// A side given both a budget and a fixed plan is refused naming the flags; a fixed plan must be
+/// valid for the dump (its layers, kv heads, head dim). Used by the uniform and the plan search.
+Status validateFixedSides(const DumpInfo& info, const std::optional<Budget>& keyBudget,
+                          const std::optional<Plan>& fixedKey, const std::optional<Budget>& valueBudget,
+                          const std::optional<Plan>& fixedValue);
+
 /// Runs the search. Each searched layer is read once for the candidate sweep (and once more for
 /// the joint result); each candidate is quantized once per layer. Cancels via `progress`.
 Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& options,

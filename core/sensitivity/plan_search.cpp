@@ -909,17 +909,8 @@ Expected<PlanSearchResult> planSearch(const Dump& dump, const PlanSearchOptions&
   if (!options.keyBudget && !options.valueBudget) {
     return Status::invalidArgument("plan search: give --key-budget, --value-budget or both");
   }
-  for (const auto& [fixed, budget, isKey] : {std::tuple{&options.fixedKey, &options.keyBudget, true},
-                                             std::tuple{&options.fixedValue, &options.valueBudget, false}}) {
-    if (!*fixed) continue;
-    const char* flag = isKey ? "--key" : "--value";
-    if (*budget) {
-      return Status::invalidArgument(std::string("search: give ") + flag + "-budget (search that side) or " + flag +
-                                     " (fix it), not both");
-    }
-    SpecContext ctx{isKey, info.kvHeads, info.headDim, info.hasKeyPreRope};
-    KVS_RETURN_IF_ERROR(validatePlan(**fixed, ctx, info.layers).withContext(flag));
-  }
+  KVS_RETURN_IF_ERROR(validateFixedSides(info, options.keyBudget, options.fixedKey, options.valueBudget,
+                                         options.fixedValue));
   auto cands = planCandidates(info, options);
   if (!cands) return cands.status();
   SensitivityOptions so;

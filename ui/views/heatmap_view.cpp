@@ -47,8 +47,6 @@ const QString kDifferenceLabel = QStringLiteral("|x′B − x| − |x′A − x|
 QString formatNumber(double v) { return QString::number(v, 'g', 4); }
 QString formatTick(double v) { return QString::number(v, 'g', 3); }
 
-constexpr int kClickSlop = 4;  // pixels a press may move and still count as a click (as the charts)
-
 // [lo, hi) of a window over n units, or all of them when the window is empty.
 std::pair<int, int> windowOf(double lo, double hi, int n) {
   if (n <= 0) return {0, 0};
@@ -532,10 +530,10 @@ void HeatmapCanvas::updateReadout(const QPointF& pos, const QPoint& globalPos) {
 
 void HeatmapCanvas::mouseMoveEvent(QMouseEvent* event) {
   const QPointF pos = event->position();
-  if (drag_ != Drag::None && (pos - pressPos_).manhattanLength() > kClickSlop) moved_ = true;
-  if (drag_ == Drag::Pan && moved_) {
+  if (drag_ != PointerDrag::None && (pos - pressPos_).manhattanLength() > kClickSlop) moved_ = true;
+  if (drag_ == PointerDrag::Pan && moved_) {
     panBy(pos - lastPos_);
-  } else if (drag_ == Drag::Band && moved_) {
+  } else if (drag_ == PointerDrag::Band && moved_) {
     if (!band_) band_ = new QRubberBand(QRubberBand::Rectangle, this);
     band_->setGeometry(QRectF(pressPos_, pos).normalized().toRect());
     band_->show();
@@ -547,20 +545,14 @@ void HeatmapCanvas::mouseMoveEvent(QMouseEvent* event) {
 void HeatmapCanvas::mousePressEvent(QMouseEvent* event) {
   pressPos_ = lastPos_ = event->position();
   moved_ = false;
-  const bool pan = event->button() == Qt::RightButton || event->button() == Qt::MiddleButton ||
-                   (event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier));
-  if (pan) {
-    drag_ = Drag::Pan;
-    setCursor(Qt::ClosedHandCursor);
-  } else if (event->button() == Qt::LeftButton) {
-    drag_ = Drag::Band;
-  }
+  drag_ = pointerDragFor(*event);
+  if (drag_ == PointerDrag::Pan) setCursor(Qt::ClosedHandCursor);
   event->accept();
 }
 
 void HeatmapCanvas::mouseReleaseEvent(QMouseEvent* event) {
   const QPointF pos = event->position();
-  if (drag_ == Drag::Band) {
+  if (drag_ == PointerDrag::Band) {
     if (band_) band_->hide();
     int channel = 0, column = 0;
     if (moved_) {
@@ -571,8 +563,8 @@ void HeatmapCanvas::mouseReleaseEvent(QMouseEvent* event) {
                                             static_cast<size_t>(column)]);
     }
   }
-  if (drag_ == Drag::Pan) unsetCursor();
-  drag_ = Drag::None;
+  if (drag_ == PointerDrag::Pan) unsetCursor();
+  drag_ = PointerDrag::None;
   event->accept();
 }
 

@@ -13,6 +13,7 @@
 #include "ui/compute/heatmap_data.h"
 #include "ui/export/exportable.h"
 #include "ui/model/layer_data.h"
+#include "ui/widgets/pointer_drag.h"
 
 class QComboBox;
 class QLabel;
@@ -116,7 +117,7 @@ class HeatmapCanvas : public QWidget {
   int windowColumns_ = -1, windowLo_ = -1, windowHi_ = -1;  ///< what window_ was built for
   const HeatmapData* shown_ = &data_;  ///< what the last paint drew
   QString readout_;
-  enum class Drag { None, Band, Pan } drag_ = Drag::None;
+  PointerDrag drag_ = PointerDrag::None;
   QPointF pressPos_, lastPos_;
   bool moved_ = false;
   QRubberBand* band_ = nullptr;

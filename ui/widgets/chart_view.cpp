@@ -28,8 +28,6 @@ namespace kvscope::ui {
 
 namespace {
 
-constexpr int kClickSlop = 4;  // pixels a press may move and still count as a click
-
 QString number(double v) { return QString::number(v, 'g', 5); }
 
 // The point of a series nearest to x: binary search when the points run left to right (every
@@ -329,23 +327,17 @@ void InteractiveChartView::wheelEvent(QWheelEvent* event) {
 void InteractiveChartView::mousePressEvent(QMouseEvent* event) {
   pressPos_ = lastPos_ = event->position().toPoint();
   moved_ = false;
-  const bool pan = event->button() == Qt::RightButton || event->button() == Qt::MiddleButton ||
-                   (event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier));
-  if (pan) {
-    drag_ = Drag::Pan;
-    setCursor(Qt::ClosedHandCursor);
-  } else if (event->button() == Qt::LeftButton) {
-    drag_ = Drag::Band;
-  }
+  drag_ = pointerDragFor(*event);
+  if (drag_ == PointerDrag::Pan) setCursor(Qt::ClosedHandCursor);
   event->accept();
 }
 
 void InteractiveChartView::mouseMoveEvent(QMouseEvent* event) {
   const QPoint pos = event->position().toPoint();
-  if (drag_ != Drag::None && (pos - pressPos_).manhattanLength() > kClickSlop) moved_ = true;
-  if (drag_ == Drag::Pan && moved_) {
+  if (drag_ != PointerDrag::None && (pos - pressPos_).manhattanLength() > kClickSlop) moved_ = true;
+  if (drag_ == PointerDrag::Pan && moved_) {
     panBy(QPointF(pos - lastPos_));
-  } else if (drag_ == Drag::Band && moved_) {
+  } else if (drag_ == PointerDrag::Band && moved_) {
     if (!band_) band_ = new QRubberBand(QRubberBand::Rectangle, viewport());
     QRect r = QRect(pressPos_, pos).normalized();
     if (xOnly_) {
@@ -363,7 +355,7 @@ void InteractiveChartView::mouseMoveEvent(QMouseEvent* event) {
 
 void InteractiveChartView::mouseReleaseEvent(QMouseEvent* event) {
   const QPoint pos = event->position().toPoint();
-  if (drag_ == Drag::Band) {
+  if (drag_ == PointerDrag::Band) {
     if (band_) band_->hide();
     if (moved_) {
       QPoint a = pressPos_, b = pos;
@@ -379,8 +371,8 @@ void InteractiveChartView::mouseReleaseEvent(QMouseEvent* event) {
       emit clicked(valueAt(pos));
     }
   }
-  if (drag_ == Drag::Pan) unsetCursor();
-  drag_ = Drag::None;
+  if (drag_ == PointerDrag::Pan) unsetCursor();
+  drag_ = PointerDrag::None;
   event->accept();
 }
 

@@ -11,6 +11,8 @@
 #include <functional>
 #include <vector>
 
+#include "ui/widgets/pointer_drag.h"
+
 class QAbstractAxis;
 class QGraphicsLineItem;
 class QGraphicsRectItem;
@@ -83,7 +85,7 @@ class InteractiveChartView : public QChartView {
   std::vector<AxisState> axes_;
   bool internal_ = false;  ///< the range change comes from zoom/pan, not from the view's data
   bool zoomed_ = false;
-  enum class Drag { None, Band, Pan } drag_ = Drag::None;
+  PointerDrag drag_ = PointerDrag::None;
   QPoint pressPos_;
   QPoint lastPos_;
   bool moved_ = false;
