@@ -26,6 +26,7 @@
 #include "core/synth/synth.h"
 #include "ui/export/exporter.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/views/budget_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
@@ -69,13 +70,7 @@ class AnalysisTest : public QObject {
   QTemporaryDir dir_;
   QString sample_;
 
-  void openSample(MainWindow& w) {
-    QSignalSpy layer(&w, &MainWindow::layerReady);
-    QSignalSpy drift(&w, &MainWindow::driftReady);
-    w.openDump(sample_);
-    QVERIFY(layer.wait(kWaitMs));
-    if (drift.isEmpty()) QVERIFY(drift.wait(kWaitMs));
-  }
+  void openSample(MainWindow& w) { test::openAndWaitForViews(w, sample_, kWaitMs); }
 
  private slots:
   void initTestCase() {

@@ -32,6 +32,7 @@
 #include "core/report/eval.h"
 #include "core/synth/synth.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/model/comparison.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
@@ -42,24 +43,11 @@
 
 using namespace kvscope;
 using namespace kvscope::ui;
+using kvscope::test::coreReconstruction;
 
 namespace {
 
 constexpr int kWaitMs = 60000;
-
-// Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
-Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, const QuantSpec& spec) {
-  auto dump = Dump::open(path);
-  if (!dump) qFatal("%s", dump.status().message().c_str());
-  const DumpInfo& info = (*dump)->info();
-  auto x = (*dump)->read(layer, kind);
-  std::optional<Tensor3> pre;
-  if (info.hasKeyPreRope && kind == TensorKind::Key) pre = *(*dump)->read(layer, TensorKind::KeyPreRope);
-  QuantInput input{&*x, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
-  auto out = quantizeTensor(input, spec);
-  if (!out) qFatal("%s", out.status().message().c_str());
-  return out->reconstruction;
-}
 
 // Bin counts of a step series (two points per bin).
 std::vector<double> seriesCounts(QLineSeries* s) {

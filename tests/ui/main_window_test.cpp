@@ -50,6 +50,7 @@
 #include "ui/export/exporter.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/views/budget_view.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
@@ -61,24 +62,11 @@
 
 using namespace kvscope;
 using namespace kvscope::ui;
+using kvscope::test::coreReconstruction;
 
 namespace {
 
 constexpr int kWaitMs = 30000;
-
-// Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
-Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, const QuantSpec& spec) {
-  auto dump = Dump::open(path);
-  if (!dump) qFatal("%s", dump.status().message().c_str());
-  const DumpInfo& info = (*dump)->info();
-  auto x = (*dump)->read(layer, kind);
-  std::optional<Tensor3> pre;
-  if (info.hasKeyPreRope && kind == TensorKind::Key) pre = *(*dump)->read(layer, TensorKind::KeyPreRope);
-  QuantInput input{&*x, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
-  auto out = quantizeTensor(input, spec);
-  if (!out) qFatal("%s", out.status().message().c_str());
-  return out->reconstruction;
-}
 
 // Head `h` of `x` alone: the GUI quantizes only the selected kv head where the spec allows.
 std::vector<float> headData(const Tensor3& x, int64_t h) {
@@ -141,13 +129,7 @@ class MainWindowTest : public QObject {
   QTemporaryDir dir_;
   QString sample_;
 
-  void openSample(MainWindow& w) {
-    QSignalSpy layer(&w, &MainWindow::layerReady);
-    QSignalSpy drift(&w, &MainWindow::driftReady);
-    w.openDump(sample_);
-    QVERIFY(layer.wait(kWaitMs));
-    if (drift.isEmpty()) QVERIFY(drift.wait(kWaitMs));
-  }
+  void openSample(MainWindow& w) { test::openAndWaitForViews(w, sample_, kWaitMs); }
 
  private slots:
   void initTestCase() {

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// What several GUI tests share: core's reconstruction computed independently of the window's
+// workers, and opening a dump in the window and waiting until its views are drawn.
+#pragma once
+
+#include <QSignalSpy>
+#include <QString>
+#include <QtTest>
+
+#include <optional>
+#include <string>
+
+#include "core/io/dump.h"
+#include "core/quant/quantize.h"
+#include "ui/main_window.h"
+
+namespace kvscope::test {
+
+// Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
+inline Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, const QuantSpec& spec) {
+  auto dump = Dump::open(path);
+  if (!dump) qFatal("%s", dump.status().message().c_str());
+  const DumpInfo& info = (*dump)->info();
+  auto x = (*dump)->read(layer, kind);
+  std::optional<Tensor3> pre;
+  if (info.hasKeyPreRope && kind == TensorKind::Key) pre = *(*dump)->read(layer, TensorKind::KeyPreRope);
+  QuantInput input{&*x, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
+  auto out = quantizeTensor(input, spec);
+  if (!out) qFatal("%s", out.status().message().c_str());
+  return out->reconstruction;
+}
+
+// Opens `path` in the window and waits (up to `waitMs` each) for the layer views and the drift.
+inline void openAndWaitForViews(ui::MainWindow& w, const QString& path, int waitMs) {
+  QSignalSpy layer(&w, &ui::MainWindow::layerReady);
+  QSignalSpy drift(&w, &ui::MainWindow::driftReady);
+  w.openDump(path);
+  QVERIFY(layer.wait(waitMs));
+  if (drift.isEmpty()) QVERIFY(drift.wait(waitMs));
+}
+
+}  // namespace kvscope::test
