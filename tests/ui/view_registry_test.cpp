@@ -83,7 +83,7 @@ class ViewRegistryTest : public QObject {
     "summary": {"log": true},
     "capacity": {"memory_gib": 40.0, "weights_gib": 7.5, "context": 8192, "batch": 4, "device": ""},
     "search": {"key_field": "output_rel_error", "key_bound": 0.04, "value_field": "output_rel_error", "value_bound": 0.06},
-    "sensitivity": {"candidates": "int4,int8", "metric": "kl", "candidate": ""}
+    "sensitivity": {"candidates": "int4,int8", "metric": "kl_mean", "candidate": ""}
   }
 }
 )";
@@ -112,7 +112,7 @@ class ViewRegistryTest : public QObject {
     QCOMPARE(w.budgetView()->keyBoundBox()->value(), 0.04);
     QCOMPARE(w.budgetView()->valueBoundBox()->value(), 0.06);
     QCOMPARE(w.sensitivityView()->candidatesField()->text(), QStringLiteral("int4,int8"));
-    QCOMPARE(w.sensitivityView()->metricBox()->currentText(), QStringLiteral("kl"));
+    QCOMPARE(w.sensitivityView()->metricBox()->currentText(), QStringLiteral("kl_mean"));
     QCOMPARE(w.selection().layer, 1);
     QCOMPARE(w.selection().queryHead, 1);
     QCOMPARE(w.selection().queryIndex, 2);
