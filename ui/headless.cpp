@@ -137,7 +137,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   int exitCode = 0;
   bool layerSeen = false, driftSeen = false, searchStarted = false, searchDone = false;
   const bool needSearch = !launch.exportDir.isEmpty() &&
-                          (launch.views.isEmpty() || launch.views.contains(QStringLiteral("budget")));
+                          (launch.views.isEmpty() || launch.views.contains(QString::fromLatin1(BudgetView::kName)));
   const auto exported = [&](const QString& view) {
     return !launch.exportDir.isEmpty() && (launch.views.isEmpty() || launch.views.contains(view));
   };
@@ -146,13 +146,13 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
     // The sensitivity map and the diagnosis run on their own lanes when exported or shown; the
     // map needs queries, without which the view only says so.
     SensitivityView* sensitivity = window.sensitivityView();
-    if ((exported(QStringLiteral("sensitivity")) || sensitivity->isVisible()) && window.dump() &&
+    if ((exported(QString::fromLatin1(SensitivityView::kName)) || sensitivity->isVisible()) && window.dump() &&
         window.dump()->info().hasQuery && !sensitivity->upToDate()) {
       sensitivity->compute();
       return;
     }
     DiagnosisView* diagnosis = window.diagnosisView();
-    if ((exported(QStringLiteral("diagnosis")) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
+    if ((exported(QString::fromLatin1(DiagnosisView::kName)) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
       diagnosis->compute();
       return;
     }
