@@ -18,14 +18,9 @@
 #include "ui/views/budget_view.h"
 #include "ui/views/diagnosis_view.h"
 #include "ui/views/sensitivity_view.h"
+#include "ui/views/view_registry.h"
 
 namespace kvscope::ui {
-
-namespace {
-const QStringList kViewNames{QStringLiteral("histogram"), QStringLiteral("heatmap"), QStringLiteral("drift"),
-                             QStringLiteral("summary"),   QStringLiteral("budget"),  QStringLiteral("sensitivity"),
-                             QStringLiteral("diagnosis")};
-}
 
 Expected<Launch> resolveLaunch(const LaunchOptions& options) {
   Launch out;
@@ -33,7 +28,17 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
   out.session = options.session;
   out.exportDir = options.exportDir;
   out.screenshot = options.screenshot;
-  out.tab = options.tab;
+  const QStringList viewList = viewNames();
+  if (!options.tab.isEmpty()) {
+    bool isIndex = false;
+    const int index = options.tab.toInt(&isIndex);
+    if (isIndex && index >= 0 && index < viewList.size()) out.tab = viewList[index];
+    else if (viewList.contains(options.tab.trimmed())) out.tab = options.tab.trimmed();
+    else
+      return Status::invalidArgument("--tab: unknown view '" + options.tab.toStdString() + "' (allowed: " +
+                                     viewList.join(QLatin1Char(',')).toStdString() + ", or 0-" +
+                                     std::to_string(viewList.size() - 1) + ")");
+  }
   if (!options.mapping.isEmpty()) {
     auto mapping = loadMapping(options.mapping.toStdString());
     if (!mapping) return mapping.status();
@@ -69,9 +74,9 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     out.value = *value;
   }
   for (const QString& v : options.views) {
-    if (!kViewNames.contains(v.trimmed())) {
+    if (!viewList.contains(v.trimmed())) {
       return Status::invalidArgument("--views: unknown view '" + v.toStdString() + "' (allowed: " +
-                                     kViewNames.join(QLatin1Char(',')).toStdString() + ")");
+                                     viewList.join(QLatin1Char(',')).toStdString() + ")");
     }
     out.views << v.trimmed();
   }
@@ -132,7 +137,7 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   int exitCode = 0;
   bool layerSeen = false, driftSeen = false, searchStarted = false, searchDone = false;
   const bool needSearch = !launch.exportDir.isEmpty() &&
-                          (launch.views.isEmpty() || launch.views.contains(QStringLiteral("budget")));
+                          (launch.views.isEmpty() || launch.views.contains(QString::fromLatin1(BudgetView::kName)));
   const auto exported = [&](const QString& view) {
     return !launch.exportDir.isEmpty() && (launch.views.isEmpty() || launch.views.contains(view));
   };
@@ -141,13 +146,13 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
     // The sensitivity map and the diagnosis run on their own lanes when exported or shown; the
     // map needs queries, without which the view only says so.
     SensitivityView* sensitivity = window.sensitivityView();
-    if ((exported(QStringLiteral("sensitivity")) || sensitivity->isVisible()) && window.dump() &&
+    if ((exported(QString::fromLatin1(SensitivityView::kName)) || sensitivity->isVisible()) && window.dump() &&
         window.dump()->info().hasQuery && !sensitivity->upToDate()) {
       sensitivity->compute();
       return;
     }
     DiagnosisView* diagnosis = window.diagnosisView();
-    if ((exported(QStringLiteral("diagnosis")) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
+    if ((exported(QString::fromLatin1(DiagnosisView::kName)) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
       diagnosis->compute();
       return;
     }
@@ -190,7 +195,7 @@ int runScreenshot(const Launch& launch) {
   MainWindow window(false);
   window.resize(launch.size);
   window.show();
-  if (launch.tab >= 0) window.showTab(launch.tab);
+  if (!launch.tab.isEmpty()) window.showTab(launch.tab);
   return waitUntilReady(window, launch, [&]() -> Status {
     // Charts lay themselves out on posted events; let the event loop run them before grabbing.
     QEventLoop settle;

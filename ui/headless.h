@@ -32,7 +32,7 @@ struct LaunchOptions {
   QString exportSize;  ///< --export-size: physical (3.5inx2.4in) or pixels; empty = --size
   QString exportDpi;   ///< --export-dpi: PNG resolution of a physical size; empty = 300
   QString screenshot;  ///< grab the whole window into this PNG once every view is ready, then exit
-  int tab = -1;        ///< the view tab shown in the screenshot
+  QString tab;         ///< the view tab shown first: a view name or its index in tab order; empty = none
   /// A/B comparison: `--compare-key/--compare-value/--compare-preset/--compare-engine` give B;
   /// the setting of --key/--value, --preset or --engine is pinned as A.
   QString compareKey, compareValue, comparePreset, compareEngine;
@@ -58,7 +58,7 @@ struct Launch {
   QSize size;
   ExportSize exportSize;  ///< what the export writes: --export-size (and --export-dpi), else --size in pixels
   QString screenshot;
-  int tab = -1;
+  QString tab;  ///< a view name (ui/views/view_registry.h); empty = none
   std::optional<CompareLaunch> compare;  ///< B, when the launch compares (A is the setting above)
 };
 

@@ -63,6 +63,7 @@
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
 #include "ui/views/summary_view.h"
+#include "ui/views/view_registry.h"
 #include "ui/widgets/dataset_panel.h"
 #include "ui/widgets/export_dialog.h"
 #include "ui/widgets/mapping_dialog.h"
@@ -131,20 +132,19 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   resize(1400, 900);
 
   tabs_ = new SteadyTabWidget(this);
-  histogram_ = new HistogramView(this);
-  heatmap_ = new HeatmapView(this);
-  drift_ = new DriftView(this);
-  summary_ = new SummaryView(this);
-  budget_ = new BudgetView(this);
-  tabs_->addTab(histogram_, tr("Histogram"));
-  tabs_->addTab(heatmap_, tr("Outlier heat map"));
-  tabs_->addTab(drift_, tr("Attention drift"));
-  tabs_->addTab(summary_, tr("Layer summary"));
-  tabs_->addTab(budget_, tr("Budget && capacity"));
-  sensitivity_ = new SensitivityView(this);
-  diagnosis_ = new DiagnosisView(this);
-  tabs_->addTab(sensitivity_, tr("Sensitivity"));
-  tabs_->addTab(diagnosis_, tr("Diagnosis"));
+  // The tabs are the registry's views, in its order; the window wires some of them by type.
+  for (const ViewRegistration& r : viewRegistry()) {
+    View* v = r.make(this);
+    views_.push_back(v);
+    tabs_->addTab(v->widget(), v->tabTitle());
+  }
+  histogram_ = dynamic_cast<HistogramView*>(view(QString::fromLatin1(HistogramView::kName)));
+  heatmap_ = dynamic_cast<HeatmapView*>(view(QString::fromLatin1(HeatmapView::kName)));
+  drift_ = dynamic_cast<DriftView*>(view(QString::fromLatin1(DriftView::kName)));
+  summary_ = dynamic_cast<SummaryView*>(view(QString::fromLatin1(SummaryView::kName)));
+  budget_ = dynamic_cast<BudgetView*>(view(QString::fromLatin1(BudgetView::kName)));
+  sensitivity_ = dynamic_cast<SensitivityView*>(view(QString::fromLatin1(SensitivityView::kName)));
+  diagnosis_ = dynamic_cast<DiagnosisView*>(view(QString::fromLatin1(DiagnosisView::kName)));
   setCentralWidget(buildComparison(tabs_));
 
   openRunner_ = new JobRunner(tr("opening"), this);
@@ -213,7 +213,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     select(e.layer >= 0 ? e.layer : selection_.layer, e.kvHead >= 0 ? e.kvHead : selection_.kvHead);
     if (e.queryHead >= 0 && e.queryHead < info.heads) {
       selection_.queryHead = e.queryHead;
-      drift_->setQuery(e.queryHead, drift_->queryIndex());
+      publishSelection();
       recomputeDrift();
     }
     pushLayerToViews();
@@ -262,9 +262,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
       const int kvHead = head / dump_->info().groupSize();
       if (kvHead != selection_.kvHead) {
         selection_.kvHead = kvHead;
-        dataset_->setSelection(selection_.layer, kvHead);
-        summary_->setSelection(selection_.layer, kvHead);
-        sensitivity_->setSelection(selection_.layer, kvHead);
+        publishSelection();
         if (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0) {
           recomputeLayer();  // only the old head was quantized; the drift row follows the result
           return;
@@ -643,12 +641,11 @@ void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList toke
   planEditor_->setContext(context, info.layers);
   planEditor_->setCurrentLayer(selection_.layer);
   drift_->setShape(info.hasQuery ? info.heads : 0, info.queries, info.tokens);
-  drift_->setQuery(selection_.queryHead, selection_.queryIndex < 0 ? std::max(0, info.queries - 1) : selection_.queryIndex);
+  selection_.queryIndex = selection_.queryRow(info.queries);  // "the last row" becomes that row
   summary_->reset(info.layers);
-  summary_->setSelection(selection_.layer, selection_.kvHead);
   sensitivity_->setDump(dump_);
-  sensitivity_->setSelection(selection_.layer, selection_.kvHead);
   diagnosis_->setDump(dump_);
+  publishSelection();
   setWindowTitle(QStringLiteral("kvscope — %1").arg(QFileInfo(q(info.path)).fileName()));
   addRecent(q(info.path));
   QString status = tr("Opened %1.").arg(q(info.path)) + fallbackNote;
@@ -798,13 +795,8 @@ void MainWindow::select(int layer, int kvHead) {
   const bool headChanged = kvHead != selection_.kvHead;
   selection_.layer = layer;
   selection_.kvHead = kvHead;
-  if (headChanged && info.groupSize() > 0) {
-    selection_.queryHead = kvHead * info.groupSize();
-    drift_->setQuery(selection_.queryHead, drift_->queryIndex());
-  }
-  dataset_->setSelection(layer, kvHead);
-  summary_->setSelection(layer, kvHead);
-  sensitivity_->setSelection(layer, kvHead);
+  if (headChanged && info.groupSize() > 0) selection_.queryHead = kvHead * info.groupSize();
+  publishSelection();
   if (layerChanged || (headChanged && (!layerQuant_ || layerQuant_->hatHead(kvHead) < 0))) {
     recomputeLayer();
   } else if (headChanged) {
@@ -954,6 +946,20 @@ void MainWindow::setPlans(const Plan& key, const Plan& value) {
 
 void MainWindow::showTab(int index) { tabs_->setCurrentIndex(index); }
 
+bool MainWindow::showTab(const QString& name) {
+  View* v = view(name);
+  if (!v) return false;
+  tabs_->setCurrentWidget(v->widget());
+  return true;
+}
+
+View* MainWindow::view(const QString& name) const {
+  for (View* v : views_) {
+    if (v->exportName() == name) return v;
+  }
+  return nullptr;
+}
+
 void MainWindow::stepLayer(int delta) {
   if (dump_) select((selection_.layer + delta + dump_->info().layers) % dump_->info().layers, selection_.kvHead);
 }
@@ -1049,15 +1055,8 @@ void MainWindow::recomputeLayer() {
   // where the specs allow (core's computeViewData); the GUI thread then only draws.
   ViewRequest request;
   request.kvHead = selection_.kvHead;
-  heatmap_->fillRequest(request);
-  histogram_->fillRequest(request, key, value, info.tokens);
-  if (info.hasQuery && info.groupSize() > 0) {
-    const int queryHead = std::clamp(drift_->queryHead(), 0, info.heads - 1);
-    if (queryHead / info.groupSize() == selection_.kvHead) {
-      request.queryHead = queryHead;
-      request.queryIndex = std::clamp(drift_->queryIndex(), 0, info.queries - 1);
-    }
-  }
+  const ViewContext context = viewContext();
+  for (const View* v : views_) v->fillRequest(request, context);
   auto pool = layerPool_;
   layerRunner_->start<LayerQuantPtr>(
       [dump, cached, key, value, layer, request, pool](const Progress& progress) -> Expected<LayerQuantPtr> {
@@ -1097,13 +1096,31 @@ void MainWindow::ensurePreRopeHat() {
 
 void MainWindow::pushLayerToViews() {
   if (!layerQuant_) return;
-  histogram_->setLayer(layerQuant_, selection_.kvHead, selection_.channel, selection_.token);
-  heatmap_->setLayer(layerQuant_, selection_.kvHead, tokenText_);
+  const ViewContext context = viewContext();
+  for (View* v : views_) v->takeLayer(layerQuant_, context);
+}
+
+ViewContext MainWindow::viewContext() const {
+  ViewContext context;
+  if (dump_) {
+    const DumpInfo& info = dump_->info();
+    context.info = &info;
+    context.key = specForLayer(keyPlan(), selection_.layer, info.layers);
+    context.value = specForLayer(valuePlan(), selection_.layer, info.layers);
+  }
+  context.selection = selection_;
+  context.tokenText = tokenText_;
+  return context;
+}
+
+void MainWindow::publishSelection() {
+  dataset_->setSelection(selection_.layer, selection_.kvHead);
+  for (View* v : views_) v->takeSelection(selection_);
 }
 
 void MainWindow::recomputeDrift() {
   if (!dump_ || !layerQuant_) return;
-  comparison_->follow(layerQuant_, drift_->queryHead(), drift_->queryIndex());
+  comparison_->follow(layerQuant_, selection_.queryHead, selection_.queryIndex);
   const DumpInfo& info = dump_->info();
   if (!info.hasQuery || !layerQuant_->tensors->query) {
     drift_->setMessage(tr("This dump has no queries, so attention cannot be reconstructed."));
@@ -1111,15 +1128,16 @@ void MainWindow::recomputeDrift() {
     return;
   }
   auto layer = layerQuant_;
-  const int queryHead = std::clamp(drift_->queryHead(), 0, info.heads - 1);
-  const int queryIndex = std::clamp(drift_->queryIndex(), 0, info.queries - 1);
-  const int group = info.groupSize();
-  const int kvHead = queryHead / std::max(1, group);
-  if (layer->hatHead(kvHead) < 0) return;  // the layer lane is computing that head; it calls back
+  const int queryHead = std::clamp(selection_.queryHead, 0, info.heads - 1);
+  const int queryIndex = selection_.queryRow(info.queries);
+  const int kvHead = queryHead / std::max(1, info.groupSize());
+  const int64_t hatHead = layer->hatHead(kvHead);
+  if (hatHead < 0) return;  // the layer lane is computing that head; it calls back
   const double scale = info.softmaxScale;
   // The row the layer worker computed shows at once; the position series (one kv head's
   // attention over every query, much longer) follows from the drift lane.
-  if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
+  const bool haveRow = layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex;
+  if (haveRow) {
     auto rowOnly = std::make_shared<DriftData>();
     rowOnly->layer = layer->tensors->layer;
     rowOnly->row = std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row);  // shares, keeps `layer` alive
@@ -1127,46 +1145,29 @@ void MainWindow::recomputeDrift() {
   }
   auto slices = driftSlices_;
   driftRunner_->start<DriftDataPtr>(
-      [layer, queryHead, queryIndex, kvHead, group, scale, slices](const Progress& progress) -> Expected<DriftDataPtr> {
+      [layer, queryHead, queryIndex, hatHead, haveRow, scale, slices](const Progress& progress) -> Expected<DriftDataPtr> {
         const LayerTensors& t = *layer->tensors;
-        // This lane's own copies of the visible head (the layer lane has its own): K, V, queries.
-        if (slices->sliceOwner != layer->tensors || slices->slicedHead != kvHead) {
-          copyHeads(t.key, kvHead, 1, slices->key);
-          copyHeads(t.value, kvHead, 1, slices->value);
-          copyHeads(*t.query, int64_t{kvHead} * group, group, slices->query);
-          slices->sliceOwner = layer->tensors;
-          slices->slicedHead = kvHead;
-        }
-        const Tensor3* keyHat = &layer->keyHat;
-        const Tensor3* valueHat = &layer->valueHat;
-        Tensor3 keyHatHead, valueHatHead;
-        if (layer->wholeLayer) {
-          copyHeads(layer->keyHat, kvHead, 1, keyHatHead);
-          copyHeads(layer->valueHat, kvHead, 1, valueHatHead);
-          keyHat = &keyHatHead;
-          valueHat = &valueHatHead;
-        }
-        AttentionInput input;
-        input.query = &slices->query;
-        input.key = &slices->key;
-        input.value = &slices->value;
-        input.keyHat = keyHat;
-        input.valueHat = valueHat;
+        // core's computeDrift slices the kv head (this lane's own copies, kept while the layer
+        // and head stay) and computes the row, unless the layer worker has it, and the series.
+        DriftInput input;
+        input.key = &t.key;
+        input.value = &t.value;
+        input.query = &*t.query;
+        input.keyHat = &layer->keyHat;
+        input.valueHat = &layer->valueHat;
+        input.hatHead = hatHead;
+        input.queryHead = queryHead;
+        input.queryIndex = queryIndex;
         input.softmaxScale = scale;
+        input.row = !haveRow;
+        input.owner = layer->tensors;
+        auto computed = computeDrift(input, *slices, progress);
+        if (!computed) return computed.status();
         auto drift = std::make_shared<DriftData>();
         drift->layer = t.layer;
-        if (layer->row && layer->row->queryHead == queryHead && layer->row->queryIndex == queryIndex) {
-          drift->row = std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row);
-        } else {
-          auto row = attentionRowDetail(input, queryHead - kvHead * group, queryIndex);
-          if (!row) return row.status();
-          row->queryHead = queryHead;
-          row->kvHead = kvHead;
-          drift->row = std::make_shared<const AttentionRowDetail>(std::move(row).value());
-        }
-        auto series = kvHeadPositionSeries(input, kvHead, t.key.heads, progress);
-        if (!series) return series.status();
-        drift->series = std::move(series).value();
+        drift->row = haveRow ? std::shared_ptr<const AttentionRowDetail>(layer, &*layer->row)
+                             : std::make_shared<const AttentionRowDetail>(std::move(*computed->row));
+        drift->series = std::move(computed->series);
         return DriftDataPtr(std::move(drift));
       },
       [this, layer](DriftDataPtr drift) {
@@ -1208,9 +1209,7 @@ bool MainWindow::summaryComplete() const {
   return dump_ && static_cast<int>(summary_->layers().size()) == dump_->info().layers && !summaryRunner_->busy();
 }
 
-std::vector<ExportableView*> MainWindow::exportableViews() const {
-  return {histogram_, heatmap_, drift_, summary_, budget_, sensitivity_, diagnosis_};
-}
+std::vector<ExportableView*> MainWindow::exportableViews() const { return {views_.begin(), views_.end()}; }
 
 void MainWindow::exportCurrentView() {
   auto* view = dynamic_cast<ExportableView*>(tabs_->currentWidget());
@@ -1372,35 +1371,17 @@ std::string MainWindow::sessionJson() const {
   j["value"] = toString(valuePlan());
   j["value_same_as_key"] = valuePanel_->linkedToKey();
   j["selection"] = {{"layer", selection_.layer},       {"kv_head", selection_.kvHead},
-                    {"query_head", drift_->queryHead()}, {"query_index", drift_->queryIndex()},
+                    {"query_head", selection_.queryHead}, {"query_index", selection_.queryIndex},
                     {"channel", selection_.channel},   {"token", selection_.token}};
+  // Each view's state under its name, by name (ui/views/view.h); the tab by its view's name.
   nlohmann::ordered_json views;
-  views["tab"] = tabs_->currentIndex();
-  views["heatmap"]["tensor"] = heatmap_->tensorBox()->currentIndex();
-  views["heatmap"]["value"] = heatmap_->valueBox()->currentIndex();
-  views["heatmap"]["scale"] = heatmap_->scaleBox()->currentIndex();
-  views["histogram"]["tensor"] = histogram_->tensorBox()->currentIndex();
-  views["histogram"]["scope"] = histogram_->scopeBox()->currentIndex();
-  views["histogram"]["log"] = histogram_->logBox()->isChecked();
-  views["drift"]["case"] = drift_->caseBox()->currentIndex();
-  views["histogram"]["bins"] = histogram_->binsBox()->value();
-  views["histogram"]["space"] = histogram_->spaceBox()->currentIndex();
-  views["budgets"]["key"] = summary_->keyBudget();
-  views["budgets"]["value"] = summary_->valueBudget();
-  views["summary"]["log"] = summary_->logScaleBox()->isChecked();
-  views["capacity"] = {{"memory_gib", budget_->memoryBox()->value()},
-                       {"weights_gib", budget_->weightsBox()->value()},
-                       {"context", budget_->contextBox()->value()},
-                       {"batch", budget_->batchBox()->value()},
-                       {"device", budget_->deviceBox()->currentIndex() > 0 ? budget_->deviceBox()->currentText().toStdString()
-                                                                            : std::string()}};
-  views["search"] = {{"key_field", budget_->keyFieldBox()->currentText().toStdString()},
-                     {"key_bound", budget_->keyBoundBox()->value()},
-                     {"value_field", budget_->valueFieldBox()->currentText().toStdString()},
-                     {"value_bound", budget_->valueBoundBox()->value()}};
-  views["sensitivity"] = {{"candidates", sensitivity_->candidatesField()->text().toStdString()},
-                          {"metric", sensitivity_->metricBox()->currentText().toStdString()},
-                          {"candidate", sensitivity_->shownCandidate().toStdString()}};
+  for (View* v : views_) {
+    if (v->widget() == tabs_->currentWidget()) views["tab"] = v->exportName().toStdString();
+  }
+  for (const View* v : views_) {
+    const nlohmann::json state = v->saveState();
+    if (!state.empty()) views[v->exportName().toStdString()] = nlohmann::ordered_json::parse(state.dump());
+  }
   j["views"] = views;
   writeComparisonSession(j);
   return j.dump(2) + "\n";
@@ -1445,52 +1426,12 @@ Status MainWindow::loadSession(const QString& path) {
     planEditor_->setOverrides(false, valueParsed->overrides);
     KVS_RETURN_IF_ERROR(readComparisonSession(j, origin));
     updateStorage();
-    if (j.contains("views")) {
-      const auto& v = j["views"];
-      tabs_->setCurrentIndex(v.value("tab", 0));
-      if (v.contains("heatmap")) {
-        heatmap_->tensorBox()->setCurrentIndex(v["heatmap"].value("tensor", 0));
-        heatmap_->valueBox()->setCurrentIndex(v["heatmap"].value("value", 0));
-        heatmap_->scaleBox()->setCurrentIndex(v["heatmap"].value("scale", 0));
-      }
-      if (v.contains("histogram")) {
-        histogram_->tensorBox()->setCurrentIndex(v["histogram"].value("tensor", 0));
-        histogram_->scopeBox()->setCurrentIndex(v["histogram"].value("scope", 0));
-        histogram_->logBox()->setChecked(v["histogram"].value("log", false));
-        if (v["histogram"].contains("bins")) histogram_->binsBox()->setValue(v["histogram"].value("bins", 128));
-        histogram_->spaceBox()->setCurrentIndex(v["histogram"].value("space", 1));
-      }
-      if (v.contains("drift")) drift_->caseBox()->setCurrentIndex(v["drift"].value("case", 0));
-      if (v.contains("budgets")) summary_->setBudgets(v["budgets"].value("key", 0.05), v["budgets"].value("value", 0.05));
-      if (v.contains("summary") && v["summary"].contains("log")) {
-        summary_->logScaleBox()->setChecked(v["summary"].value("log", false));
-        emit summary_->logScaleBox()->clicked(summary_->logScaleBox()->isChecked());  // a choice, as a click is
-      }
-      if (v.contains("capacity")) {
-        const auto& c = v["capacity"];
-        budget_->memoryBox()->setValue(c.value("memory_gib", budget_->memoryBox()->value()));
-        budget_->weightsBox()->setValue(c.value("weights_gib", budget_->weightsBox()->value()));
-        budget_->contextBox()->setValue(c.value("context", budget_->contextBox()->value()));
-        budget_->batchBox()->setValue(c.value("batch", budget_->batchBox()->value()));
-        const QString device = q(c.value("device", std::string()));
-        const int index = device.isEmpty() ? 0 : budget_->deviceBox()->findText(device);
-        budget_->deviceBox()->setCurrentIndex(std::max(0, index));
-      }
-      if (v.contains("sensitivity")) {
-        const auto& m = v["sensitivity"];
-        sensitivity_->restore(q(m.value("candidates", std::string("default"))),
-                              q(m.value("metric", std::string("output_rel_error"))), q(m.value("candidate", std::string())));
-      }
-      if (v.contains("search")) {
-        const auto& f = v["search"];
-        // Field names, not indices: the list of fields may grow.
-        for (auto [box, bound, fieldKey, boundKey] :
-             {std::tuple{budget_->keyFieldBox(), budget_->keyBoundBox(), "key_field", "key_bound"},
-              std::tuple{budget_->valueFieldBox(), budget_->valueBoundBox(), "value_field", "value_bound"}}) {
-          const int index = box->findText(q(f.value(fieldKey, std::string())));
-          if (index >= 0) box->setCurrentIndex(index);
-          bound->setValue(f.value(boundKey, bound->value()));
-        }
+    if (j.contains("views") && j["views"].is_object()) {
+      const nlohmann::json v = viewStatesByName(j["views"]);
+      if (v.contains("tab") && v["tab"].is_string()) showTab(q(v["tab"].get<std::string>()));
+      for (View* view : views_) {
+        const std::string name = view->exportName().toStdString();
+        if (v.contains(name) && v[name].is_object()) view->loadState(v[name]);
       }
     }
     std::optional<Mapping> mapping;

@@ -20,7 +20,9 @@
 #include "core/sensitivity/plan_search.h"
 #include "core/search/search.h"
 #include "ui/model/comparison.h"
+#include "core/metrics/drift.h"
 #include "ui/model/layer_data.h"
+#include "ui/model/selection.h"
 #include "ui/views/drift_view.h"
 
 class QLabel;
@@ -48,16 +50,8 @@ class BudgetView;
 class SensitivityView;
 class DiagnosisView;
 class ComparisonBar;
-
-/// What is selected; every view follows it.
-struct Selection {
-  int layer = 0;
-  int kvHead = 0;
-  int queryHead = 0;
-  int queryIndex = -1;  ///< -1 = the last query row
-  int channel = 0;
-  int token = 0;
-};
+class View;
+struct ViewContext;
 
 /// The K and V settings as one undoable state.
 struct SpecState {
@@ -118,6 +112,12 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] QString e2eUnavailableReason() const;
   /// Brings view tab `index` to the front (0 histogram … 4 budget, 5 sensitivity, 6 diagnosis).
   void showTab(int index);
+  /// Brings the view named `name` (ui/views/view_registry.h) to the front; false when none is.
+  bool showTab(const QString& name);
+  /// The views of the tabs, in tab order (the registry's).
+  [[nodiscard]] const std::vector<View*>& views() const { return views_; }
+  /// The view named `name`, or nullptr.
+  [[nodiscard]] View* view(const QString& name) const;
 
   /// Writes every view (PNG, SVG, PDF, CSV), the JSON/CSV report and the spec strings into
   /// `folder`. `views` empty = all. Needs the summary to be complete for the report.
@@ -211,6 +211,10 @@ class MainWindow : public QMainWindow {
   void recomputeSummary();
   void recomputeDrift();
   void pushLayerToViews();
+  /// What the views read when they fill the layer request or take its result.
+  [[nodiscard]] ViewContext viewContext() const;
+  /// Gives the one Selection to the dataset panel and every view.
+  void publishSelection();
   /// Recomputes the layer when a view now shows pre-RoPE K′ (the reconstruction) that the current result lacks.
   void ensurePreRopeHat();
   void updateStorage();
@@ -252,7 +256,7 @@ class MainWindow : public QMainWindow {
   /// The layer lane's reused results and slices (used on that lane's thread only).
   std::shared_ptr<LayerQuantPool> layerPool_ = std::make_shared<LayerQuantPool>();
   /// The drift lane's slices of the visible kv head (used on that lane's thread only).
-  std::shared_ptr<ViewWorkspace> driftSlices_ = std::make_shared<ViewWorkspace>();
+  std::shared_ptr<DriftWorkspace> driftSlices_ = std::make_shared<DriftWorkspace>();
   /// The summary waits for the visible views after a spec change, so that they get the cores first.
   bool summaryPending_ = false;
   QString lastError_;
@@ -277,6 +281,8 @@ class MainWindow : public QMainWindow {
   PlanEditor* planEditor_;
   QLabel* storage_;
   QTabWidget* tabs_;
+  /// Every view, in tab order (ui/views/view_registry.h); the typed pointers below are some of them.
+  std::vector<View*> views_;
   HistogramView* histogram_;
   HeatmapView* heatmap_;
   DriftView* drift_;

@@ -107,7 +107,7 @@ void MainWindow::applyPinned(const std::optional<PinnedSetting>& setting) {
   comparison_->setPinned(setting);
   pushComparisonToViews();
   updateComparisonBar();
-  if (setting && layerQuant_) comparison_->follow(layerQuant_, drift_->queryHead(), drift_->queryIndex());
+  if (setting && layerQuant_) comparison_->follow(layerQuant_, selection_.queryHead, selection_.queryIndex);
 }
 
 void MainWindow::pinAsA() {

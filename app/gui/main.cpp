@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption screenshot(QStringLiteral("screenshot"),
                                      QStringLiteral("Grab the whole window into this PNG once ready, then exit."),
                                      QStringLiteral("file"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first (0-6: histogram, heatmap, drift, summary, budget, sensitivity, diagnosis)."),
-                               QStringLiteral("index"), QStringLiteral("-1"));
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("View tab to show first, by name (histogram, heatmap, drift, summary, budget, sensitivity, diagnosis) or index (0-6)."),
+                               QStringLiteral("view"));
   parser.addOptions({mapping, key, value, preset, engine, session, exportDir, views, size, exportSize, exportDpi, screenshot, tab});
   // A/B comparison: the setting above is pinned as A, these give B (docs/gui.md).
   const QCommandLineOption compareKey(QStringLiteral("compare-key"), QStringLiteral("Setting B's key spec or plan (with --compare-value)."), QStringLiteral("spec"));
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   options.exportSize = parser.value(exportSize);
   options.exportDpi = parser.value(exportDpi);
   options.screenshot = parser.value(screenshot);
-  options.tab = parser.value(tab).toInt();
+  options.tab = parser.value(tab);
   options.compareKey = parser.value(compareKey);
   options.compareValue = parser.value(compareValue);
   options.comparePreset = parser.value(comparePreset);
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
 
   kvscope::ui::MainWindow window;
   window.show();
-  if (resolved->tab >= 0) window.showTab(resolved->tab);
+  if (!resolved->tab.isEmpty()) window.showTab(resolved->tab);
   kvscope::ui::startInteractive(window, *resolved);
   return QApplication::exec();
 }

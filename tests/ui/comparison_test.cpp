@@ -201,10 +201,10 @@ class ComparisonTest : public QObject {
     input.softmaxScale = w.dump()->info().softmaxScale;
     input.keyHat = &keyA;
     input.valueHat = &valueA;
-    auto rowA = attentionRowDetail(input, drift->queryHead(), drift->queryIndex());
+    auto rowA = attentionRowDetail(input, w.selection().queryHead, w.selection().queryIndex);
     input.keyHat = &keyBHat;
     input.valueHat = &valueB;
-    auto rowB = attentionRowDetail(input, drift->queryHead(), drift->queryIndex());
+    auto rowB = attentionRowDetail(input, w.selection().queryHead, w.selection().queryIndex);
     QVERIFY(rowA.hasValue() && rowB.hasValue());
     QCOMPARE(ys(drift->scoreCaseA()), rowA->keyOnly.scores);
     QCOMPARE(ys(drift->scoreCase()), rowB->keyOnly.scores);

@@ -244,7 +244,7 @@ class MainWindowTest : public QObject {
     input.keyHat = &keyHat2;
     input.valueHat = &valueHat;
     input.softmaxScale = w.dump()->info().softmaxScale;
-    auto row = attentionRowDetail(input, w.driftView()->queryHead(), w.driftView()->queryIndex());
+    auto row = attentionRowDetail(input, w.selection().queryHead, w.selection().queryIndex);
     QVERIFY(row.hasValue());
     const QList<QPointF> drawn = w.driftView()->scoreCase()->points();
     QCOMPARE(static_cast<size_t>(drawn.size()), row->keyOnly.scores.size());
@@ -267,7 +267,7 @@ class MainWindowTest : public QObject {
     QVERIFY(!w.layerQuant()->wholeLayer);
     QCOMPARE(w.layerQuant()->keyHat.data, headData(keyHat, 1));
     QCOMPARE(w.layerQuant()->valueHat.data, headData(valueHat, 1));
-    QCOMPARE(w.driftView()->queryHead() / info.groupSize(), 1);
+    QCOMPARE(w.selection().queryHead / info.groupSize(), 1);
 
     QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row && w.driftView()->data()->row->kvHead == 1 &&
                                  !w.driftView()->data()->series.positions.empty(),
@@ -1134,7 +1134,7 @@ class MainWindowTest : public QObject {
     click.ry() -= 10;  // inside the plot, above the axis line
     QSignalSpy changed(drift, &DriftView::queryChanged);
     QTest::mouseClick(pos->viewport(), Qt::LeftButton, {}, click);
-    QCOMPARE(drift->queryIndex(), wanted);
+    QCOMPARE(w.selection().queryIndex, wanted);
     QCOMPARE(changed.count(), 1);
     QVERIFY(QSignalSpy(&w, &MainWindow::driftReady).wait(kWaitMs));
     QCOMPARE(drift->data()->row->queryIndex, wanted);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/attention/detail.h"
+#include "core/metrics/drift.h"
 #include "core/quant/plan.h"
 #include "ui/workers/job_runner.h"
 
@@ -125,27 +126,23 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
           drift->series = previous->series;
           return Result{layer, drift};
         }
-        // A's attention along query positions for the kv head in view (as the window's drift lane
-        // computes B's): that head's K, V, queries and A's reconstructions of it.
-        const int64_t head = request.kvHead;
-        const int group = di.groupSize();
-        Tensor3 k, v, qy, kHat, vHat;
-        copyHeads(tensors->key, head, 1, k);
-        copyHeads(tensors->value, head, 1, v);
-        copyHeads(*tensors->query, head * group, group, qy);
-        const int64_t hat = layer->hatHead(head);
-        copyHeads(layer->keyHat, hat, 1, kHat);
-        copyHeads(layer->valueHat, hat, 1, vHat);
-        AttentionInput input;
-        input.query = &qy;
-        input.key = &k;
-        input.value = &v;
-        input.keyHat = &kHat;
-        input.valueHat = &vHat;
+        // A's attention along query positions for the kv head in view (core's computeDrift, as
+        // the window's drift lane computes B's); the row is the layer worker's.
+        DriftInput input;
+        input.key = &tensors->key;
+        input.value = &tensors->value;
+        input.query = &*tensors->query;
+        input.keyHat = &layer->keyHat;
+        input.valueHat = &layer->valueHat;
+        input.hatHead = layer->hatHead(request.kvHead);
+        input.queryHead = request.queryHead;
+        input.queryIndex = request.queryIndex;
         input.softmaxScale = di.softmaxScale;
-        auto series = kvHeadPositionSeries(input, head, tensors->key.heads, progress);
-        if (!series) return series.status();
-        drift->series = std::move(series).value();
+        input.row = false;
+        DriftWorkspace slices;
+        auto computed = computeDrift(input, slices, progress);
+        if (!computed) return computed.status();
+        drift->series = std::move(computed->series);
         return Result{layer, drift};
       },
       [this](Result result) {

@@ -23,7 +23,9 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/capacity/units.h"
 #include "ui/export/chart_render.h"
@@ -837,6 +839,46 @@ void BudgetView::showPlan() {
     text += tr("\njoint: kl_mean %1, output_rel_error %2").arg(number(a.joint.klMean), number(a.joint.outputRelError));
   }
   planSummary_->setText(text);
+}
+
+QString BudgetView::tabTitle() const { return tr("Budget && capacity"); }
+
+nlohmann::json BudgetView::saveState() const {
+  nlohmann::json state;
+  state["capacity"] = {{"memory_gib", memory_->value()},
+                       {"weights_gib", weights_->value()},
+                       {"context", context_->value()},
+                       {"batch", batch_->value()},
+                       {"device", device_->currentIndex() > 0 ? device_->currentText().toStdString() : std::string()}};
+  state["search"] = {{"key_field", keyField_->currentText().toStdString()},
+                     {"key_bound", keyBound_->value()},
+                     {"value_field", valueField_->currentText().toStdString()},
+                     {"value_bound", valueBound_->value()}};
+  return state;
+}
+
+void BudgetView::loadState(const nlohmann::json& state) {
+  if (state.contains("capacity")) {
+    const auto& c = state["capacity"];
+    memory_->setValue(c.value("memory_gib", memory_->value()));
+    weights_->setValue(c.value("weights_gib", weights_->value()));
+    context_->setValue(c.value("context", context_->value()));
+    batch_->setValue(c.value("batch", batch_->value()));
+    const QString device = QString::fromStdString(c.value("device", std::string()));
+    const int index = device.isEmpty() ? 0 : device_->findText(device);
+    device_->setCurrentIndex(std::max(0, index));
+  }
+  if (state.contains("search")) {
+    const auto& f = state["search"];
+    // Field names, not indices: the list of fields may grow.
+    for (auto [box, bound, fieldKey, boundKey] :
+         {std::tuple{keyField_, keyBound_, "key_field", "key_bound"},
+          std::tuple{valueField_, valueBound_, "value_field", "value_bound"}}) {
+      const int index = box->findText(QString::fromStdString(f.value(fieldKey, std::string())));
+      if (index >= 0) box->setCurrentIndex(index);
+      bound->setValue(f.value(boundKey, bound->value()));
+    }
+  }
 }
 
 }  // namespace kvscope::ui

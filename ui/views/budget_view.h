@@ -15,7 +15,7 @@
 #include "core/quant/spec.h"
 #include "core/sensitivity/plan_search.h"
 #include "core/search/search.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 
 class QChart;
 class QChartView;
@@ -36,7 +36,7 @@ class InteractiveChartView;
 /// estimate: elapsed × (1 − f) / f); empty until the fraction says anything.
 QString timeLeftText(double elapsedSeconds, double fraction);
 
-class BudgetView : public QWidget, public ExportableView {
+class BudgetView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -117,7 +117,12 @@ class BudgetView : public QWidget, public ExportableView {
   QTableWidget* planTable() { return planTable_; }
   QLabel* planSummaryLabel() { return planSummary_; }
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("budget"); }
+  static constexpr const char* kName = "budget";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// The capacity table, then the search's candidates ("search") and the end-to-end check's
   /// per-layer table ("e2e") when there are results.

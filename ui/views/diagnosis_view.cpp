@@ -364,4 +364,6 @@ QString DiagnosisView::toCsv() const {
   return out;
 }
 
+QString DiagnosisView::tabTitle() const { return tr("Diagnosis"); }
+
 }  // namespace kvscope::ui

@@ -16,7 +16,7 @@
 #include "core/diagnose/suggest.h"
 #include "core/io/dump.h"
 #include "core/quant/plan.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 
 class QLabel;
 class QPushButton;
@@ -32,7 +32,7 @@ class JobRunner;
 
 using DiagnosisPtr = std::shared_ptr<const Diagnosis>;
 
-class DiagnosisView : public QWidget, public ExportableView {
+class DiagnosisView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -53,7 +53,10 @@ class DiagnosisView : public QWidget, public ExportableView {
   /// The finding index of a tree item (-1: none), and the evidence index (-1: the finding's row).
   [[nodiscard]] static std::pair<int, int> indexOf(const QTreeWidgetItem* item);
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("diagnosis"); }
+  static constexpr const char* kName = "diagnosis";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// One row per evidence entry: kind, severity, matches, place, tensor, numbers, summary, advice.
   [[nodiscard]] QString toCsv() const override;

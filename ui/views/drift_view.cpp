@@ -69,9 +69,9 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   query_ = new QSpinBox(this);
   query_->setToolTip(tr("The query row: row i is the query at position T − Tq + i."));
   case_ = new QComboBox(this);
-  case_->addItem(tr("key_only (K′, V)"));
-  case_->addItem(tr("value_only (K, V′)"));
-  case_->addItem(tr("joint (K′, V′)"));
+  addNamedItem(case_, QStringLiteral("key_only"), tr("key_only (K′, V)"));
+  addNamedItem(case_, QStringLiteral("value_only"), tr("value_only (K, V′)"));
+  addNamedItem(case_, QStringLiteral("joint"), tr("joint (K′, V′)"));
   case_->setToolTip(tr("Which tensors are reconstructed (K′, V′: quantized and dequantized) when comparing against the "
                         "original attention."));
   info_ = new QLabel(this);
@@ -157,15 +157,6 @@ void DriftView::setShape(int heads, int queries, int tokens) {
   query_->setRange(0, std::max(0, queries - 1));
   head_->setEnabled(heads > 0);
   query_->setEnabled(queries > 0);
-}
-
-int DriftView::queryHead() const { return head_->value(); }
-int DriftView::queryIndex() const { return query_->value(); }
-
-void DriftView::setQuery(int queryHead, int queryIndex) {
-  const QSignalBlocker a(head_), b(query_);
-  head_->setValue(queryHead);
-  query_->setValue(queryIndex);
 }
 
 void DriftView::setMessage(const QString& message) {
@@ -484,6 +475,29 @@ QString DriftView::toCsv() const {
     }
   }
   return out;
+}
+
+QString DriftView::tabTitle() const { return tr("Attention drift"); }
+
+nlohmann::json DriftView::saveState() const { return {{"case", currentItemName(case_).toStdString()}}; }
+
+void DriftView::loadState(const nlohmann::json& state) {
+  loadNamedChoice(case_, state, "case", {"key_only", "value_only", "joint"}, QStringLiteral("key_only"));
+}
+
+void DriftView::fillRequest(ViewRequest& request, const ViewContext& context) const {
+  const DumpInfo& info = *context.info;
+  if (!info.hasQuery || info.groupSize() <= 0) return;
+  const int queryHead = std::clamp(context.selection.queryHead, 0, info.heads - 1);
+  if (queryHead / info.groupSize() != request.kvHead) return;
+  request.queryHead = queryHead;
+  request.queryIndex = context.selection.queryRow(info.queries);
+}
+
+void DriftView::takeSelection(const Selection& selection) {
+  const QSignalBlocker a(head_), b(query_);
+  head_->setValue(selection.queryHead);
+  query_->setValue(selection.queryIndex < 0 ? query_->maximum() : selection.queryIndex);
 }
 
 }  // namespace kvscope::ui

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "core/attention/detail.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 
 class QChart;
 class QChartView;
@@ -34,7 +34,7 @@ struct DriftData {
 };
 using DriftDataPtr = std::shared_ptr<const DriftData>;
 
-class DriftView : public QWidget, public ExportableView {
+class DriftView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -47,9 +47,10 @@ class DriftView : public QWidget, public ExportableView {
   void setData(DriftDataPtr data, QStringList tokenText);
   /// Shows a message instead of charts (no queries, a failed computation).
   void setMessage(const QString& message);
-  [[nodiscard]] int queryHead() const;
-  [[nodiscard]] int queryIndex() const;
-  void setQuery(int queryHead, int queryIndex);
+  /// The query head and row controls; they show the window's Selection (takeSelection) and
+  /// report the user's changes by queryChanged.
+  QSpinBox* queryHeadBox() { return head_; }
+  QSpinBox* queryRowBox() { return query_; }
   [[nodiscard]] const DriftData* data() const { return data_.get(); }
   /// A/B comparison: `pinned` names the lines A and B; `a` is A's row and series (nullptr while
   /// computed, or without queries). A is drawn where its layer and row are the ones shown.
@@ -71,7 +72,15 @@ class DriftView : public QWidget, public ExportableView {
   InteractiveChartView* positionChartView() { return posView_; }
   QComboBox* caseBox() { return case_; }
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("drift"); }
+  static constexpr const char* kName = "drift";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
+  /// The attention row of the selected query head and row, when that head is in the kv head shown.
+  void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  void takeSelection(const Selection& selection) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("queries")}; }

@@ -600,15 +600,15 @@ void HeatmapCanvas::leaveEvent(QEvent* event) {
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   canvas_ = new HeatmapCanvas(this);
   tensor_ = new QComboBox(this);
-  tensor_->addItem(tr("K"), static_cast<int>(ViewTensor::Key));
-  tensor_->addItem(tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
-  tensor_->addItem(tr("V"), static_cast<int>(ViewTensor::Value));
+  addNamedItem(tensor_, QStringLiteral("key"), tr("K"), static_cast<int>(ViewTensor::Key));
+  addNamedItem(tensor_, QStringLiteral("key_prerope"), tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
+  addNamedItem(tensor_, QStringLiteral("value"), tr("V"), static_cast<int>(ViewTensor::Value));
   tensor_->setToolTip(tr("Which tensor of the layer to show: keys after RoPE, keys before RoPE, or values."));
   value_ = new QComboBox(this);
-  value_->addItem(tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
-  value_->addItem(tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
-  value_->addItem(tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
-  value_->addItem(tr("error change B − A"), static_cast<int>(HeatmapValue::Error));
+  addNamedItem(value_, QStringLiteral("magnitude"), tr("|x|"), static_cast<int>(HeatmapValue::Magnitude));
+  addNamedItem(value_, QStringLiteral("normalized"), tr("|x| / σ per channel"), static_cast<int>(HeatmapValue::Normalized));
+  addNamedItem(value_, QStringLiteral("error"), tr("error |x′ − x|"), static_cast<int>(HeatmapValue::Error));
+  addNamedItem(value_, QStringLiteral("error_change"), tr("error change B − A"), static_cast<int>(HeatmapValue::Error));
   if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {
     if (QStandardItem* item = model->item(kDifferenceIndex)) {
       item->setEnabled(false);  // until a setting is pinned as A
@@ -619,8 +619,8 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   value_->setToolTip(tr("Colour by magnitude, by magnitude relative to the channel's spread, or by the reconstruction "
                         "error (x′ is the value after quantizing and dequantizing)."));
   scale_ = new QComboBox(this);
-  scale_->addItem(tr("linear"));
-  scale_->addItem(tr("log"));
+  addNamedItem(scale_, QStringLiteral("linear"), tr("linear"));
+  addNamedItem(scale_, QStringLiteral("log"), tr("log"));
   scale_->setToolTip(tr("Linear or logarithmic colour scale; log reveals structure below the largest outliers."));
 
   auto* controls = new QHBoxLayout;
@@ -786,6 +786,31 @@ QString HeatmapView::toCsv() const {
     }
   }
   return out;
+}
+
+QString HeatmapView::tabTitle() const { return tr("Outlier heat map"); }
+
+nlohmann::json HeatmapView::saveState() const {
+  return {{"tensor", currentItemName(tensor_).toStdString()},
+          {"value", currentItemName(value_).toStdString()},
+          {"scale", currentItemName(scale_).toStdString()}};
+}
+
+void HeatmapView::loadState(const nlohmann::json& state) {
+  // Indexes (sessions written before names) through the entries' order then.
+  loadNamedChoice(tensor_, state, "tensor", {"key", "key_prerope", "value"}, QStringLiteral("key"));
+  loadNamedChoice(value_, state, "value", {"magnitude", "normalized", "error", "error_change"},
+                  QStringLiteral("magnitude"));
+  loadNamedChoice(scale_, state, "scale", {"linear", "log"}, QStringLiteral("linear"));
+}
+
+void HeatmapView::fillRequest(ViewRequest& request, const ViewContext& context) const {
+  (void)context;
+  fillRequest(request);
+}
+
+void HeatmapView::takeLayer(const LayerQuantPtr& layer, const ViewContext& context) {
+  setLayer(layer, context.selection.kvHead, context.tokenText);
 }
 
 }  // namespace kvscope::ui

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "ui/compute/heatmap_data.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 #include "ui/model/layer_data.h"
 #include "ui/widgets/pointer_drag.h"
 
@@ -124,7 +124,7 @@ class HeatmapCanvas : public QWidget {
 };
 
 /// The heat map with its controls (tensor, value, colour scale).
-class HeatmapView : public QWidget, public ExportableView {
+class HeatmapView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -148,7 +148,14 @@ class HeatmapView : public QWidget, public ExportableView {
   /// The outlier profile line under the map (core's profileHead on the shown tensor).
   [[nodiscard]] QString profileText() const;
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("heatmap"); }
+  static constexpr const char* kName = "heatmap";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
+  void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  void takeLayer(const LayerQuantPtr& layer, const ViewContext& context) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] bool hasContent() const override { return canvas_->hasContent(); }

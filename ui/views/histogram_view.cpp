@@ -89,18 +89,18 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   view_ = new InteractiveChartView(chart_, this);
 
   tensor_ = new QComboBox(this);
-  tensor_->addItem(tr("K"), static_cast<int>(ViewTensor::Key));
-  tensor_->addItem(tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
-  tensor_->addItem(tr("V"), static_cast<int>(ViewTensor::Value));
+  addNamedItem(tensor_, QStringLiteral("key"), tr("K"), static_cast<int>(ViewTensor::Key));
+  addNamedItem(tensor_, QStringLiteral("key_prerope"), tr("pre-RoPE K"), static_cast<int>(ViewTensor::KeyPreRope));
+  addNamedItem(tensor_, QStringLiteral("value"), tr("V"), static_cast<int>(ViewTensor::Value));
   tensor_->setToolTip(tr("Which tensor of the layer to count: keys after RoPE, keys before RoPE, or values."));
   scope_ = new QComboBox(this);
-  scope_->addItem(tr("whole head"), static_cast<int>(HistogramScope::Head));
-  scope_->addItem(tr("one channel"), static_cast<int>(HistogramScope::Channel));
-  scope_->addItem(tr("one token"), static_cast<int>(HistogramScope::Token));
+  addNamedItem(scope_, QStringLiteral("head"), tr("whole head"), static_cast<int>(HistogramScope::Head));
+  addNamedItem(scope_, QStringLiteral("channel"), tr("one channel"), static_cast<int>(HistogramScope::Channel));
+  addNamedItem(scope_, QStringLiteral("token"), tr("one token"), static_cast<int>(HistogramScope::Token));
   scope_->setToolTip(tr("Count every value of the kv head, only the selected channel, or only the selected token."));
   space_ = new QComboBox(this);
-  space_->addItem(tr("space: original"), 0);
-  space_->addItem(tr("space: rotated (format input)"), 1);
+  addNamedItem(space_, QStringLiteral("original"), tr("space: original"), 0);
+  addNamedItem(space_, QStringLiteral("rotated"), tr("space: rotated (format input)"), 1);
   space_->setCurrentIndex(1);
   space_->setToolTip(tr("For a rotated spec: count the dump's values, or the values the format quantizes "
                         "(rotated, outliers zeroed; tq/tqp: each token divided by its norm), with the "
@@ -532,6 +532,33 @@ QString HistogramView::toCsv() const {
     for (double l : group_->levels) out += QString::number(l, 'g', 9) + QLatin1Char('\n');
   }
   return out;
+}
+
+QString HistogramView::tabTitle() const { return tr("Histogram"); }
+
+nlohmann::json HistogramView::saveState() const {
+  return {{"tensor", currentItemName(tensor_).toStdString()},
+          {"scope", currentItemName(scope_).toStdString()},
+          {"log", log_->isChecked()},
+          {"bins", bins_->value()},
+          {"space", currentItemName(space_).toStdString()}};
+}
+
+void HistogramView::loadState(const nlohmann::json& state) {
+  // Indexes (sessions written before names) through the entries' order then.
+  loadNamedChoice(tensor_, state, "tensor", {"key", "key_prerope", "value"}, QStringLiteral("key"));
+  loadNamedChoice(scope_, state, "scope", {"head", "channel", "token"}, QStringLiteral("head"));
+  log_->setChecked(state.value("log", false));
+  if (state.contains("bins")) bins_->setValue(state.value("bins", 128));
+  loadNamedChoice(space_, state, "space", {"original", "rotated"}, QStringLiteral("rotated"));
+}
+
+void HistogramView::fillRequest(ViewRequest& request, const ViewContext& context) const {
+  fillRequest(request, context.key, context.value, context.info->tokens);
+}
+
+void HistogramView::takeLayer(const LayerQuantPtr& layer, const ViewContext& context) {
+  setLayer(layer, context.selection.kvHead, context.selection.channel, context.selection.token);
 }
 
 }  // namespace kvscope::ui

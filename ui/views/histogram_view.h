@@ -9,7 +9,7 @@
 
 #include "core/quant/formats.h"
 #include "ui/compute/histogram_data.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 #include "ui/model/layer_data.h"
 
 class QChart;
@@ -26,7 +26,7 @@ namespace kvscope::ui {
 
 class InteractiveChartView;
 
-class HistogramView : public QWidget, public ExportableView {
+class HistogramView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -72,7 +72,14 @@ class HistogramView : public QWidget, public ExportableView {
     return chart_;
   }
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("histogram"); }
+  static constexpr const char* kName = "histogram";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
+  void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  void takeLayer(const LayerQuantPtr& layer, const ViewContext& context) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("levels")}; }

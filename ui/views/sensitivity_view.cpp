@@ -577,4 +577,18 @@ void SensitivityView::renderTo(QPainter& painter, const QRectF& target) {
 
 QString SensitivityView::toCsv() const { return map_ ? q(sensitivityToCsv(*map_)) : QString(); }
 
+QString SensitivityView::tabTitle() const { return tr("Sensitivity"); }
+
+nlohmann::json SensitivityView::saveState() const {
+  return {{"candidates", candidates_->text().toStdString()},
+          {"metric", metric_->currentText().toStdString()},
+          {"candidate", shownCandidate().toStdString()}};
+}
+
+void SensitivityView::loadState(const nlohmann::json& state) {
+  restore(QString::fromStdString(state.value("candidates", std::string("default"))),
+          QString::fromStdString(state.value("metric", std::string("output_rel_error"))),
+          QString::fromStdString(state.value("candidate", std::string())));
+}
+
 }  // namespace kvscope::ui

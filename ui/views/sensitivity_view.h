@@ -13,7 +13,7 @@
 #include "core/io/dump.h"
 #include "core/search/search.h"
 #include "core/sensitivity/sensitivity.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 
 class QComboBox;
 class QLabel;
@@ -88,7 +88,7 @@ class SensitivityCanvas : public QWidget {
 };
 
 /// The map with its controls: candidate list, metric, candidate shown, and a status line.
-class SensitivityView : public QWidget, public ExportableView {
+class SensitivityView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -115,7 +115,13 @@ class SensitivityView : public QWidget, public ExportableView {
   /// Restores the view's settings (sessions): candidate list, metric name, candidate shown.
   void restore(const QString& candidates, const QString& metric, const QString& candidate);
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("sensitivity"); }
+  static constexpr const char* kName = "sensitivity";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
+  void takeSelection(const Selection& selection) override { setSelection(selection.layer, selection.kvHead); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// core's sensitivityToCsv: one row per (side, layer, kv head, candidate), every metric.
   [[nodiscard]] QString toCsv() const override;

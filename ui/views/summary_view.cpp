@@ -595,4 +595,20 @@ QString SummaryView::toCsv() const {
   return out;
 }
 
+QString SummaryView::tabTitle() const { return tr("Layer summary"); }
+
+nlohmann::json SummaryView::saveState() const {
+  return {{"log", logScale_->isChecked()}, {"budgets", {{"key", keyBudget()}, {"value", valueBudget()}}}};
+}
+
+void SummaryView::loadState(const nlohmann::json& state) {
+  if (state.contains("budgets")) {
+    setBudgets(state["budgets"].value("key", 0.05), state["budgets"].value("value", 0.05));
+  }
+  if (state.contains("log")) {
+    logScale_->setChecked(state.value("log", false));
+    emit logScale_->clicked(logScale_->isChecked());  // a choice, as a click is
+  }
+}
+
 }  // namespace kvscope::ui

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/report/eval.h"
-#include "ui/export/exportable.h"
+#include "ui/views/view.h"
 
 class QBarSeries;
 class QCheckBox;
@@ -30,7 +30,7 @@ namespace kvscope::ui {
 
 class InteractiveChartView;
 
-class SummaryView : public QWidget, public ExportableView {
+class SummaryView : public QWidget, public View {
   Q_OBJECT
 
  public:
@@ -65,7 +65,13 @@ class SummaryView : public QWidget, public ExportableView {
   QTableView* table() { return table_; }
   QStandardItemModel* model() { return model_; }
 
-  [[nodiscard]] QString exportName() const override { return QStringLiteral("summary"); }
+  static constexpr const char* kName = "summary";
+  [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
+  QWidget* widget() override { return this; }
+  [[nodiscard]] QString tabTitle() const override;
+  [[nodiscard]] nlohmann::json saveState() const override;
+  void loadState(const nlohmann::json& state) override;
+  void takeSelection(const Selection& selection) override { setSelection(selection.layer, selection.kvHead); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] bool hasContent() const override { return !layers_.empty(); }
