@@ -128,11 +128,12 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
         // A's attention along query positions for the kv head in view (as the window's drift lane
         // computes B's): that head's K, V, queries and A's reconstructions of it.
         const int64_t head = request.kvHead;
+        const int64_t at = tensors->headIndex(head);  // a partial read holds that head only
         const int group = di.groupSize();
         Tensor3 k, v, qy, kHat, vHat;
-        copyHeads(tensors->key, head, 1, k);
-        copyHeads(tensors->value, head, 1, v);
-        copyHeads(*tensors->query, head * group, group, qy);
+        copyHeads(tensors->key, at, 1, k);
+        copyHeads(tensors->value, at, 1, v);
+        copyHeads(*tensors->query, at * group, group, qy);
         const int64_t hat = layer->hatHead(head);
         copyHeads(layer->keyHat, hat, 1, kHat);
         copyHeads(layer->valueHat, hat, 1, vHat);
@@ -143,7 +144,7 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
         input.keyHat = &kHat;
         input.valueHat = &vHat;
         input.softmaxScale = di.softmaxScale;
-        auto series = kvHeadPositionSeries(input, head, tensors->key.heads, progress);
+        auto series = kvHeadPositionSeries(input, head, di.kvHeads, progress);
         if (!series) return series.status();
         drift->series = std::move(series).value();
         return Result{layer, drift};
