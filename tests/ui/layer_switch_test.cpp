@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QUndoStack>
 
 #include <cmath>
 
@@ -220,6 +221,45 @@ class LayerSwitchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 1, kWaitMs);
     QVERIFY(w.layerQuant()->tensors->whole());
     QCOMPARE(w.layerQuant()->keyHat.data, coreReconstruction(path_, 1, TensorKind::Key, w.keyPanel()->spec()).data);
+  }
+
+  // A pinned setting A whose scales span the kv heads needs the whole layer for A's views: a cold
+  // layer is then read whole, and pinning such an A over a layer read head first reads it whole.
+  void aPinnedSettingThatNeedsTheWholeLayerReadsItWhole() {
+    MainWindow w(false);
+    w.setHeadFirstBytes(1);
+    w.setSpecs(*parseSpec("int4,axis=tensor"), *parseSpec("int4"));
+    test::openAndWaitForViews(w, QString::fromStdString(path_), kWaitMs);
+    w.pinAsA();
+    const QuantSpec b = *parseSpec("int4,axis=channel,group=32");
+    w.setSpecs(b, *parseSpec("int4"));
+    QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), kWaitMs);
+    w.select(2, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparison()->layer() &&
+                                 w.comparison()->matches(w.layerQuant()),
+                             kWaitMs);
+    QVERIFY(w.layerQuant()->tensors->whole());
+    QCOMPARE(w.comparison()->layer()->keyHat.data,
+             coreReconstruction(path_, 2, TensorKind::Key, *parseSpec("int4,axis=tensor")).data);
+    QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
+
+    // Unpinned, a cold layer is read head first; pinning the tensor-wide A again (undo of the
+    // unpin) over it reads the layer whole for A.
+    w.unpinA();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), kWaitMs);
+    w.select(3, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3, kWaitMs);
+    QVERIFY(!w.layerQuant()->tensors->whole());
+    w.undoStack()->undo();
+    QVERIFY(w.comparison()->pinned().has_value());
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3 && w.comparison()->layer() &&
+                                 w.comparison()->matches(w.layerQuant()),
+                             kWaitMs);
+    QVERIFY(w.layerQuant()->tensors->whole());
+    QVERIFY(w.layerQuant()->keySpec == b);
+    QCOMPARE(w.comparison()->layer()->keyHat.data,
+             coreReconstruction(path_, 3, TensorKind::Key, *parseSpec("int4,axis=tensor")).data);
+    QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
   }
 
   // Without the lowered threshold a small dump is read whole, as it always was.
