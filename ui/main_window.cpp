@@ -1114,8 +1114,8 @@ void MainWindow::recomputeLayer() {
         pushLayerToViews();
         recomputeDrift();
         if (!layerQuant_->tensors->whole()) {
-          // The views are drawn first (this runs after the queued paints); then the rest of the
-          // layer, so that other heads and specs of it read nothing.
+          // The views have their data; the rest of the layer follows on the fill lane (nice 19, so
+          // their paint gets the CPU first), so that other heads and specs of it read nothing.
           auto part = layerQuant_->tensors;
           auto source = dump_;
           if (auto it = layerCache_.find(part->layer); it == layerCache_.end() || !it->second->whole()) {
