@@ -87,6 +87,18 @@ constexpr const char* kDefaultEngine = "llama.cpp -ctk q8_0 -ctv q4_0";
 constexpr int kMaxRecent = 8;
 constexpr int kLayerCacheSize = 4;
 
+/// Puts `tensors` in the layer cache (a whole layer is not replaced by a partial read of it) and
+/// forgets the oldest layers beyond kLayerCacheSize, never `keep`.
+void cacheLayer(std::map<int, LayerTensorsPtr>& cache, const LayerTensorsPtr& tensors, int keep) {
+  LayerTensorsPtr& slot = cache[tensors->layer];
+  if (!slot || !slot->whole() || tensors->whole()) slot = tensors;
+  while (static_cast<int>(cache.size()) > kLayerCacheSize) {
+    auto victim = cache.begin();
+    if (victim->first == keep) ++victim;
+    cache.erase(victim);
+  }
+}
+
 struct Opened {
   std::shared_ptr<const Dump> dump;
   QStringList tokenText;
@@ -149,6 +161,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
 
   openRunner_ = new JobRunner(tr("opening"), this);
   layerRunner_ = new JobRunner(tr("quantizing layer"), this);
+  fillRunner_ = new JobRunner(tr("reading layer"), this);
+  fillRunner_->setNice(19);
   driftRunner_ = new JobRunner(tr("attention drift"), this);
   summaryRunner_ = new JobRunner(tr("layer summary"), this);
   searchRunner_ = new JobRunner(tr("budget search"), this);
@@ -176,7 +190,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
     for (JobRunner* r : runners_) r->cancel();
     showStatus(tr("Cancelled."));
   });
-  for (JobRunner* r : {openRunner_, layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_, planRunner_})
+  for (JobRunner* r : {openRunner_, layerRunner_, fillRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_,
+                       planRunner_})
     trackBusy(r);
   trackBusy(sensitivity_->runner());
   trackBusy(diagnosis_->runner());
@@ -591,7 +606,8 @@ void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) {
 
 void MainWindow::onDumpOpened(std::shared_ptr<const Dump> dump, QStringList tokenText,
                               std::optional<Mapping> mapping) {
-  for (JobRunner* r : {layerRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_, planRunner_}) r->cancel();
+  for (JobRunner* r : {layerRunner_, fillRunner_, driftRunner_, summaryRunner_, searchRunner_, e2eRunner_, planRunner_})
+    r->cancel();
   budget_->setSearchResult(nullptr);
   budget_->setPlanResult(nullptr);
   dump_ = std::move(dump);
@@ -1057,28 +1073,56 @@ void MainWindow::recomputeLayer() {
   request.kvHead = selection_.kvHead;
   const ViewContext context = viewContext();
   for (const View* v : views_) v->fillRequest(request, context);
+  // A layer not read yet, or read only for another head: when the views of one kv head need only
+  // that head (both specs quantize per head, and A's too when a setting is pinned), read that head
+  // first (K, V, its queries, pre-RoPE K when a view or the K spec uses it), show it, and read the
+  // rest of the layer afterwards on the fill lane; else read the whole layer.
+  const bool preRopeNeeded = info.hasKeyPreRope && (key.prerope || request.keyPreRopeHat ||
+                                                    heatmap_->tensor() == ViewTensor::KeyPreRope ||
+                                                    histogram_->tensor() == ViewTensor::KeyPreRope);
+  bool perHead = !request.wholeLayer && quantizesPerHead(key, info.headDim) && quantizesPerHead(value, info.headDim);
+  if (const auto& pinned = comparison_->pinned()) {
+    perHead = perHead && quantizesPerHead(specForLayer(pinned->key, layer, info.layers), info.headDim) &&
+              quantizesPerHead(specForLayer(pinned->value, layer, info.layers), info.headDim);
+  }
+  if (cached && !cached->whole() &&
+      (!perHead || cached->headIndex(request.kvHead) < 0 || (preRopeNeeded && cached->keyPreRopeSkipped))) {
+    cached.reset();
+  }
+  const int64_t keyBytes = int64_t{info.kvHeads} * info.tokens * info.headDim * int64_t{sizeof(float)};
+  const bool headFirst = !cached && perHead && info.kvHeads > 1 && keyBytes >= headFirstBytes_;
+  if (!cached) fillRunner_->cancel();  // this read outranks the rest of another layer
+  const int64_t kvHead = request.kvHead;
   auto pool = layerPool_;
   layerRunner_->start<LayerQuantPtr>(
-      [dump, cached, key, value, layer, request, pool](const Progress& progress) -> Expected<LayerQuantPtr> {
+      [dump, cached, key, value, layer, request, pool, headFirst, kvHead,
+       preRopeNeeded](const Progress& progress) -> Expected<LayerQuantPtr> {
         LayerTensorsPtr tensors = cached;
         if (!tensors) {
-          auto read = readLayer(*dump, layer, progress);
+          auto read = headFirst ? readLayerHead(*dump, layer, kvHead, preRopeNeeded, progress)
+                                : readLayer(*dump, layer, progress);
           if (!read) return read.status();
           tensors = *read;
         }
         return pool->compute(dump->info(), tensors, key, value, request, progress);
       },
       [this](LayerQuantPtr result) {
-        layerCache_[result->tensors->layer] = result->tensors;
-        while (static_cast<int>(layerCache_.size()) > kLayerCacheSize) {
-          auto victim = layerCache_.begin();
-          if (victim->first == selection_.layer) ++victim;
-          layerCache_.erase(victim);
-        }
+        cacheLayer(layerCache_, result->tensors, selection_.layer);
         if (result->tensors->layer != selection_.layer || result->hatHead(selection_.kvHead) < 0) return;
         layerQuant_ = std::move(result);
         pushLayerToViews();
         recomputeDrift();
+        if (!layerQuant_->tensors->whole()) {
+          // The views have their data; the rest of the layer follows on the fill lane (nice 19, so
+          // their paint gets the CPU first), so that other heads and specs of it read nothing.
+          auto part = layerQuant_->tensors;
+          auto source = dump_;
+          if (auto it = layerCache_.find(part->layer); it == layerCache_.end() || !it->second->whole()) {
+            fillRunner_->start<LayerTensorsPtr>(
+                [source, part](const Progress& progress) { return completeLayer(*source, *part, progress); },
+                [this](LayerTensorsPtr whole) { cacheLayer(layerCache_, whole, selection_.layer); });
+          }
+        }
         emit layerReady();
         if (summaryPending_) {
           summaryPending_ = false;
@@ -1088,7 +1132,8 @@ void MainWindow::recomputeLayer() {
 }
 
 void MainWindow::ensurePreRopeHat() {
-  if (!layerQuant_ || !layerQuant_->tensors->keyPreRope || layerQuant_->keyPreRopeHat) return;
+  if (!layerQuant_ || layerQuant_->keyPreRopeHat) return;
+  if (!layerQuant_->tensors->keyPreRope && !layerQuant_->tensors->keyPreRopeSkipped) return;
   if (heatmap_->tensor() == ViewTensor::KeyPreRope || histogram_->tensor() == ViewTensor::KeyPreRope) {
     recomputeLayer();
   }
@@ -1132,7 +1177,8 @@ void MainWindow::recomputeDrift() {
   const int queryIndex = selection_.queryRow(info.queries);
   const int kvHead = queryHead / std::max(1, info.groupSize());
   const int64_t hatHead = layer->hatHead(kvHead);
-  if (hatHead < 0) return;  // the layer lane is computing that head; it calls back
+  // The layer lane is computing that head (or reading it, for a layer read head first); it calls back.
+  if (hatHead < 0 || layer->tensors->headIndex(kvHead) < 0) return;
   const double scale = info.softmaxScale;
   // The row the layer worker computed shows at once; the position series (one kv head's
   // attention over every query, much longer) follows from the drift lane.
@@ -1158,6 +1204,9 @@ void MainWindow::recomputeDrift() {
         input.hatHead = hatHead;
         input.queryHead = queryHead;
         input.queryIndex = queryIndex;
+        // A layer read head first holds only that head (LayerTensors::firstHead).
+        input.firstHead = t.firstHead;
+        input.kvHeads = t.kvHeads;
         input.softmaxScale = scale;
         input.row = !haveRow;
         input.owner = layer->tensors;

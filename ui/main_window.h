@@ -143,6 +143,10 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] const QString& lastError() const { return lastError_; }
   [[nodiscard]] bool summaryComplete() const;
   [[nodiscard]] bool busy() const;
+  /// A switch to a layer not in the cache, whose K is at least `bytes` as float32, reads only the kv
+  /// head in view first (when the specs quantize per head) and the rest of the layer after the views
+  /// are drawn. 16 MiB unless set; tests lower it to take that path on small dumps.
+  void setHeadFirstBytes(int64_t bytes) { headFirstBytes_ = bytes; }
   SpecPanel* keyPanel() { return keyPanel_; }
   SpecPanel* valuePanel() { return valuePanel_; }
   PlanEditor* planEditor() { return planEditor_; }
@@ -251,7 +255,10 @@ class MainWindow : public QMainWindow {
   std::optional<Mapping> mapping_;
   QStringList tokenText_;
   Selection selection_;
+  /// Layers read so far: whole, or only the kv head read first (LayerTensors::whole).
   std::map<int, LayerTensorsPtr> layerCache_;
+  /// A layer whose K is at least this many bytes as float32 is read head first (setHeadFirstBytes).
+  int64_t headFirstBytes_ = int64_t{16} << 20;
   LayerQuantPtr layerQuant_;
   /// The layer lane's reused results and slices (used on that lane's thread only).
   std::shared_ptr<LayerQuantPool> layerPool_ = std::make_shared<LayerQuantPool>();
@@ -301,6 +308,8 @@ class MainWindow : public QMainWindow {
 
   JobRunner* openRunner_;
   JobRunner* layerRunner_;
+  /// Reads the rest of a layer read head first, at the lowest priority; a layer read outranks it.
+  JobRunner* fillRunner_;
   JobRunner* driftRunner_;
   JobRunner* summaryRunner_;
   JobRunner* searchRunner_;

@@ -107,7 +107,18 @@ void MainWindow::applyPinned(const std::optional<PinnedSetting>& setting) {
   comparison_->setPinned(setting);
   pushComparisonToViews();
   updateComparisonBar();
-  if (setting && layerQuant_) comparison_->follow(layerQuant_, selection_.queryHead, selection_.queryIndex);
+  if (setting && layerQuant_) {
+    // A layer read head first serves A only when A quantizes per head; else read it whole.
+    const DumpInfo& info = dump_->info();
+    const int layer = layerQuant_->tensors->layer;
+    if (!layerQuant_->tensors->whole() &&
+        !(quantizesPerHead(specForLayer(setting->key, layer, info.layers), info.headDim) &&
+          quantizesPerHead(specForLayer(setting->value, layer, info.layers), info.headDim))) {
+      recomputeLayer();
+      return;
+    }
+    comparison_->follow(layerQuant_, selection_.queryHead, selection_.queryIndex);
+  }
 }
 
 void MainWindow::pinAsA() {

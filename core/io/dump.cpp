@@ -702,10 +702,10 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
 
 namespace {
 
-/// Reads the hyperslab of one layer and sequence of `src` into `dest` ([head, token, dim] order,
-/// room for every element).
+/// Reads the hyperslab of one layer and sequence of `src`, heads [firstHead, firstHead + heads)
+/// (heads < 0: all of them), into `dest` ([head, token, dim] order, room for every element).
 Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int sequence,
-                    float* dest) {
+                    float* dest, int64_t firstHead = 0, int64_t heads = -1) {
   const std::string& path = src.pathFor(layer);
   h5::Id ds = h5::datasetId(H5Dopen2(impl.file.get(), path.c_str(), H5P_DEFAULT));
   if (!ds)
@@ -721,11 +721,15 @@ Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int se
     start[static_cast<size_t>(src.batchAxis)] = static_cast<hsize_t>(sequence);
     count[static_cast<size_t>(src.batchAxis)] = 1;
   }
+  if (heads >= 0) {  // the caller checked the range
+    start[static_cast<size_t>(src.headAxis)] = static_cast<hsize_t>(firstHead);
+    count[static_cast<size_t>(src.headAxis)] = static_cast<hsize_t>(heads);
+  }
   if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
                           nullptr) < 0)
     return Status::internal(impl.info.path + ": " + path + ": cannot select layer " +
                             std::to_string(layer));
-  const int64_t nh = static_cast<int64_t>(src.extent(src.headAxis));
+  const int64_t nh = heads >= 0 ? heads : static_cast<int64_t>(src.extent(src.headAxis));
   const int64_t nt = static_cast<int64_t>(src.extent(src.tokenAxis));
   const int64_t nd = static_cast<int64_t>(src.extent(src.dimAxis));
   const hsize_t n = static_cast<hsize_t>(nh * nt * nd);
@@ -815,7 +819,63 @@ Expected<const TensorSource*> checkedSource(const Impl& impl, TensorKind kind, i
   return &*src;
 }
 
+// The source of `kind` when layer, sequence and heads [first, first + count) exist.
+Expected<const TensorSource*> checkedHeads(const Impl& impl, TensorKind kind, int layer, int64_t first,
+                                           int64_t count, int sequence) {
+  auto checked = checkedSource(impl, kind, layer, sequence);
+  if (!checked) return checked.status();
+  const TensorSource* src = *checked;
+  const int64_t heads = static_cast<int64_t>(src->extent(src->headAxis));
+  if (count < 1 || first < 0 || first > heads - count)
+    return Status::invalidArgument(impl.info.path + ": " + src->pathFor(layer) + ": heads [" + std::to_string(first) +
+                                   ", " + std::to_string(first + count) + ") of layer " + std::to_string(layer) +
+                                   (count < 1 ? " is an empty range" : " do not exist") + "; the " +
+                                   tensorKindName(kind) + " has heads [0, " + std::to_string(heads) + ")");
+  return src;
+}
+
 }  // namespace
+
+Expected<std::array<int64_t, 3>> Dump::readHeadsInto(int layer, TensorKind kind, int64_t firstHead, int64_t count,
+                                                     int sequence, float* out, int64_t capacity) const {
+  if (impl_->reader) return impl_->reader->readHeadsInto(layer, kind, firstHead, count, sequence, out, capacity);
+  const DumpInfo& info = impl_->info;
+  auto checked = checkedHeads(*impl_, kind, layer, firstHead, count, sequence);
+  if (!checked) return checked.status();
+  const TensorSource* src = *checked;
+  auto shape = slabShape(*src);
+  shape[0] = count;
+  if (shape[0] * shape[1] * shape[2] > capacity)
+    return Status::invalidArgument(info.path + ": " + src->pathFor(layer) +
+                                   ": the buffer is too small for heads of layer " + std::to_string(layer));
+  h5::Lock lock;
+  try {
+    KVS_RETURN_IF_ERROR(readSlabInto(*impl_, *src, layer, sequence, out, firstHead, count));
+  } catch (const std::bad_alloc&) {
+    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
+                                 ": not enough memory to read layer " + std::to_string(layer));
+  }
+  return shape;
+}
+
+Expected<Tensor3> Dump::readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count,
+                                  int sequence) const {
+  if (impl_->reader) return impl_->reader->readHeads(layer, kind, firstHead, count, sequence);
+  auto checked = checkedHeads(*impl_, kind, layer, firstHead, count, sequence);
+  if (!checked) return checked.status();
+  const auto shape = slabShape(**checked);
+  Tensor3 out;
+  try {
+    out = Tensor3(count, shape[1], shape[2]);
+  } catch (const std::bad_alloc&) {
+    return Status::resourceLimit(impl_->info.path + ": " + (*checked)->pathFor(layer) +
+                                 ": not enough memory to read layer " + std::to_string(layer));
+  }
+  auto filled = readHeadsInto(layer, kind, firstHead, count, sequence, out.data.data(),
+                              static_cast<int64_t>(out.data.size()));
+  if (!filled) return filled.status();
+  return out;
+}
 
 Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int sequence,
                                                 float* out, int64_t capacity) const {

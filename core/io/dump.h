@@ -110,6 +110,16 @@ class Dump {
   [[nodiscard]] Expected<std::array<int64_t, 3>> readInto(int layer, TensorKind kind,
                                                           int sequence, float* out,
                                                           int64_t capacity) const;
+  /// Heads [firstHead, firstHead + count) of one layer's tensor of one sequence, as float32
+  /// [count, tokens, dim]: the same values as those heads of read() (a hyperslab of the head
+  /// range only). Heads are kv heads for K, V and pre-RoPE K, query heads for Q. A range outside
+  /// the tensor's heads (or count < 1) is an error naming the file, dataset and range.
+  [[nodiscard]] Expected<Tensor3> readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count,
+                                            int sequence = 0) const;
+  /// Like readHeads(), into caller memory of `capacity` floats; returns [count, tokens, dim].
+  [[nodiscard]] Expected<std::array<int64_t, 3>> readHeadsInto(int layer, TensorKind kind, int64_t firstHead,
+                                                               int64_t count, int sequence, float* out,
+                                                               int64_t capacity) const;
   /// Token ids of a sequence (empty when the dump has none).
   [[nodiscard]] Expected<std::vector<int64_t>> tokens(int sequence = 0) const;
   /// Token texts of a sequence (empty when the dump has none).

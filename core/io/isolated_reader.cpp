@@ -36,7 +36,7 @@ namespace {
 constexpr int kSocketFd = 3;
 constexpr int kMemoryFd = 4;
 
-enum class Op : uint32_t { Open = 1, Read, Tokens, TokenText, Stored, Logits };
+enum class Op : uint32_t { Open = 1, Read, Tokens, TokenText, Stored, Logits, ReadHeads };
 
 // ---- Messages: a u64 length, then fields in native byte order (both ends are one machine). ----
 
@@ -261,6 +261,21 @@ void serveRequest(Server& server, Op op, Parser& in, Writer& out) {
         for (;;) ::pause();  // a stand-in for libhdf5 looping on a hostile chunk index
       auto shape = dump.readInto(layer, kind, sequence, server.shared,
                                  static_cast<int64_t>(server.sharedBytes / sizeof(float)));
+      out.status(shape.status());
+      if (shape)
+        for (int64_t v : *shape) out.put<int64_t>(v);
+      return;
+    }
+    case Op::ReadHeads: {
+      const auto layer = in.get<int32_t>();
+      const auto kind = static_cast<TensorKind>(in.get<int32_t>());
+      const auto sequence = in.get<int32_t>();
+      const auto first = in.get<int64_t>();
+      const auto count = in.get<int64_t>();
+      if (layer == server.hangLayer)
+        for (;;) ::pause();
+      auto shape = dump.readHeadsInto(layer, kind, first, count, sequence, server.shared,
+                                      static_cast<int64_t>(server.sharedBytes / sizeof(float)));
       out.status(shape.status());
       if (shape)
         for (int64_t v : *shape) out.put<int64_t>(v);
@@ -582,12 +597,15 @@ std::string IsolatedReader::describe(int layer, TensorKind kind, int sequence) c
 
 Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
     int layer, TensorKind kind, int sequence,
-    const std::function<float*(const std::array<int64_t, 3>&)>& target) {
+    const std::function<float*(const std::array<int64_t, 3>&)>& target, int64_t firstHead, int64_t heads) {
   std::lock_guard<Turns> lock(turn_);
   Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(Op::Read)).put<int32_t>(layer).put<int32_t>(static_cast<int32_t>(kind));
-  w.put<int32_t>(sequence);
-  auto reply = call(w.data(), describe(layer, kind, sequence), false);
+  w.put<uint32_t>(static_cast<uint32_t>(heads < 0 ? Op::Read : Op::ReadHeads)).put<int32_t>(layer);
+  w.put<int32_t>(static_cast<int32_t>(kind)).put<int32_t>(sequence);
+  if (heads >= 0) w.put<int64_t>(firstHead).put<int64_t>(heads);
+  std::string what = describe(layer, kind, sequence);
+  if (heads >= 0) what += ", heads [" + std::to_string(firstHead) + ", " + std::to_string(firstHead + heads) + ")";
+  auto reply = call(w.data(), what, false);
   if (!reply) return reply.status();
   Parser in(reply->body);
   KVS_RETURN_IF_ERROR(in.status());
@@ -619,6 +637,29 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readInto(int layer, TensorKind 
   return readShared(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) -> float* {
     return s[0] * s[1] * s[2] > capacity ? nullptr : out;
   });
+}
+
+Expected<Tensor3> IsolatedReader::readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count,
+                                             int sequence) {
+  Tensor3 out;
+  auto shape = readShared(
+      layer, kind, sequence,
+      [&](const std::array<int64_t, 3>& s) {
+        out = Tensor3(s[0], s[1], s[2]);
+        return out.data.data();
+      },
+      firstHead, count);
+  if (!shape) return shape.status();
+  return out;
+}
+
+Expected<std::array<int64_t, 3>> IsolatedReader::readHeadsInto(int layer, TensorKind kind, int64_t firstHead,
+                                                               int64_t count, int sequence, float* out,
+                                                               int64_t capacity) {
+  return readShared(
+      layer, kind, sequence,
+      [&](const std::array<int64_t, 3>& s) -> float* { return s[0] * s[1] * s[2] > capacity ? nullptr : out; },
+      firstHead, count);
 }
 
 Expected<std::vector<int64_t>> IsolatedReader::tokens(int sequence) {

@@ -55,6 +55,11 @@ class IsolatedReader {
   /// Dump::readInto in the reader, copied into `out` (room for `capacity` floats).
   Expected<std::array<int64_t, 3>> readInto(int layer, TensorKind kind, int sequence, float* out,
                                             int64_t capacity);
+  /// Dump::readHeads in the reader (a head range of one tensor).
+  Expected<Tensor3> readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count, int sequence);
+  /// Dump::readHeadsInto in the reader, copied into `out` (room for `capacity` floats).
+  Expected<std::array<int64_t, 3>> readHeadsInto(int layer, TensorKind kind, int64_t firstHead, int64_t count,
+                                                 int sequence, float* out, int64_t capacity);
   /// Dump::tokens in the reader.
   Expected<std::vector<int64_t>> tokens(int sequence);
   /// Dump::tokenText in the reader.
@@ -74,8 +79,10 @@ class IsolatedReader {
   struct Reply;
   Status spawnAndOpen();
   Expected<Reply> call(const std::string& request, const std::string& what, bool isOpen);
+  /// One read through the shared memory: the whole tensor (heads < 0) or heads [firstHead, firstHead + heads).
   Expected<std::array<int64_t, 3>> readShared(int layer, TensorKind kind, int sequence,
-                                              const std::function<float*(const std::array<int64_t, 3>&)>& target);
+                                              const std::function<float*(const std::array<int64_t, 3>&)>& target,
+                                              int64_t firstHead = 0, int64_t heads = -1);
   Status ended(const std::string& what, bool isOpen);
   void stop();
   [[nodiscard]] std::string describe(int layer, TensorKind kind, int sequence) const;

@@ -18,16 +18,28 @@ Expected<DriftResult> computeDrift(const DriftInput& in, DriftWorkspace& ws, con
     return Status::invalidArgument("attention drift: " + std::to_string(query.heads) + " query heads are not a multiple of " +
                                    std::to_string(key.heads) + " kv heads");
   }
-  if (in.queryHead < 0 || in.queryHead >= query.heads) {
+  const int64_t layerKvHeads = in.kvHeads > 0 ? in.kvHeads : key.heads;
+  if (in.firstHead < 0 || in.firstHead + key.heads > layerKvHeads) {
+    return Status::invalidArgument("attention drift: kv heads [" + std::to_string(in.firstHead) + ", " +
+                                   std::to_string(in.firstHead + key.heads) + ") are not heads of a layer of " +
+                                   std::to_string(layerKvHeads));
+  }
+  const int64_t group = query.heads / key.heads;
+  const int64_t layerQueryHeads = layerKvHeads * group;
+  if (in.queryHead < 0 || in.queryHead >= layerQueryHeads) {
     return Status::invalidArgument("attention drift: query head " + std::to_string(in.queryHead) + " out of range (0-" +
-                                   std::to_string(query.heads - 1) + ")");
+                                   std::to_string(layerQueryHeads - 1) + ")");
   }
   if (in.queryIndex < 0 || in.queryIndex >= query.tokens) {
     return Status::invalidArgument("attention drift: query row " + std::to_string(in.queryIndex) + " out of range (0-" +
                                    std::to_string(query.tokens - 1) + ")");
   }
-  const int64_t group = query.heads / key.heads;
   const int64_t kvHead = in.queryHead / group;
+  const int64_t held = kvHead - in.firstHead;  // its index in key, value (its group's in query)
+  if (held < 0 || held >= key.heads) {
+    return Status::invalidArgument("attention drift: kv head " + std::to_string(kvHead) + " is not read (the tensors hold [" +
+                                   std::to_string(in.firstHead) + ", " + std::to_string(in.firstHead + key.heads) + "))");
+  }
   for (const Tensor3* hat : {in.keyHat, in.valueHat}) {
     if (in.hatHead < 0 || in.hatHead >= hat->heads || hat->tokens != key.tokens || hat->dim != key.dim) {
       return Status::invalidArgument("attention drift: the reconstruction holds no kv head " + std::to_string(in.hatHead) +
@@ -36,9 +48,9 @@ Expected<DriftResult> computeDrift(const DriftInput& in, DriftWorkspace& ws, con
   }
   // The kv head's originals and its group's queries, sliced once per layer and head.
   if (!in.owner || ws.owner != in.owner || ws.head != kvHead) {
-    copyHeads(key, kvHead, 1, ws.key);
-    copyHeads(*in.value, kvHead, 1, ws.value);
-    copyHeads(query, kvHead * group, group, ws.query);
+    copyHeads(key, held, 1, ws.key);
+    copyHeads(*in.value, held, 1, ws.value);
+    copyHeads(query, held * group, group, ws.query);
     ws.owner = in.owner;
     ws.head = kvHead;
   }
@@ -69,7 +81,7 @@ Expected<DriftResult> computeDrift(const DriftInput& in, DriftWorkspace& ws, con
     row->kvHead = static_cast<int>(kvHead);
     out.row = std::move(row).value();
   }
-  auto series = kvHeadPositionSeries(oneHead, kvHead, key.heads, progress);
+  auto series = kvHeadPositionSeries(oneHead, kvHead, layerKvHeads, progress);
   if (!series) return series.status();
   out.series = std::move(series).value();
   return out;

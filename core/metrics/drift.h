@@ -17,9 +17,13 @@ namespace kvscope {
 
 /// One layer's tensors and reconstructions, and which row to show.
 struct DriftInput {
-  const Tensor3* key = nullptr;    ///< original K of the whole layer [KVH, T, D]
-  const Tensor3* value = nullptr;  ///< original V of the whole layer
-  const Tensor3* query = nullptr;  ///< the layer's queries [H, Tq, D]
+  /// Original K and V: the layer's kv heads [firstHead, firstHead + key->heads) (all of them, or
+  /// the ones a head-first read holds), and `query` those kv heads' query heads [group·heads, Tq, D].
+  const Tensor3* key = nullptr;
+  const Tensor3* value = nullptr;
+  const Tensor3* query = nullptr;
+  int64_t firstHead = 0;  ///< the layer kv head held at index 0 of `key`, `value` (its group in `query`)
+  int64_t kvHeads = 0;    ///< the layer's kv heads (the series' lines); 0 = key->heads
   /// K̂ and V̂: the whole layer ([KVH, T, D]) or only the kv head shown; `hatHead` says where the
   /// kv head of `queryHead` sits in them (its index for a whole layer, 0 for one head).
   const Tensor3* keyHat = nullptr;

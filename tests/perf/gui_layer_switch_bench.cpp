@@ -12,7 +12,12 @@
 //   kvscope_gui_layer_switch_bench --dump DUMP --tensor-reads 7
 //
 // --tensor-reads N times N reads of layer 0's key in this process and N through the isolated
-// reader (alternating; the reader started once, as an open dump has it) and prints the medians.
+// reader (alternating; the reader started once, as an open dump has it) and prints the medians;
+// then the same for kv head 0 of that key alone (Dump::readHeads, what a cold switch reads first).
+//
+// Per switch it also prints the layer worker's steps (computeViewData: quantize, heat map,
+// histogram, attention row), the rest of "views ready" being the read; and when the drift view's
+// series along query positions (its drift lane, after the row) arrived.
 //
 // kvscope-cli is found as the app finds it: $KVSCOPE_CLI (set here to the build's one when unset).
 #include <QApplication>
@@ -88,27 +93,29 @@ int timeTensorReads(const std::string& path, int n) {
     std::fprintf(stderr, "%s\n", (local ? remote.status() : local.status()).message().c_str());
     return 1;
   }
-  std::vector<double> inProcess, isolated;
-  size_t bytes = 0;
-  for (int i = 0; i < n; ++i) {
-    for (const Dump* d : {local->get(), remote->get()}) {
-      QElapsedTimer clock;
-      clock.start();
-      auto t = d->read(0, TensorKind::Key);
-      const double ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
-      if (!t) {
-        std::fprintf(stderr, "%s\n", t.status().message().c_str());
-        return 1;
+  for (const bool oneHead : {false, true}) {
+    std::vector<double> inProcess, isolated;
+    size_t bytes = 0;
+    for (int i = 0; i < n; ++i) {
+      for (const Dump* d : {local->get(), remote->get()}) {
+        QElapsedTimer clock;
+        clock.start();
+        auto t = oneHead ? d->readHeads(0, TensorKind::Key, 0, 1) : d->read(0, TensorKind::Key);
+        const double ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
+        if (!t) {
+          std::fprintf(stderr, "%s\n", t.status().message().c_str());
+          return 1;
+        }
+        bytes = t->data.size() * sizeof(float);
+        (d == local->get() ? inProcess : isolated).push_back(ms);
       }
-      bytes = t->data.size() * sizeof(float);
-      (d == local->get() ? inProcess : isolated).push_back(ms);
     }
+    std::printf("layer 0 key%s, %.0f MiB as float32, %d reads each: in-process median %.1f ms (min %.1f), "
+                "through the reader median %.1f ms (min %.1f)\n",
+                oneHead ? ", kv head 0 only" : "", static_cast<double>(bytes) / (1 << 20), n, median(inProcess),
+                *std::min_element(inProcess.begin(), inProcess.end()), median(isolated),
+                *std::min_element(isolated.begin(), isolated.end()));
   }
-  std::printf("layer 0 key, %.0f MiB as float32, %d reads each: in-process median %.0f ms (min %.0f), "
-              "through the reader median %.0f ms (min %.0f)\n",
-              static_cast<double>(bytes) / (1 << 20), n, median(inProcess),
-              *std::min_element(inProcess.begin(), inProcess.end()), median(isolated),
-              *std::min_element(isolated.begin(), isolated.end()));
   return 0;
 }
 
@@ -141,6 +148,8 @@ int main(int argc, char** argv) {
   w.showTab(tab);
   bool layerReady = false;
   QObject::connect(&w, &MainWindow::layerReady, [&] { layerReady = true; });
+  qint64 driftNs = -1;
+  QObject::connect(&w, &MainWindow::driftReady, [&] { driftNs = app.clock.nsecsElapsed(); });
   app.clock.start();
   w.openDump(QString::fromStdString(dump));
   if (!waitUntil([&] { return layerReady; }, 600000)) {
@@ -167,6 +176,7 @@ int main(int argc, char** argv) {
     const bool isCold = !seen[static_cast<size_t>(layer)];
     seen[static_cast<size_t>(layer)] = true;
     layerReady = false;
+    driftNs = -1;
     const qint64 clickNs = app.clock.nsecsElapsed();
     w.select(layer, w.selection().kvHead);
     if (!waitUntil([&] { return layerReady && w.layerQuant() && w.layerQuant()->tensors->layer == layer; }, 600000)) {
@@ -185,10 +195,25 @@ int main(int argc, char** argv) {
     const double ms = static_cast<double>(endNs - clickNs) / 1e6;
     all.push_back(ms);
     if (isCold) cold.push_back(ms);
-    std::printf("switch %2d -> layer %2d (%s): %7.1f ms to the last repaint (views ready at %.1f ms)\n", i + 1, layer,
-                isCold ? "cold" : "cached", ms, static_cast<double>(readyNs - clickNs) / 1e6);
+    std::string steps;
+    double computeMs = 0;
+    for (const ViewStep& step : w.layerQuant()->steps) {
+      computeMs += step.seconds * 1e3;
+      char part[96];
+      std::snprintf(part, sizeof part, "%s%s %.1f", steps.empty() ? "" : ", ", step.name.c_str(), step.seconds * 1e3);
+      steps += part;
+    }
+    const bool partial = !w.layerQuant()->tensors->whole();
+    std::printf("switch %2d -> layer %2d (%s): %7.1f ms to the last repaint (views ready at %.1f ms; %s read; "
+                "view data %.1f ms: %s)\n",
+                i + 1, layer, isCold ? "cold" : "cached", ms, static_cast<double>(readyNs - clickNs) / 1e6,
+                partial ? "one kv head" : "whole layer", computeMs, steps.c_str());
     std::fflush(stdout);
     waitUntil([&] { return !w.busy(); }, 600000);
+    if (driftNs > 0)
+      std::printf("           drift series at %.1f ms; every lane idle (the rest of the layer read) at %.1f ms\n",
+                  static_cast<double>(driftNs - clickNs) / 1e6,
+                  static_cast<double>(app.clock.nsecsElapsed() - clickNs) / 1e6);
   }
   std::printf("median of %zu switches: %.1f ms; of the %zu cold ones: %.1f ms\n", all.size(), median(all),
               cold.size(), median(cold));

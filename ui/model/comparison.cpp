@@ -85,6 +85,15 @@ bool Comparison::matches(const LayerQuantPtr& shown) const {
 void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryIndex) {
   if (!pinned_ || !dump_ || !shown) return;
   const DumpInfo& info = dump_->info();
+  const int layerIndex = shown->tensors->layer;
+  const QuantSpec key = specForLayer(pinned_->key, layerIndex, info.layers);
+  const QuantSpec value = specForLayer(pinned_->value, layerIndex, info.layers);
+  // The kv head in view read alone serves A only when A quantizes per head; else the window reads
+  // the whole layer (MainWindow::recomputeLayer checks A's specs too) and calls again with it.
+  if (!shown->tensors->whole() &&
+      !(quantizesPerHead(key, info.headDim) && quantizesPerHead(value, info.headDim))) {
+    return;
+  }
   const int kvHead = static_cast<int>(shown->request.kvHead);
   int qh = -1, qi = 0;
   if (info.hasQuery && shown->tensors->query && info.groupSize() > 0) {
@@ -100,9 +109,6 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
   wantHead_ = kvHead;
   wantQueryHead = qh;
   wantQueryIndex = qi;
-  const int layerIndex = shown->tensors->layer;
-  const QuantSpec key = specForLayer(pinned_->key, layerIndex, info.layers);
-  const QuantSpec value = specForLayer(pinned_->value, layerIndex, info.layers);
   ViewRequest request;
   request.kvHead = kvHead;
   request.keyPreRopeHat = shown->tensors->keyPreRope.has_value();
@@ -139,6 +145,8 @@ void Comparison::follow(const LayerQuantPtr& shown, int queryHead, int queryInde
         input.queryIndex = request.queryIndex;
         input.softmaxScale = di.softmaxScale;
         input.row = false;
+        input.firstHead = tensors->firstHead;  // a partial read holds that head only
+        input.kvHeads = tensors->kvHeads;
         DriftWorkspace slices;
         auto computed = computeDrift(input, slices, progress);
         if (!computed) return computed.status();

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/model/layer_data.h"
 
+#include <algorithm>
+#include <string>
+
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -47,6 +50,7 @@ Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress&
   const DumpInfo& info = dump.info();
   auto out = std::make_shared<LayerTensors>();
   out->layer = layer;
+  out->kvHeads = info.kvHeads;
   if (!report(progress, 0.0, "reading keys")) return Status::cancelled();
   auto key = dump.read(layer, TensorKind::Key);
   if (!key) return key.status();
@@ -66,6 +70,89 @@ Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress&
     auto pre = dump.read(layer, TensorKind::KeyPreRope);
     if (!pre) return pre.status();
     out->keyPreRope = std::move(pre).value();
+  }
+  return LayerTensorsPtr(std::move(out));
+}
+
+Expected<LayerTensorsPtr> readLayerHead(const Dump& dump, int layer, int64_t kvHead, bool keyPreRope,
+                                        const Progress& progress) {
+  const DumpInfo& info = dump.info();
+  auto out = std::make_shared<LayerTensors>();
+  out->layer = layer;
+  out->firstHead = kvHead;
+  out->kvHeads = info.kvHeads;
+  if (!report(progress, 0.0, "reading keys of the head")) return Status::cancelled();
+  auto key = dump.readHeads(layer, TensorKind::Key, kvHead, 1);
+  if (!key) return key.status();
+  out->key = std::move(key).value();
+  if (!report(progress, 0.3, "reading values of the head")) return Status::cancelled();
+  auto value = dump.readHeads(layer, TensorKind::Value, kvHead, 1);
+  if (!value) return value.status();
+  out->value = std::move(value).value();
+  const int64_t group = info.groupSize();
+  if (info.hasQuery && group > 0) {
+    if (!report(progress, 0.6, "reading queries of the head")) return Status::cancelled();
+    auto query = dump.readHeads(layer, TensorKind::Query, kvHead * group, group);
+    if (!query) return query.status();
+    out->query = std::move(query).value();
+  }
+  if (info.hasKeyPreRope && keyPreRope) {
+    if (!report(progress, 0.8, "reading pre-RoPE keys of the head")) return Status::cancelled();
+    auto pre = dump.readHeads(layer, TensorKind::KeyPreRope, kvHead, 1);
+    if (!pre) return pre.status();
+    out->keyPreRope = std::move(pre).value();
+  }
+  out->keyPreRopeSkipped = info.hasKeyPreRope && !keyPreRope;
+  return LayerTensorsPtr(std::move(out));
+}
+
+Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& part, const Progress& progress) {
+  const DumpInfo& info = dump.info();
+  const int64_t group = info.groupSize();
+  auto out = std::make_shared<LayerTensors>();
+  out->layer = part.layer;
+  out->kvHeads = info.kvHeads;
+  std::vector<std::pair<TensorKind, Tensor3*>> kinds;
+  out->key = Tensor3(info.kvHeads, info.tokens, info.headDim);
+  out->value = Tensor3(info.kvHeads, info.tokens, info.headDim);
+  kinds = {{TensorKind::Key, &out->key}, {TensorKind::Value, &out->value}};
+  if (info.hasQuery && group > 0) {
+    out->query.emplace(info.heads, info.queries, info.headDim);
+    kinds.emplace_back(TensorKind::Query, &*out->query);
+  }
+  if (info.hasKeyPreRope) {
+    out->keyPreRope.emplace(info.kvHeads, info.tokens, info.headDim);
+    kinds.emplace_back(TensorKind::KeyPreRope, &*out->keyPreRope);
+  }
+  const auto partOf = [&](TensorKind kind) -> const Tensor3* {
+    switch (kind) {
+      case TensorKind::Key: return &part.key;
+      case TensorKind::Value: return &part.value;
+      case TensorKind::Query: return part.query ? &*part.query : nullptr;
+      case TensorKind::KeyPreRope: return part.keyPreRope ? &*part.keyPreRope : nullptr;
+    }
+    return nullptr;
+  };
+  const int64_t steps = static_cast<int64_t>(kinds.size()) * info.kvHeads;
+  int64_t done = 0;
+  for (const auto& [kind, full] : kinds) {
+    // Heads of a [heads, tokens, dim] tensor are contiguous: head h of a kv head's group starts at
+    // h * tokens * dim, for K, V, pre-RoPE K (one head per kv head) and Q (`group` heads).
+    const int64_t perKv = kind == TensorKind::Query ? group : 1;
+    const int64_t headSize = full->tokens * full->dim * perKv;
+    const Tensor3* have = partOf(kind);
+    for (int64_t h = 0; h < info.kvHeads; ++h, ++done) {
+      if (!report(progress, static_cast<double>(done) / static_cast<double>(steps), "reading the rest of the layer"))
+        return Status::cancelled();
+      float* dest = full->data.data() + h * headSize;
+      const int64_t index = part.headIndex(h);
+      if (have && index >= 0) {
+        std::copy_n(have->data.data() + index * headSize, headSize, dest);
+        continue;
+      }
+      auto read = dump.readHeadsInto(part.layer, kind, h * perKv, perKv, 0, dest, headSize);
+      if (!read) return read.status();
+    }
   }
   return LayerTensorsPtr(std::move(out));
 }
@@ -99,6 +186,23 @@ Expected<LayerQuantPtr> LayerQuantPool::compute(const DumpInfo& info, const Laye
   out->tensors = tensors;
   out->keySpec = keySpec;
   out->valueSpec = valueSpec;
+  // A partial read holds the kv head in view only: its views are computed on that head as the
+  // layer's first head, then labelled with the layer's indices (quantizesPerHead: the same numbers).
+  ViewRequest local = request;
+  const int64_t group = info.groupSize();
+  if (!tensors->whole()) {
+    const int64_t index = tensors->headIndex(request.kvHead);
+    if (index < 0 || request.wholeLayer || !quantizesPerHead(keySpec, info.headDim) ||
+        !quantizesPerHead(valueSpec, info.headDim)) {
+      out->tensors.reset();
+      return Status::internal(info.path + ": layer " + std::to_string(tensors->layer) + ": the views of kv head " +
+                              std::to_string(request.kvHead) + " need " +
+                              (index < 0 ? std::string("that head") : std::string("the whole layer")) +
+                              ", but only kv head " + std::to_string(tensors->firstHead) + " is read");
+    }
+    local.kvHead = index;
+    if (request.queryHead >= 0) local.queryHead = request.queryHead - static_cast<int>(tensors->firstHead * group);
+  }
   LayerViewInput input;
   input.key = &tensors->key;
   input.value = &tensors->value;
@@ -106,10 +210,19 @@ Expected<LayerQuantPtr> LayerQuantPool::compute(const DumpInfo& info, const Laye
   input.keyPreRope = tensors->keyPreRope ? &*tensors->keyPreRope : nullptr;
   input.rope = RopeParams{info.ropeTheta, info.ropeStyle};
   input.softmaxScale = info.softmaxScale;
-  const Status s = computeViewData(input, tensors, keySpec, valueSpec, request, workspace_, *out, progress);
+  const Status s = computeViewData(input, tensors, keySpec, valueSpec, local, workspace_, *out, progress);
   if (!s.isOk()) {
     out->tensors.reset();
     return s;
+  }
+  if (!tensors->whole()) {
+    out->request = request;
+    out->keyStorage = storageFor(keySpec, info.kvHeads, info.tokens, info.headDim);
+    out->valueStorage = storageFor(valueSpec, info.kvHeads, info.tokens, info.headDim);
+    if (out->row) {
+      out->row->queryHead = request.queryHead;
+      out->row->kvHead = static_cast<int>(request.kvHead);
+    }
   }
   return LayerQuantPtr(out);
 }

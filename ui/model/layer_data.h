@@ -16,13 +16,27 @@
 
 namespace kvscope::ui {
 
-/// One layer of one sequence, as read (float32).
+/// One layer of one sequence, as read (float32): the whole layer (readLayer), or only the kv head
+/// in view (readLayerHead), which a switch to a layer not in the cache reads first.
 struct LayerTensors {
   int layer = 0;
+  /// key, value and keyPreRope hold the layer's kv heads [firstHead, firstHead + key.heads), query
+  /// the query heads of those kv heads; index them with headIndex, never with a layer head.
+  int64_t firstHead = 0;
+  int64_t kvHeads = 0;  ///< the layer's kv heads (KVH)
   Tensor3 key;
   Tensor3 value;
   std::optional<Tensor3> query;
   std::optional<Tensor3> keyPreRope;
+  /// The dump has pre-RoPE K but this partial read left it out (no view showed it).
+  bool keyPreRopeSkipped = false;
+
+  /// Every kv head of the layer is here.
+  [[nodiscard]] bool whole() const { return firstHead == 0 && key.heads == kvHeads; }
+  /// Index in key/value/keyPreRope of layer kv head `kvHead`; -1 when it was not read.
+  [[nodiscard]] int64_t headIndex(int64_t kvHead) const {
+    return kvHead >= firstHead && kvHead < firstHead + key.heads ? kvHead - firstHead : -1;
+  }
 };
 
 /// The tensors a view can show: the dump's K (after RoPE), K before RoPE, V.
@@ -40,8 +54,11 @@ struct LayerQuant : ViewData {
   QuantSpec keySpec;
   QuantSpec valueSpec;
 
-  /// The original of `t`, or nullptr when the dump lacks it (always the whole layer).
+  /// The original of `t`, or nullptr when the dump lacks it (or a partial read left it out);
+  /// index its heads with originalHead: it may hold only the kv head in view.
   [[nodiscard]] const Tensor3* original(ViewTensor t) const;
+  /// Index in original() of layer kv head `head`; -1 when that head was not read.
+  [[nodiscard]] int64_t originalHead(int64_t head) const { return tensors ? tensors->headIndex(head) : -1; }
   /// The reconstruction of `t`, or nullptr when it was not computed; index its heads with hatHead.
   [[nodiscard]] const Tensor3* reconstruction(ViewTensor t) const;
   /// The spec that applies to `t`.
@@ -55,6 +72,14 @@ using LayerQuantPtr = std::shared_ptr<const LayerQuant>;
 
 /// Reads every tensor of `layer` that the dump has.
 Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress& progress = {});
+/// Reads kv head `kvHead` of `layer` only (Dump::readHeads): K, V, the head's query heads and, when
+/// `keyPreRope` and the dump has it, pre-RoPE K.
+Expected<LayerTensorsPtr> readLayerHead(const Dump& dump, int layer, int64_t kvHead, bool keyPreRope,
+                                        const Progress& progress = {});
+/// The whole layer of `part` (a readLayerHead result): its heads copied, the others read one kv head
+/// at a time, so that a cancel (or a read of another lane through the same reader) waits for at most
+/// one head's read.
+Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& part, const Progress& progress = {});
 
 /// Keeps freed blocks of up to 32 MiB in the process (glibc): an attention row or a histogram's
 /// scratch freed and allocated again on every slider step would otherwise be returned to the

@@ -89,6 +89,8 @@ void HeatmapCanvas::setSource(LayerQuantPtr layer, int kvHead, ViewTensor tensor
   const Tensor3* previous = source_;
   const int64_t previousTokens = previous ? previous->tokens : -1, previousDim = previous ? previous->dim : -1;
   source_ = layer_ ? layer_->original(tensor_) : nullptr;
+  sourceHead_ = layer_ ? layer_->originalHead(kvHead_) : -1;
+  if (sourceHead_ < 0) source_ = nullptr;  // a partial read of another head: nothing to show
   builtColumns_ = -1;
   windowColumns_ = -1;
   shown_ = &data_;
@@ -155,12 +157,12 @@ void HeatmapCanvas::rebuild(int columns) {
     const Tensor3* aHat = compareHat(&aHead);
     const Tensor3* bHat = layer_->reconstruction(tensor_);
     if (aHat && bHat && hatHead >= 0) {
-      computeErrorDifferenceInto(*source_, kvHead_, *aHat, aHead, *bHat, hatHead, columns, data_);
+      computeErrorDifferenceInto(*source_, sourceHead_, *aHat, aHead, *bHat, hatHead, columns, data_);
     } else {
       data_ = {};
     }
   } else {
-    computeHeatmapInto(*source_, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
+    computeHeatmapInto(*source_, sourceHead_, hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr, hatHead, value_,
                        columns, data_);
   }
   builtColumns_ = columns;
@@ -206,7 +208,7 @@ const HeatmapData& HeatmapCanvas::shownData(int columns) {
   // whole head is. |x|/σ keeps the whole head's σ: the same scale per channel as unzoomed.
   const int64_t dim = source_->dim;
   Tensor3 slice(1, n, dim);
-  std::copy_n(source_->row(kvHead_, lo), static_cast<size_t>(n * dim), slice.data.data());
+  std::copy_n(source_->row(sourceHead_, lo), static_cast<size_t>(n * dim), slice.data.data());
   Tensor3 hatSlice;
   const int64_t hatHead = layer_->hatHead(kvHead_);
   const Tensor3* hat = hatHead >= 0 ? layer_->reconstruction(tensor_) : nullptr;
@@ -234,7 +236,7 @@ const HeatmapData& HeatmapCanvas::shownData(int columns) {
     // σ per channel over all tokens of the head, as core's Normalized (core/metrics/view_data.cpp).
     std::vector<double> sum(static_cast<size_t>(dim), 0.0), sum2(static_cast<size_t>(dim), 0.0);
     for (int64_t t = 0; t < source_->tokens; ++t) {
-      const float* r = source_->row(kvHead_, t);
+      const float* r = source_->row(sourceHead_, t);
       for (int64_t c = 0; c < dim; ++c) {
         sum[static_cast<size_t>(c)] += r[c];
         sum2[static_cast<size_t>(c)] += static_cast<double>(r[c]) * r[c];
@@ -503,7 +505,7 @@ QString HeatmapCanvas::describeAt(const QPointF& pos) const {
               .arg(channel)
               .arg(difference_ ? kDifferenceLabel : valueLabel(value_))
               .arg(formatNumber(d.cells[i]));
-  text += tr("\nx = %1").arg(formatNumber(source_->at(kvHead_, token, channel)));
+  text += tr("\nx = %1").arg(formatNumber(source_->at(sourceHead_, token, channel)));
   const int64_t hatHead = layer_->hatHead(kvHead_);
   if (const Tensor3* hat = layer_->reconstruction(tensor_); hat && hatHead >= 0) {
     text += (difference_ ? tr(", x′B = %1") : tr(", x′ = %1")).arg(formatNumber(hat->at(hatHead, token, channel)));
@@ -718,13 +720,14 @@ QString HeatmapView::profileText() const {
   if (!layer_) return {};
   const auto tensor = static_cast<ViewTensor>(tensor_->currentData().toInt());
   const Tensor3* x = layer_->original(tensor);
-  if (!x || kvHead_ >= x->heads) return {};
+  const int64_t head = layer_->originalHead(kvHead_);
+  if (!x || head < 0 || head >= x->heads) return {};
   if (profileFor_ == layer_->tensors && profileHead_ == kvHead_ && profileTensor_ == static_cast<int>(tensor)) return profileCache_;
   std::vector<std::string> text;
   text.reserve(static_cast<size_t>(tokenText_.size()));
   for (const QString& t : tokenText_) text.push_back(t.toStdString());
   const OutlierOptions options;
-  const TensorOutliers p = profileHead(*x, kvHead_, options, text);
+  const TensorOutliers p = profileHead(*x, head, options, text);
   QStringList channels;
   for (const ChannelStat& c : p.outlierChannels) {
     if (channels.size() == 8) {
@@ -764,7 +767,8 @@ QString HeatmapView::toCsv() const {
   if (!layer_) return {};
   const auto tensor = static_cast<ViewTensor>(tensor_->currentData().toInt());
   const Tensor3* x = layer_->original(tensor);
-  if (!x) return {};
+  const int64_t head = layer_->originalHead(kvHead_);
+  if (!x || head < 0) return {};
   const auto value = static_cast<HeatmapValue>(value_->currentData().toInt());
   const int64_t hatHead = layer_->hatHead(kvHead_);
   HeatmapData full;
@@ -773,9 +777,9 @@ QString HeatmapView::toCsv() const {
     const int64_t aHead = compare_ ? compare_->hatHead(kvHead_) : -1;
     const Tensor3* bHat = layer_->reconstruction(tensor);
     if (!aHat || aHead < 0 || !bHat || hatHead < 0) return {};
-    computeErrorDifferenceInto(*x, kvHead_, *aHat, aHead, *bHat, hatHead, static_cast<int>(x->tokens), full);
+    computeErrorDifferenceInto(*x, head, *aHat, aHead, *bHat, hatHead, static_cast<int>(x->tokens), full);
   } else {
-    computeHeatmapInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
+    computeHeatmapInto(*x, head, hatHead >= 0 ? layer_->reconstruction(tensor) : nullptr, hatHead, value,
                        static_cast<int>(x->tokens), full);
   }
   QString out = canvas_->showsDifference() ? QStringLiteral("channel,token,error_b_minus_error_a\n")

@@ -100,6 +100,7 @@ class HeatmapCanvas : public QWidget {
   [[nodiscard]] const Tensor3* compareHat(int64_t* head) const;
   const Tensor3* source_ = nullptr;
   int kvHead_ = 0;
+  int64_t sourceHead_ = 0;  ///< kvHead_'s index in source_ (LayerQuant::originalHead)
   ViewTensor tensor_ = ViewTensor::Key;
   HeatmapValue value_ = HeatmapValue::Magnitude;
   bool logScale_ = false;

@@ -238,7 +238,9 @@ void HistogramView::recompute() {
   groupNote_.clear();
   formatSpace_.reset();
   if (layer_) space_->setEnabled(rotates(layer_->spec(tensor())));
-  if (layer_ && showsFormatSpace(tensor(), layer_->spec(tensor())) && layer_->original(tensor())) {
+  // A partial read (the kv head in view only) is indexed by originalHead, not by the layer head.
+  const int64_t sourceHead = layer_ ? layer_->originalHead(kvHead_) : -1;
+  if (layer_ && showsFormatSpace(tensor(), layer_->spec(tensor())) && layer_->original(tensor()) && sourceHead >= 0) {
     // The format's space: what the layer worker computed when it matches, else one head here.
     const ViewTensor t = tensor();
     const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
@@ -256,7 +258,7 @@ void HistogramView::recompute() {
                                                                      : &tensors.key;
       const bool perHead = quantizesPerHead(spec, source->dim);
       int64_t first = 0;
-      formatInputInto(*source, perHead ? kvHead_ : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+      formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
       formatSpace_.emplace();
       const Status s = computeFormatSpaceInto(formatInput_, perHead ? 0 : kvHead_, first, spec, scope, index,
                                               bins_->value(), token_, channel_, workspace_, *formatSpace_);
@@ -278,7 +280,7 @@ void HistogramView::recompute() {
   if (layer_) {
     const ViewTensor t = tensor();
     const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
-    const Tensor3* x = layer_->original(t);
+    const Tensor3* x = sourceHead >= 0 ? layer_->original(t) : nullptr;
     if (x) {
       const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
       const ViewRequest& r = layer_->request;
@@ -288,7 +290,7 @@ void HistogramView::recompute() {
         data_ = layer_->histogram;
       } else {
         const int64_t hatHead = layer_->hatHead(kvHead_);
-        computeHistogramInto(*x, kvHead_, hatHead >= 0 ? layer_->reconstruction(t) : nullptr, hatHead, scope,
+        computeHistogramInto(*x, sourceHead, hatHead >= 0 ? layer_->reconstruction(t) : nullptr, hatHead, scope,
                              index, bins_->value(), workspace_, data_);
       }
       const QuantSpec& spec = layer_->spec(t);
@@ -307,7 +309,7 @@ void HistogramView::recompute() {
                                                                        : &tensors.key;
         const bool perHead = quantizesPerHead(spec, source->dim);
         int64_t first = 0;
-        formatInputInto(*source, perHead ? kvHead_ : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+        formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
         auto detail = describeGroup(formatInput_, spec, perHead ? 0 : kvHead_, token_ - first, channel_);
         if (detail) {
           group_ = std::move(detail).value();
@@ -315,6 +317,8 @@ void HistogramView::recompute() {
           groupNote_ = QString::fromStdString(detail.status().message());
         }
       }
+    } else if (layer_->tensors->keyPreRopeSkipped && t == ViewTensor::KeyPreRope) {
+      groupNote_ = tr("reading %1 of this layer…").arg(QString::fromUtf8(viewTensorLabel(t)));
     } else {
       groupNote_ = tr("this dump has no %1").arg(QString::fromUtf8(viewTensorLabel(t)));
     }

@@ -21,7 +21,7 @@ namespace {
 // Background lanes run a few steps nicer than the GUI thread, so that on a busy machine the
 // scheduler gives the event loop the CPU first and a slider drag stays smooth; the lanes (and
 // the OpenMP threads they start, which inherit it) take what is left. Once per lane thread.
-void yieldToGuiThread() {
+void yieldToGuiThread(int steps) {
 #ifdef __linux__
   thread_local bool done = false;
   if (done) return;
@@ -29,7 +29,9 @@ void yieldToGuiThread() {
   const auto tid = static_cast<id_t>(syscall(SYS_gettid));
   errno = 0;
   const int nice = getpriority(PRIO_PROCESS, tid);
-  if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(nice + 4, 19));
+  if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(nice + steps, 19));
+#else
+  (void)steps;
 #endif
 }
 
@@ -67,8 +69,8 @@ void JobRunner::launch(std::function<Status(const Progress&, const Post&)> work,
   setBusy(true);
   auto generation = generation_;
   QPointer<JobRunner> self(this);
-  pool_.start([work = std::move(work), onSuccess = std::move(onSuccess), generation, mine, self] {
-    yieldToGuiThread();
+  pool_.start([work = std::move(work), onSuccess = std::move(onSuccess), generation, mine, self, nice = nice_] {
+    yieldToGuiThread(nice);
     using Clock = std::chrono::steady_clock;
     auto lastReport = Clock::now() - std::chrono::seconds(1);
     const Progress progress = [&](double fraction, std::string_view what) {

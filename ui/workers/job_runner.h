@@ -54,6 +54,9 @@ class JobRunner : public QObject {
   /// True while a job that has not been superseded runs.
   [[nodiscard]] bool busy() const { return busy_; }
   [[nodiscard]] const QString& name() const { return name_; }
+  /// How many steps nicer than the GUI thread the lane's thread runs (4 unless set; at most 19).
+  /// Set before the first job: a lane's thread takes it once.
+  void setNice(int steps) { nice_ = steps; }
   /// Blocks until the lane's thread is idle (for tests and shutdown).
   void waitForIdle();
 
@@ -75,6 +78,7 @@ class JobRunner : public QObject {
   std::shared_ptr<std::atomic<uint64_t>> generation_;
   uint64_t current_ = 0;
   bool busy_ = false;
+  int nice_ = 4;
 };
 
 }  // namespace kvscope::ui

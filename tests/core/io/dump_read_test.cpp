@@ -10,6 +10,7 @@
 
 #include "core/io/dump.h"
 #include "tests/core/io/h5_builder.h"
+#include "tests/core/io/read_heads_check.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
@@ -70,6 +71,16 @@ TEST_P(DumpReadFloatTypes, EveryTensorReadsExactValuesAsFloat32) {
     }
 }
 
+TEST_P(DumpReadFloatTypes, EveryHeadRangeReadsThatSliceOfTheWholeTensor) {
+  test::TempDir dir;
+  const std::string path = dir.file("d.h5");
+  test::writeCanonical(path, CanonicalShape{}, GetParam().type());
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  for (int l = 0; l < 2; ++l)
+    for (int kind = 0; kind < 4; ++kind) test::expectHeadRangesMatchRead(**dump, l, static_cast<TensorKind>(kind));
+}
+
 hid_t f16le() { return test::makeHalfType(H5T_ORDER_LE); }
 hid_t f16be() { return test::makeHalfType(H5T_ORDER_BE); }
 hid_t f32le() { return H5T_IEEE_F32LE; }
@@ -128,6 +139,55 @@ TEST(DumpRead, BatchAxisSelectsEachSequence) {
   auto bad = (*dump)->read(0, TensorKind::Key, 3);
   EXPECT_FALSE(bad);
   EXPECT_EQ(bad.status().code(), StatusCode::InvalidArgument);
+}
+
+TEST(DumpRead, HeadRangesOfEverySequenceOfABatchAxis) {
+  test::TempDir dir;
+  const std::string path = dir.file("b.h5");
+  CanonicalShape shape;
+  shape.sequences = 3;
+  test::writeCanonical(path, shape, test::makeHalfType(H5T_ORDER_LE));
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  for (int b = 0; b < 3; ++b)
+    for (int kind = 0; kind < 4; ++kind) test::expectHeadRangesMatchRead(**dump, 1, static_cast<TensorKind>(kind), b);
+}
+
+TEST(DumpRead, AHeadRangeOutsideTheTensorIsAnErrorNamingFileDatasetAndRange) {
+  test::TempDir dir;
+  const std::string path = dir.file("r.h5");
+  test::writeCanonical(path, CanonicalShape{}, H5T_IEEE_F32LE);  // KVH 2, H 4
+  auto dump = Dump::open(path);
+  ASSERT_TRUE(dump) << dump.status().message();
+  struct Case {
+    TensorKind kind;
+    int64_t first, count;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{TensorKind::Key, 1, 2, "/layers/1/key: heads [1, 3) of layer 1 do not exist; the key has heads [0, 2)"},
+        Case{TensorKind::Value, -1, 1,
+             "/layers/1/value: heads [-1, 0) of layer 1 do not exist; the value has heads [0, 2)"},
+        Case{TensorKind::KeyPreRope, 0, 0,
+             "/layers/1/key_pre_rope: heads [0, 0) of layer 1 is an empty range; the key_pre_rope has heads [0, 2)"},
+        Case{TensorKind::Query, 3, 2,
+             "/layers/1/query: heads [3, 5) of layer 1 do not exist; the query has heads [0, 4)"}}) {
+    auto bad = (*dump)->readHeads(1, c.kind, c.first, c.count);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.status().code(), StatusCode::InvalidArgument);
+    EXPECT_EQ(bad.status().message(), path + ": " + c.message);
+    float buffer[64];
+    auto into = (*dump)->readHeadsInto(1, c.kind, c.first, c.count, 0, buffer, 64);
+    ASSERT_FALSE(into);
+    EXPECT_EQ(into.status().message(), bad.status().message());
+  }
+  auto layer = (*dump)->readHeads(2, TensorKind::Key, 0, 1);
+  ASSERT_FALSE(layer);
+  EXPECT_NE(layer.status().message().find("layer 2 does not exist"), std::string::npos) << layer.status().message();
+  float small[19];
+  auto tooSmall = (*dump)->readHeadsInto(0, TensorKind::Key, 1, 1, 0, small, 19);  // T 5 × D 4 = 20
+  ASSERT_FALSE(tooSmall);
+  EXPECT_NE(tooSmall.status().message().find("too small"), std::string::npos) << tooSmall.status().message();
 }
 
 TEST(DumpRead, BatchAxisOfOneIsOneSequence) {

@@ -16,6 +16,7 @@
 #include "core/io/dump.h"
 #include "core/io/dump_writer.h"
 #include "core/io/isolated_reader.h"
+#include "tests/core/io/read_heads_check.h"
 #include "tests/support/chunk_index_crasher.h"
 #include "tests/support/test_support.h"
 
@@ -184,6 +185,54 @@ TEST(IsolatedReader, ServesEveryReadExactlyAsTheInProcessDump) {
   auto tooSmall = b.readInto(0, TensorKind::Key, 0, small.data(), 10);
   ASSERT_FALSE(tooSmall);
   EXPECT_NE(tooSmall.status().message().find("too small"), std::string::npos) << tooSmall.status().message();
+}
+
+TEST(IsolatedReader, ServesEveryHeadRangeExactlyAsTheInProcessDump) {
+  test::TempDir dir;
+  const std::string path = writeFullDump(dir);
+  ASSERT_FALSE(path.empty());
+  auto local = Dump::open(path);
+  auto remote = Dump::open(path, isolated());
+  ASSERT_TRUE(local) << local.status().message();
+  ASSERT_TRUE(remote) << remote.status().message();
+  for (int s = 0; s < 2; ++s)
+    for (int l = 0; l < 2; ++l)
+      for (TensorKind k : {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
+        test::expectHeadRangesMatchRead(**remote, l, k, s);
+        auto a = (*local)->readHeads(l, k, 1, 1, s);
+        auto b = (*remote)->readHeads(l, k, 1, 1, s);
+        ASSERT_TRUE(a && b);
+        EXPECT_EQ(a->data, b->data);
+      }
+  // Refusals come from the reader's own Dump, word for word.
+  auto x = (*local)->readHeads(1, TensorKind::Query, 2, 3, 1);
+  auto y = (*remote)->readHeads(1, TensorKind::Query, 2, 3, 1);
+  ASSERT_FALSE(x);
+  ASSERT_FALSE(y);
+  EXPECT_EQ(x.status().code(), y.status().code());
+  EXPECT_EQ(x.status().message(), y.status().message());
+  EXPECT_NE(y.status().message().find("heads [2, 5)"), std::string::npos) << y.status().message();
+}
+
+TEST(IsolatedReader, AHeadReadThatHangsTimesOutNamingTheHeadsAndTheNextReadGetsAFreshReader) {
+  test::TempDir dir;
+  const std::string path = writeFullDump(dir);
+  ASSERT_FALSE(path.empty());
+  ::setenv("KVSCOPE_TEST_READER_HANG_LAYER", "1", 1);
+  auto reader = IsolatedReader::start(path, isolated(300));
+  ::unsetenv("KVSCOPE_TEST_READER_HANG_LAYER");
+  ASSERT_TRUE(reader) << reader.status().message();
+  IsolatedReader& r = **reader;
+  ASSERT_TRUE(r.readHeads(0, TensorKind::Key, 1, 1, 0));
+  auto hung = r.readHeads(1, TensorKind::Key, 1, 1, 0);
+  ASSERT_FALSE(hung);
+  EXPECT_EQ(hung.status().code(), StatusCode::InvalidData);
+  const std::string m = hung.status().message();
+  EXPECT_EQ(m.rfind(path + ": /layers/1/key, heads [1, 2): reading did not finish within 0.3 s", 0), 0u) << m;
+  EXPECT_EQ(r.pid(), -1);
+  auto next = r.readHeads(0, TensorKind::Value, 0, 2, 1);
+  ASSERT_TRUE(next) << next.status().message();
+  EXPECT_EQ(r.starts(), 2);
 }
 
 TEST(IsolatedReader, OpenRefusalsAreTheInProcessOnes) {

@@ -9,6 +9,7 @@
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
 #include "tests/core/io/h5_builder.h"
+#include "tests/core/io/read_heads_check.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
@@ -208,6 +209,8 @@ TEST(MappedDump, EveryAxisPermutationOfAStackedDatasetReadsTheSameTensor) {
     auto v = (*dump)->read(1, TensorKind::Value, 1);
     ASSERT_TRUE(v);
     EXPECT_EQ(v->at(1, 4, 3), static_cast<float>(patternValue(1, 1, 1, 1, 4, 3)));
+    // A head range is a hyperslab of the head axis wherever that axis sits.
+    test::expectHeadRangesMatchRead(**dump, 2, TensorKind::Key, 1);
     ++permutations;
   } while (std::next_permutation(order.begin(), order.end()));
   EXPECT_EQ(permutations, 120);
@@ -261,6 +264,7 @@ TEST(MappedDump, PerLayerPathsWithTransposedAxesAndQueries) {
         for (int64_t j = 0; j < t->tokens; ++j)
           for (int64_t d = 0; d < t->dim; ++d)
             ASSERT_EQ(t->at(h, j, d), static_cast<float>(patternValue(l, kind, 0, h, j, d)));
+      test::expectHeadRangesMatchRead(**dump, l, static_cast<TensorKind>(kind));
     }
 }
 

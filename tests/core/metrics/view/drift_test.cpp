@@ -152,6 +152,51 @@ TEST(ComputeDrift, CachedSlicesFollowTheKvHead) {
   EXPECT_FALSE(seriesOnly->series.kl[2].empty());
 }
 
+// A layer read head first holds only kv head 2 (firstHead 2 of 3, its two query heads): the row
+// and the series must be the whole layer's for that head, with layer indices and 3 series lines;
+// a query head of an unread kv head is an error naming it.
+TEST(ComputeDrift, AHeadFirstReadGivesTheWholeLayersNumbers) {
+  const Layer l;
+  Tensor3 key, value, query, keyHat, valueHat;
+  copyHeads(l.key, 2, 1, key);
+  copyHeads(l.value, 2, 1, value);
+  copyHeads(l.query, 4, 2, query);
+  copyHeads(l.keyHat, 2, 1, keyHat);
+  copyHeads(l.valueHat, 2, 1, valueHat);
+  DriftInput in;
+  in.key = &key;
+  in.value = &value;
+  in.query = &query;
+  in.keyHat = &keyHat;
+  in.valueHat = &valueHat;
+  in.firstHead = 2;
+  in.kvHeads = Layer::kvHeads;
+  in.queryHead = 5;
+  in.queryIndex = 3;
+  in.softmaxScale = l.scale;
+  DriftWorkspace ws;
+  auto drift = computeDrift(in, ws);
+  ASSERT_TRUE(drift.hasValue()) << drift.status().message();
+  auto want = attentionRowDetail(l.whole(), 5, 3);
+  ASSERT_TRUE(want.hasValue());
+  EXPECT_EQ(drift->kvHead, 2);
+  EXPECT_EQ(drift->row->queryHead, 5);
+  EXPECT_EQ(drift->row->kvHead, 2);
+  expectSameCase(drift->row->original, want->original, "original");
+  expectSameCase(drift->row->joint, want->joint, "joint");
+  auto wholeSeries = attentionPositionSeries(l.whole(), SeriesGrouping::KvHead);
+  ASSERT_TRUE(wholeSeries.hasValue());
+  ASSERT_EQ(drift->series.kl.size(), 3u);
+  EXPECT_TRUE(drift->series.kl[0].empty());
+  expectClose(drift->series.kl[2], wholeSeries->kl[2], "kl");
+  expectClose(drift->series.relJoint[2], wholeSeries->relJoint[2], "joint");
+
+  in.queryHead = 1;  // kv head 0: not read
+  auto unread = computeDrift(in, ws);
+  ASSERT_FALSE(unread.hasValue());
+  EXPECT_NE(unread.status().message().find("kv head 0 is not read"), std::string::npos) << unread.status().message();
+}
+
 TEST(ComputeDrift, OutOfRangeInputsAreErrorsThatNameThem) {
   const Layer l;
   DriftWorkspace ws;
