@@ -45,7 +45,8 @@ TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t contex
                            shape.headDim;
   const DequantOps ops = dequantOps(spec);
   double total = 0;
-  if (spec.format != FormatId::None && quantTokens > 0) {
+  const FormatInfo& info = formatInfo(spec.format);
+  if (!info.exact && quantTokens > 0) {
     total = quantized * ops.perElement +
             static_cast<double>(groupCount(spec, shape.kvHeads, quantTokens, shape.headDim)) *
                 ops.perGroup;
@@ -53,7 +54,9 @@ TensorCost costOf(const QuantSpec& spec, const ModelShape& shape, int64_t contex
     // stage for the Hadamard kinds, a D×D product for rot=random.
     total += quantized / static_cast<double>(shape.headDim) * rotationCost(spec, shape.headDim);
     // tqp's QJL correction Sᵀ·sign(S·r): a D×D product per vector, D multiply-adds per element.
-    if (spec.format == FormatId::Tqp) total += quantized * static_cast<double>(shape.headDim);
+    if (info.dequant.perElementPerDim > 0) {
+      total += quantized * static_cast<double>(shape.headDim) * info.dequant.perElementPerDim;
+    }
     // RoPE on the reconstruction: two multiplies and an add per element.
     if (spec.prerope) total += quantized * 3;
     total += storage.outlierBits / 48.0;  // one scatter per restored outlier
@@ -110,47 +113,11 @@ CapacityEntry entryFor(const std::string& name, const Plan& key, const Plan& val
 }  // namespace
 
 DequantOps dequantOps(const QuantSpec& spec) {
-  // unpack (shift + mask) for sub-byte payloads, decode (int→float, table lookup or fp8
-  // convert), then scale (multiply) and, with a min, an add.
-  const double unpack = 2;
-  switch (spec.format) {
-    case FormatId::Int: {
-      const double minOps = spec.symmetric ? 0 : 1;
-      return {(spec.bits < 8 ? unpack : 0) + 1 + 1 + minOps, spec.symmetric ? 1.0 : 2.0};
-    }
-    case FormatId::Fp8E4M3:
-    case FormatId::Fp8E5M2:
-      return spec.unitscale ? DequantOps{1, 0} : DequantOps{2, 1};
-    case FormatId::Nf4: return {unpack + 1 + 1, 1};
-    case FormatId::Mxfp4: return {unpack + 1 + 1, 1};   // e8m0 → 2^e per block
-    case FormatId::Nvfp4: return {unpack + 1 + 1, 2};   // e4m3 decode and × global per block
-    case FormatId::Kvfp4: return {unpack + 1 + 1, 1};   // exp2(e − 127) per block
-    case FormatId::Q8_0: return {1 + 1, 1};
-    case FormatId::Q4_0: return {unpack + 1 + 1 + 1, 1};  // − 8 before the multiply
-    case FormatId::Q4_1: return {unpack + 1 + 1 + 1, 2};
-    case FormatId::Q5_0: return {unpack + 3 + 1 + 1 + 1, 1};  // + the fifth bit: shift, mask, or
-    case FormatId::Q5_1: return {unpack + 3 + 1 + 1 + 1, 2};
-    case FormatId::Iq4Nl: return {unpack + 1 + 1, 1};
-    // §11: a codebook lookup and the norm's multiply; tqp adds its sign bit and the QJL
-    // correction's add (the correction's D×D product is counted per vector in costOf); nuq a
-    // lookup in the layer's 2^b-entry table and the group scale.
-    case FormatId::Tq: return {unpack + 1 + 1, 1};
-    case FormatId::Tqp: return {unpack + 1 + 1 + 2 + 1, 2};
-    // tqg: tq's lookup and norm multiply, and the norm correction: Σc² (a multiply-add per
-    // element) and the multiply by 1/√(Σc²) (the reciprocal square root counted per vector).
-    case FormatId::Tqg: return {unpack + 1 + 1 + 2, 2};
-    case FormatId::Nuq: return {unpack + 1 + 1, 1};
-    // LMDeploy's TurboQuant: a table lookup and the norm's multiply; lmqjl adds its sign's
-    // multiply by the stored RMS and the add (no projection).
-    case FormatId::Lmtq: return {unpack + 1 + 1, 1};
-    case FormatId::Lmqjl: return {unpack + 1 + 1 + 2, 2};
-    case FormatId::Hqq: return {unpack + 1 + 1 + 1, 2};  // (q − zero)·scale: subtract, multiply
-    case FormatId::Bf16: return {1, 0};  // a shift into float32
-    case FormatId::Fp32: return {0, 0};  // read as it is
-    case FormatId::Fp16:
-    case FormatId::None: return {0, 0};  // attention reads fp16 directly
-  }
-  return {0, 0};
+  // The row's cost (format_table.cpp): unpack (shift + mask) for sub-byte payloads, decode
+  // (int→float, table lookup or fp8 convert), then scale (multiply) and, with a min, an add.
+  const FormatInfo& info = formatInfo(spec.format);
+  const DequantCost cost = info.dequantFor != nullptr ? info.dequantFor(spec) : info.dequant;
+  return {cost.perElement, cost.perGroup};
 }
 
 std::span<const DeviceInfo> deviceTable() { return kDevices; }

@@ -90,7 +90,7 @@ Expected<QuantSpec> applySuggestion(const QuantSpec& spec, const SettingSuggesti
     } else {
       // A format without axes (ggml blocks, mxfp4/nvfp4, tq, fp16): KIVI's per-channel integer
       // keys at the format's bits, keeping everything that is not the format's own.
-      const int bits = std::clamp(static_cast<int>(std::lround(spec.format == FormatId::Int ? spec.bits : f.payloadBits)), 2, 8);
+      const int bits = std::clamp(static_cast<int>(std::lround(f.hasBits ? spec.bits : f.payloadBits)), 2, 8);
       auto base = parseSpec("int" + std::to_string(bits) + ",axis=channel,group=32");
       if (!base) return base.status();
       out = *base;

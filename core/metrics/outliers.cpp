@@ -41,7 +41,7 @@ void forEachGroup(int64_t kvh, int64_t tq, int64_t d, const QuantSpec& spec,
   const FormatInfo& info = formatInfo(spec.format);
   std::vector<size_t> idx;
   auto at = [&](int64_t h, int64_t t, int64_t c) { return static_cast<size_t>((h * tq + t) * d + c); };
-  if (info.kind == FormatKind::Block) {
+  if (info.blockSize > 0) {
     const int64_t row = kvh * d, block = info.blockSize;
     for (int64_t t = 0; t < tq; ++t) {
       for (int64_t b = 0; b * block < row; ++b) {
@@ -175,7 +175,7 @@ TensorOutliers profileHead(const Tensor3& x, int64_t head, const OutlierOptions&
 Expected<std::vector<double>> codeUtilisation(const Tensor3& x, const QuantSpec& spec,
                                               const Tensor3* preRope) {
   const FormatInfo& info = formatInfo(spec.format);
-  if (info.kind == FormatKind::Elementwise) {
+  if (info.groupCount == nullptr) {  // fp16, bf16, fp32, none: no groups, no codes
     return Status::invalidArgument("code utilisation: '" + toString(spec) +
                                    "' has no codes to count (it stores every value)");
   }

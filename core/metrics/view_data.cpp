@@ -380,23 +380,7 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
 }
 
 bool quantizesPerHead(const QuantSpec& spec, int64_t headDim) {
-  const FormatInfo& info = formatInfo(spec.format);
-  switch (info.kind) {
-    case FormatKind::Elementwise: return true;
-    case FormatKind::Block:
-      // nvfp4's global scale g is the max over the whole layer tensor (§2).
-      return spec.format != FormatId::Nvfp4 && info.blockSize > 0 && headDim % info.blockSize == 0;
-    case FormatKind::Float8:
-      if (spec.unitscale) return true;  // s = 1 whatever the group
-      [[fallthrough]];
-    case FormatKind::Integer:
-    case FormatKind::Codebook:
-      return spec.axis != Axis::Tensor;
-    case FormatKind::Vector: return true;       // one token vector of one head at a time
-    case FormatKind::NonUniform: return false;  // one codebook for the whole layer tensor
-    case FormatKind::Optimized: return false;   // hqq: groups and optimizer over the whole layer tensor
-  }
-  return false;
+  return formatInfo(spec.format).quantizesPerHead(spec, headDim);
 }
 
 void copyHeads(const Tensor3& x, int64_t first, int64_t count, Tensor3& out) {
@@ -485,7 +469,7 @@ Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t 
   } else {
     out.note = "token " + std::to_string(groupToken) + " is kept exactly (sink, residual window or unfilled chunk)";
   }
-  const int bookBits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
+  const int bookBits = spec.bits - formatInfo(spec.format).codebookBitsOffset;  // tqp: its tq<b-1> stage
   if (out.normalized) {
     // u = v/‖v‖ has unit norm exactly (what the codebook's density describes); the output is
     // divided by the norm as stored, v̂/meta(‖v‖) = û, so tq's values sit on the centroids.

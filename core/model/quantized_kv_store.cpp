@@ -18,31 +18,7 @@ const char* streamingModeName(StreamingMode mode) {
   return "?";
 }
 
-StreamingMode streamingModeFor(const QuantSpec& spec) {
-  if (spec.format == FormatId::None) return StreamingMode::Exact;
-  const FormatInfo& info = formatInfo(spec.format);
-  switch (info.kind) {
-    case FormatKind::Elementwise:
-      return StreamingMode::TokenLocal;
-    case FormatKind::Block:
-      // nvfp4's second-level scale is a statistic of the whole layer tensor.
-      return spec.format == FormatId::Nvfp4 ? StreamingMode::Calibrated : StreamingMode::TokenLocal;
-    case FormatKind::Integer:
-    case FormatKind::Float8:
-    case FormatKind::Codebook:
-      if (spec.unitscale) return StreamingMode::TokenLocal;  // no statistic at all
-      if (spec.axis == Axis::Token) return StreamingMode::TokenLocal;
-      if (spec.axis == Axis::Channel && spec.group > 0) return StreamingMode::ChannelGroups;
-      return StreamingMode::Calibrated;
-    case FormatKind::Vector:
-      return StreamingMode::TokenLocal;  // one token's vector, its own norm, a fixed codebook
-    case FormatKind::NonUniform:
-      return StreamingMode::Calibrated;  // the codebook is fitted to the whole layer tensor
-    case FormatKind::Optimized:
-      return StreamingMode::Calibrated;  // hqq: groups and the optimizer's stop rule span the layer tensor
-  }
-  return StreamingMode::Calibrated;
-}
+StreamingMode streamingModeFor(const QuantSpec& spec) { return formatInfo(spec.format).streaming(spec); }
 
 std::string streamingDescription(const QuantSpec& spec) {
   std::string kept;
@@ -62,15 +38,9 @@ std::string streamingDescription(const QuantSpec& spec) {
       return "channel groups of " + std::to_string(spec.group) +
              " tokens quantized once complete, the incomplete tail kept exact" + kept;
     case StreamingMode::Calibrated:
-      if (spec.format == FormatId::Hqq) {
-        return "HQQ's groups and zero points fitted to the dump's whole cache at once (transformers quantizes "
-               "the whole prefill in one call, transformers#35185): each token is quantized on arrival with the "
-               "groups of the dump's tensor in which its row is replaced by the replay's" + kept;
-      }
-      if (spec.format == FormatId::Nuq) {
-        return "codebook (k-means over the layer tensor) and scales calibrated on the dump's whole cache (KVQuant "
-               "calibrates its datatypes offline): each token is quantized on arrival with the codebook and scales "
-               "of the dump's tensor in which its row is replaced by the replay's" + kept;
+      // What is calibrated, in the row's words (hqq's groups, nuq's codebook), or the scales.
+      if (const std::string_view note = formatInfo(spec.format).calibratedNote; !note.empty()) {
+        return std::string(note) + kept;
       }
       return "scales calibrated on the dump's whole cache (no streaming engine knows them in advance): each "
              "token is quantized on arrival with the scales of the dump's tensor in which its row is replaced "

@@ -14,13 +14,7 @@
 
 namespace kvscope {
 
-/// How a spec's scales can be known while tokens stream in.
-enum class StreamingMode {
-  Exact,          ///< `none`: rows are stored as computed
-  TokenLocal,     ///< axis=token, block formats, fp16/bf16, unitscale fp8: each token on arrival
-  ChannelGroups,  ///< axis=channel,group=G: a group of G tokens once complete (KIVI); the tail stays exact
-  Calibrated,     ///< axis=tensor|head, axis=channel without group, nvfp4: scales from the full dump
-};
+/// How a spec's scales can be known while tokens stream in: StreamingMode (core/quant/format_table.h).
 /// "exact", "token-local", "channel-groups", "calibrated".
 const char* streamingModeName(StreamingMode mode);
 /// The mode a spec needs.

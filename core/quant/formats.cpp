@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/quant/codebook.h"
+#include "core/quant/format_ops.h"
 #include "core/quant/hqq.h"
 #include "core/quant/lmdeploy_tq.h"
 #include "core/quant/fp_types.h"
@@ -515,9 +516,9 @@ float tensorMaxAbs(const Tensor3& x) {
 
 void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
+  const kernels::BlockKernel kernel = info.blockKernel;
   const int64_t block = info.blockSize;
-  const float g = spec.format == FormatId::Nvfp4 ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
+  const float g = info.tensorScale ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
   const bool parallel = static_cast<int64_t>(x.size()) > kParallelThreshold;
   if (x.dim % block == 0) {
     // Blocks never straddle heads: each head row holds whole blocks.
@@ -553,136 +554,132 @@ void roundEach(Tensor3& x) {
 
 // ---- Vector formats (§11) ----------------------------------------------------------------------
 
-// tq and tqp on every token vector of x, runs of rows in parallel (each vector is independent,
-// so the split does not change a bit).
-void quantizeVectors(Tensor3& x, const QuantSpec& spec) {
-  const int64_t rows = x.heads * x.tokens;
-  const auto dim = static_cast<int>(x.dim);
+// Runs of 256 token vectors of x in parallel (each vector is independent, so the split does not
+// change a bit): rows(base, count) quantizes `count` vectors at base.
+template <typename Rows>
+void forEachVectorRun(Tensor3& x, Rows rows) {
+  const int64_t total = x.heads * x.tokens;
   constexpr int64_t kRun = 256;
-  const int64_t runs = (rows + kRun - 1) / kRun;
+  const int64_t runs = (total + kRun - 1) / kRun;
   float* data = x.data.data();
-  if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
 #pragma omp parallel for schedule(dynamic, 4) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
-    for (int64_t r = 0; r < runs; ++r) {
-      lmdeploy_tq::quantizeRows(spec.format, data + r * kRun * x.dim, std::min(kRun, rows - r * kRun), dim, spec.bits,
-                                spec.scale);
-    }
-    return;
-  }
-  if (spec.format == FormatId::Tqp) {
-    (void)codebook::qjlMatrix(dim, spec.seed);  // built once, before the threads need it
-  }
-  if (spec.format == FormatId::Tqg) {
-    (void)codebook::gaussianCodebook(dim, spec.bits);
-  } else {
-    (void)codebook::sphereCodebook(dim, spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits);
-  }
-#pragma omp parallel for schedule(dynamic, 4) if (static_cast<int64_t>(x.size()) > kParallelThreshold)
-  for (int64_t r = 0; r < runs; ++r) {
-    float* base = data + r * kRun * x.dim;
-    const int64_t len = std::min(kRun, rows - r * kRun);
-    if (spec.format == FormatId::Tqp) {
-      codebook::tqpRows(base, len, dim, spec.bits, spec.scale, spec.seed);
-    } else if (spec.format == FormatId::Tqg) {
-      codebook::tqgRows(base, len, dim, spec.bits, spec.scale);
-    } else {
-      codebook::tqRows(base, len, dim, spec.bits, spec.scale);
-    }
-  }
+  for (int64_t r = 0; r < runs; ++r) rows(data + r * kRun * x.dim, std::min(kRun, total - r * kRun));
 }
 
 }  // namespace
 
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec) {
+  return quantizeFormatWith(formatInfo(spec.format), x, spec);
+}
+
+Status quantizeFormatWith(const FormatInfo& row, Tensor3& x, const QuantSpec& spec) {
   KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
   if (x.size() == 0) return Status::ok();
-  // The integer zero point and the engines' rounding modes have no fast kernel: the scalar
-  // reference is what runs.
-  if (usesReferenceQuantizer(spec)) return quantizeFormatReference(x, spec);
-  switch (formatInfo(spec.format).kind) {
-    case FormatKind::Integer:
-    case FormatKind::Float8:
-    case FormatKind::Codebook: quantizeGrouped(x, spec); break;
-    case FormatKind::Block: quantizeBlocks(x, spec); break;
-    case FormatKind::Elementwise:
-      if (spec.format == FormatId::Fp16) roundEach<&fp::roundFp16>(x);
-      if (spec.format == FormatId::Bf16) roundEach<&fp::roundBf16>(x);
-      break;
-    case FormatKind::Vector: quantizeVectors(x, spec); break;
-    case FormatKind::NonUniform: codebook::quantizeNuqTensor(x, spec); break;
-    case FormatKind::Optimized:
-      (void)hqq::quantizeTensor(x.data.data(), hqqLayout(x, spec), spec.bits, spec.scale);
-      break;
-  }
+  // The integer zero point and the engines' rounding modes have no fast kernel, nor has a row
+  // without quantizeFast: the scalar reference is what runs.
+  if (usesReferenceQuantizer(spec) || row.quantizeFast == nullptr) return row.quantizeReference(x, spec);
+  return row.quantizeFast(x, spec);
+}
+
+namespace format_ops {
+
+Status groupedFast(Tensor3& x, const QuantSpec& spec) {
+  quantizeGrouped(x, spec);
   return Status::ok();
 }
 
+Status blocksFast(Tensor3& x, const QuantSpec& spec) {
+  if (formatInfo(spec.format).blockKernel == nullptr) return formatInfo(spec.format).quantizeReference(x, spec);
+  quantizeBlocks(x, spec);
+  return Status::ok();
+}
+
+Status fp16Fast(Tensor3& x, const QuantSpec& /*spec*/) {
+  roundEach<&fp::roundFp16>(x);
+  return Status::ok();
+}
+
+Status bf16Fast(Tensor3& x, const QuantSpec& /*spec*/) {
+  roundEach<&fp::roundBf16>(x);
+  return Status::ok();
+}
+
+Status lmdeployFast(Tensor3& x, const QuantSpec& spec) {
+  const auto dim = static_cast<int>(x.dim);
+  forEachVectorRun(x, [&](float* base, int64_t count) {
+    lmdeploy_tq::quantizeRows(spec.format, base, count, dim, spec.bits, spec.scale);
+  });
+  return Status::ok();
+}
+
+Status tqFast(Tensor3& x, const QuantSpec& spec) {
+  const auto dim = static_cast<int>(x.dim);
+  (void)codebook::sphereCodebook(dim, spec.bits);  // built once, before the threads need it
+  forEachVectorRun(x, [&](float* base, int64_t count) { codebook::tqRows(base, count, dim, spec.bits, spec.scale); });
+  return Status::ok();
+}
+
+Status tqpFast(Tensor3& x, const QuantSpec& spec) {
+  const auto dim = static_cast<int>(x.dim);
+  (void)codebook::qjlMatrix(dim, spec.seed);  // built once, before the threads need them
+  (void)codebook::sphereCodebook(dim, spec.bits - 1);
+  forEachVectorRun(x, [&](float* base, int64_t count) {
+    codebook::tqpRows(base, count, dim, spec.bits, spec.scale, spec.seed);
+  });
+  return Status::ok();
+}
+
+Status tqgFast(Tensor3& x, const QuantSpec& spec) {
+  const auto dim = static_cast<int>(x.dim);
+  (void)codebook::gaussianCodebook(dim, spec.bits);
+  forEachVectorRun(x, [&](float* base, int64_t count) { codebook::tqgRows(base, count, dim, spec.bits, spec.scale); });
+  return Status::ok();
+}
+
+Status nuqFast(Tensor3& x, const QuantSpec& spec) {
+  codebook::quantizeNuqTensor(x, spec);
+  return Status::ok();
+}
+
+Status hqqFast(Tensor3& x, const QuantSpec& spec) {
+  (void)hqq::quantizeTensor(x.data.data(), hqqLayout(x, spec), spec.bits, spec.scale);
+  return Status::ok();
+}
+
+}  // namespace format_ops
+
 namespace {
 
-KVSCOPE_SIMD_CLONES void roundElements(FormatId format, float* x, int64_t n) {
-  if (format == FormatId::Fp16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = fp::roundFp16(x[i]);
-  } else if (format == FormatId::Bf16) {
-    for (int64_t i = 0; i < n; ++i) x[i] = fp::roundBf16(x[i]);
-  }
+KVSCOPE_SIMD_CLONES void roundFp16Run(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = fp::roundFp16(x[i]);
+}
+
+KVSCOPE_SIMD_CLONES void roundBf16Run(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = fp::roundBf16(x[i]);
 }
 
 }  // namespace
 
-int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
-  const FormatInfo& info = formatInfo(spec.format);
-  if (usesReferenceQuantizer(spec)) return 0;  // the reference quantizes the whole tensor
-  switch (info.kind) {
-    case FormatKind::Elementwise: return 1;
-    case FormatKind::Block: return dim % info.blockSize == 0 ? 1 : 0;
-    // The codebook formats run on the general path: nuq's codebook needs the whole tensor, and
-    // tq/tqp rotate every vector (and are not written for pieces).
-    case FormatKind::Vector:
-    case FormatKind::NonUniform:
-    case FormatKind::Optimized: return 0;
-    default: break;
-  }
-  switch (spec.axis) {
-    case Axis::Token: return 1;
-    case Axis::Channel: return std::max<int64_t>(runLength(spec.group, tokens), 1);
-    case Axis::Tensor: return spec.clip.kind == Clip::Kind::None ? 1 : 0;
-    case Axis::Head: break;
-  }
-  return 0;
+namespace format_ops {
+
+void fp16Piece(float* base, int64_t rows, int64_t dim, const QuantSpec& /*spec*/, const TensorContext& /*context*/) {
+  roundFp16Run(base, rows * dim);
 }
 
-bool formatNeedsTensorRange(const QuantSpec& spec) {
-  if (spec.format == FormatId::Nvfp4) return true;
-  const FormatInfo& info = formatInfo(spec.format);
-  return info.grouped && info.kind != FormatKind::NonUniform && spec.axis == Axis::Tensor &&
-         spec.clip.kind == Clip::Kind::None;
+void bf16Piece(float* base, int64_t rows, int64_t dim, const QuantSpec& /*spec*/, const TensorContext& /*context*/) {
+  roundBf16Run(base, rows * dim);
 }
 
-TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
-  TensorContext c;
-  if (spec.format == FormatId::Nvfp4) {
-    c.nvfp4Scale = nvfp4Global(spec, std::max(std::fabs(lo), std::fabs(hi)));
-  } else if (formatNeedsTensorRange(spec)) {
-    const GroupParams p = paramsOfUnclippedRange(spec, lo, hi);
-    c.scale = p.scale;
-    c.zero = p.zero;
-  }
-  return c;
+void unchangedPiece(float* /*base*/, int64_t /*rows*/, int64_t /*dim*/, const QuantSpec& /*spec*/,
+                    const TensorContext& /*context*/) {}
+
+void blocksPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec, const TensorContext& context) {
+  const FormatInfo& info = formatInfo(spec.format);
+  info.blockKernel(base, rows * dim / info.blockSize, context.nvfp4Scale);
 }
 
-void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
-                         const TensorContext& context) {
-  const FormatInfo& info = formatInfo(spec.format);
+void groupedPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec, const TensorContext& context) {
   const int64_t n = rows * dim;
-  switch (info.kind) {
-    case FormatKind::Elementwise: roundElements(spec.format, base, n); return;
-    case FormatKind::Block: {
-      const kernels::BlockKernel kernel = kernels::blockKernel(spec.format);
-      kernel(base, n / info.blockSize, context.nvfp4Scale);
-      return;
-    }
-    default: break;
-  }
   if (spec.axis == Axis::Tensor) {
     kernels::applyGroup(spec, GroupParams{context.scale, context.zero}, base, n);
     return;
@@ -698,10 +695,52 @@ void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec
   }
 }
 
+}  // namespace format_ops
+
+int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
+  const FormatInfo& info = formatInfo(spec.format);
+  // The reference quantizes the whole tensor; the codebook formats have no piece (nuq's codebook
+  // needs the whole tensor, tq/tqp rotate every vector and are not written for pieces).
+  if (usesReferenceQuantizer(spec) || info.quantizeFast == nullptr || info.quantizePiece == nullptr) return 0;
+  if (!info.grouped) return info.blockSize == 0 || dim % info.blockSize == 0 ? 1 : 0;
+  switch (spec.axis) {
+    case Axis::Token: return 1;
+    case Axis::Channel: return std::max<int64_t>(runLength(spec.group, tokens), 1);
+    case Axis::Tensor: return spec.clip.kind == Clip::Kind::None ? 1 : 0;
+    case Axis::Head: break;
+  }
+  return 0;
+}
+
+bool formatNeedsTensorRange(const QuantSpec& spec) {
+  const FormatInfo& info = formatInfo(spec.format);
+  if (info.tensorScale) return true;
+  return info.grouped && info.levels != GroupedLevels::None && spec.axis == Axis::Tensor &&
+         spec.clip.kind == Clip::Kind::None;
+}
+
+TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
+  TensorContext c;
+  if (formatInfo(spec.format).tensorScale) {
+    c.nvfp4Scale = nvfp4Global(spec, std::max(std::fabs(lo), std::fabs(hi)));
+  } else if (formatNeedsTensorRange(spec)) {
+    const GroupParams p = paramsOfUnclippedRange(spec, lo, hi);
+    c.scale = p.scale;
+    c.zero = p.zero;
+  }
+  return c;
+}
+
+void quantizeFormatPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec,
+                         const TensorContext& context) {
+  formatInfo(spec.format).quantizePiece(base, rows, dim, spec, context);
+}
+
 bool formatPieceReadsSource(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  return !usesReferenceQuantizer(spec) && info.grouped && info.kind != FormatKind::NonUniform &&
-         (spec.axis == Axis::Token || spec.axis == Axis::Channel) && spec.clip.kind == Clip::Kind::None;
+  return !usesReferenceQuantizer(spec) && info.quantizeFast != nullptr && info.grouped &&
+         info.levels != GroupedLevels::None && (spec.axis == Axis::Token || spec.axis == Axis::Channel) &&
+         spec.clip.kind == Clip::Kind::None;
 }
 
 bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t dim, const QuantSpec& spec) {
@@ -711,14 +750,26 @@ bool quantizeFormatPieceFrom(const float* in, float* out, int64_t rows, int64_t 
 
 int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {
   const FormatInfo& info = formatInfo(spec.format);
-  if (heads <= 0 || tokens <= 0 || dim <= 0) return 0;
-  switch (info.kind) {
-    case FormatKind::Elementwise: return 0;
-    case FormatKind::Block: return heads * tokens * dim / info.blockSize;
-    case FormatKind::Vector: return heads * tokens;  // one norm (tqp: and a residual norm) per vector
-    case FormatKind::Optimized: return spec.group > 0 ? heads * tokens * dim / spec.group : 0;  // hqq
-    default: break;
-  }
+  if (heads <= 0 || tokens <= 0 || dim <= 0 || info.groupCount == nullptr) return 0;
+  return info.groupCount(spec, heads, tokens, dim);
+}
+
+namespace format_ops {
+
+int64_t groupsPerBlock(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {
+  return heads * tokens * dim / formatInfo(spec.format).blockSize;
+}
+
+// One norm (tqp: and a residual norm) per vector.
+int64_t groupsPerVector(const QuantSpec& /*spec*/, int64_t heads, int64_t tokens, int64_t /*dim*/) {
+  return heads * tokens;
+}
+
+int64_t groupsFlat(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {
+  return spec.group > 0 ? heads * tokens * dim / spec.group : 0;
+}
+
+int64_t groupsByAxis(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t dim) {
   switch (spec.axis) {
     case Axis::Tensor: return 1;
     case Axis::Head: return heads;
@@ -733,6 +784,8 @@ int64_t groupCount(const QuantSpec& spec, int64_t heads, int64_t tokens, int64_t
   }
   return 0;
 }
+
+}  // namespace format_ops
 
 }  // namespace kvscope
 
@@ -771,7 +824,7 @@ void sortLevels(std::vector<double>& levels) {
 std::vector<float> fp8Magnitudes(FormatId format) {
   std::vector<float> m;
   for (uint32_t c = 1; c < 0x80u; ++c) {
-    const float v = format == FormatId::Fp8E4M3 ? fp::e4m3Value(static_cast<uint8_t>(c))
+    const float v = formatInfo(format).levels == GroupedLevels::E4m3 ? fp::e4m3Value(static_cast<uint8_t>(c))
                                                 : fp::e5m2Value(static_cast<uint8_t>(c));
     if (std::isfinite(v)) m.push_back(v);
   }
@@ -805,8 +858,8 @@ std::vector<float> groupMembers(const Tensor3& x, const QuantSpec& spec, int64_t
   return values;
 }
 
-Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, int64_t head,
-                                      int64_t token, int64_t channel) {
+Expected<GroupDetail> groupedDetail(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                    int64_t token, int64_t channel) {
   std::vector<float> values = groupMembers(x, spec, head, token, channel);
   const auto n = static_cast<int64_t>(values.size());
   GroupDetail g;
@@ -890,10 +943,10 @@ Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, i
 }
 
 // nuq: the group as nf4 groups it, with the layer tensor's k-means codebook times its scale.
-Expected<GroupDetail> describeNuq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
-                                  int64_t channel) {
+Expected<GroupDetail> nuqDetail(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                int64_t channel) {
   const QuantSpec grouping = codebook::nuqGrouping(spec);
-  auto g = describeGrouped(x, grouping, head, token, channel);
+  auto g = groupedDetail(x, grouping, head, token, channel);
   if (!g) return g;
   Tensor3 q = x;
   const codebook::NuqCodebook book = codebook::quantizeNuqTensor(q, spec);
@@ -909,59 +962,77 @@ Expected<GroupDetail> describeNuq(const Tensor3& x, const QuantSpec& spec, int64
   return g;
 }
 
-// tq, tqp: the group is the token's rotated vector; its levels are the stored norm times the
-// Lloyd–Max codebook (tqp: of its tq<b−1> stage, before the QJL correction moves values off it).
-Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token) {
+// The vector formats' group: the token's rotated vector, its range.
+GroupDetail vectorGroup(const Tensor3& x, int64_t head, int64_t token) {
   GroupDetail g;
-  const auto dim = static_cast<int>(x.dim);
-  std::vector<float> values(x.row(head, token), x.row(head, token) + x.dim);
   g.size = x.dim;
-  const kernels::MinMax mm = kernels::minMax(values.data(), x.dim);
+  const kernels::MinMax mm = kernels::minMax(x.row(head, token), x.dim);
   g.lo = g.clipLo = mm.lo;
   g.hi = g.clipHi = mm.hi;
-  if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
-    // LMDeploy's norm (with its 1e-8) of the rotated vector in the model dtype; levels: its table times it.
-    std::vector<float> y = values;
-    for (float& v : y) v = fp::metaRound(v, spec.scale);
-    const auto unrounded = static_cast<float>(std::sqrt(codebook::sumOfSquares(y.data(), x.dim) + 1e-8));
-    const float n = fp::metaRound(unrounded, spec.scale);  // as lmdeploy_tq rounds it: float, then meta
-    g.scale = n;
-    const int bits = lmdeploy_tq::codebookBits(spec);
-    for (float c : lmdeploy_tq::book(dim, bits).centroids) g.levels.push_back(fp::metaRound(c * n, spec.scale));
-    sortLevels(g.levels);
-    g.codesTotal = 1 << bits;
-    lmdeploy_tq::quantizeRows(FormatId::Lmtq, values.data(), 1, dim, bits, spec.scale);
-    g.codesUsed = countLevelsUsed(values, g.levels);
-    return g;
+  return g;
+}
+
+// The codebook's bits: bits − 1 for the formats whose last bit is the residual's sign.
+int codebookBitsOf(const QuantSpec& spec) { return spec.bits - formatInfo(spec.format).codebookBitsOffset; }
+
+// lmtq, lmqjl: LMDeploy's norm (with its 1e-8) of the rotated vector in the model dtype; levels:
+// its table times it.
+Expected<GroupDetail> lmdeployDetail(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token) {
+  GroupDetail g = vectorGroup(x, head, token);
+  const auto dim = static_cast<int>(x.dim);
+  std::vector<float> values(x.row(head, token), x.row(head, token) + x.dim);
+  std::vector<float> y = values;
+  for (float& v : y) v = fp::metaRound(v, spec.scale);
+  const auto unrounded = static_cast<float>(std::sqrt(codebook::sumOfSquares(y.data(), x.dim) + 1e-8));
+  const float n = fp::metaRound(unrounded, spec.scale);  // as lmdeploy_tq rounds it: float, then meta
+  g.scale = n;
+  const int bits = lmdeploy_tq::codebookBits(spec);
+  for (float c : lmdeploy_tq::book(dim, bits).centroids) g.levels.push_back(fp::metaRound(c * n, spec.scale));
+  sortLevels(g.levels);
+  g.codesTotal = 1 << bits;
+  lmdeploy_tq::quantizeRows(FormatId::Lmtq, values.data(), 1, dim, bits, spec.scale);
+  g.codesUsed = countLevelsUsed(values, g.levels);
+  return g;
+}
+
+// tqg: vLLM's codebook after norm correction: this vector's levels are meta(n)·c_k/√(Σc²), the
+// factor fixed by its own codes (the arithmetic of tqgRows, so the reconstructions are levels).
+Expected<GroupDetail> tqgDetail(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token) {
+  GroupDetail g = vectorGroup(x, head, token);
+  const auto dim = static_cast<int>(x.dim);
+  const int bits = codebookBitsOf(spec);
+  const codebook::GaussianCodebook& gauss = codebook::gaussianCodebook(dim, bits);
+  const float* original = x.row(head, token);
+  const auto raw = static_cast<float>(std::sqrt(codebook::sumOfSquares(original, x.dim)));
+  std::vector<int> seen(static_cast<size_t>(1 << bits), 0);
+  double c2 = 0;
+  for (int64_t j = 0; j < x.dim; ++j) {
+    const int k = codebook::gaussianCode(gauss, original[j] / (raw + 1e-8f));
+    seen[static_cast<size_t>(k)] = 1;
+    const double c = gauss.levels[static_cast<size_t>(k)];
+    c2 += c * c;
   }
+  const float inv = 1.0f / std::sqrt(static_cast<float>(c2) + 1e-16f);
+  const float stored = fp::metaRound(raw, spec.scale);
+  g.scale = stored;
+  for (float c : gauss.levels) g.levels.push_back(static_cast<double>(stored * (c * inv)));
+  if (stored == 0.0f) g.levels = {0.0};
+  sortLevels(g.levels);
+  g.codesTotal = 1 << bits;
+  g.codesUsed = 0;
+  for (int used : seen) g.codesUsed += used;
+  return g;
+}
+
+// tq, tqp: the group is the token's rotated vector; its levels are the stored norm times the
+// Lloyd–Max codebook (tqp: of its tq<b−1> stage, before the QJL correction moves values off it).
+Expected<GroupDetail> sphereDetail(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token) {
+  GroupDetail g = vectorGroup(x, head, token);
+  const auto dim = static_cast<int>(x.dim);
+  std::vector<float> values(x.row(head, token), x.row(head, token) + x.dim);
   const float n = fp::metaRound(std::sqrt(codebook::sumOfSquares(values.data(), x.dim)), spec.scale);
   g.scale = n;
-  const int bits = spec.format == FormatId::Tqp ? spec.bits - 1 : spec.bits;
-  if (spec.format == FormatId::Tqg) {
-    // vLLM's codebook after norm correction: this vector's levels are meta(n)·c_k/√(Σc²), the
-    // factor fixed by its own codes (the arithmetic of tqgRows, so the reconstructions are levels).
-    const codebook::GaussianCodebook& gauss = codebook::gaussianCodebook(dim, bits);
-    const float* original = x.row(head, token);
-    const auto raw = static_cast<float>(std::sqrt(codebook::sumOfSquares(original, x.dim)));
-    std::vector<int> seen(static_cast<size_t>(1 << bits), 0);
-    double c2 = 0;
-    for (int64_t j = 0; j < x.dim; ++j) {
-      const int k = codebook::gaussianCode(gauss, original[j] / (raw + 1e-8f));
-      seen[static_cast<size_t>(k)] = 1;
-      const double c = gauss.levels[static_cast<size_t>(k)];
-      c2 += c * c;
-    }
-    const float inv = 1.0f / std::sqrt(static_cast<float>(c2) + 1e-16f);
-    const float stored = fp::metaRound(raw, spec.scale);
-    g.scale = stored;
-    for (float c : gauss.levels) g.levels.push_back(static_cast<double>(stored * (c * inv)));
-    if (stored == 0.0f) g.levels = {0.0};
-    sortLevels(g.levels);
-    g.codesTotal = 1 << bits;
-    g.codesUsed = 0;
-    for (int used : seen) g.codesUsed += used;
-    return g;
-  }
+  const int bits = codebookBitsOf(spec);
   const codebook::SphereCodebook& book = codebook::sphereCodebook(dim, bits);
   for (float c : book.levels) g.levels.push_back(static_cast<double>(c * n));
   if (n == 0.0f) g.levels = {0.0};
@@ -974,8 +1045,8 @@ Expected<GroupDetail> describeVector(const Tensor3& x, const QuantSpec& spec, in
 
 // hqq: the group of HQQ's layout that holds the element, after the optimizer ran on the whole
 // tensor; its levels are (q − zero)·scale for every code, as stored.
-Expected<GroupDetail> describeHqq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
-                                  int64_t channel) {
+Expected<GroupDetail> hqqDetail(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                int64_t channel) {
   const hqq::Layout layout = hqqLayout(x, spec);
   const int64_t flat = (head * x.tokens + token) * x.dim + channel;
   const int64_t g = layout.axis0 ? flat % layout.groups() : flat / layout.group;
@@ -1005,8 +1076,8 @@ Expected<GroupDetail> describeHqq(const Tensor3& x, const QuantSpec& spec, int64
   return d;
 }
 
-Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int64_t head,
-                                    int64_t token, int64_t channel) {
+Expected<GroupDetail> blockDetail(const Tensor3& x, const QuantSpec& spec, int64_t head,
+                                  int64_t token, int64_t channel) {
   const FormatInfo& info = formatInfo(spec.format);
   const int64_t block = info.blockSize;
   const int64_t position = head * x.dim + channel;  // in the token row [head, channel]
@@ -1016,47 +1087,35 @@ Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int
     const int64_t p = start + i;
     values[static_cast<size_t>(i)] = x.at(p / x.dim, token, p % x.dim);
   }
-  const float g = spec.format == FormatId::Nvfp4 ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
+  const float g = info.tensorScale ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
   GroupDetail d;
   d.size = block;
   const kernels::MinMax mm = kernels::minMax(values.data(), block);
   d.lo = d.clipLo = mm.lo;
   d.hi = d.clipHi = mm.hi;
   float zero = 0.0f;
-  float scale = kernels::blockScale(spec.format, values.data(), g, &zero);
+  float scale = info.blockScale(values.data(), g, &zero);
   std::vector<float> q = values;
   if (spec.fourOverSix) {
     // 4over6: the block's scale is max/4's when that reconstructs better.
     if (reference::nvfp4FourOverSix(q.data(), g)) {
       scale = reference::e4m3(std::max(std::fabs(mm.lo), std::fabs(mm.hi)) / (4.0f * g)) * g;
     }
+  } else if (info.blockKernel != nullptr) {
+    info.blockKernel(q.data(), 1, g);
   } else {
-    kernels::blockKernel(spec.format)(q.data(), 1, g);
+    info.blockReference(q.data(), g);
   }
   d.scale = scale;
   d.zero = zero;
   d.codesUsed = countDistinct(q);
-  auto addRange = [&](int from, int to) {
-    for (int c = from; c <= to; ++c) d.levels.push_back(static_cast<float>(c) * scale + zero);
-  };
-  switch (spec.format) {
-    case FormatId::Mxfp4:
-    case FormatId::Nvfp4:
-    case FormatId::Kvfp4:
-      for (uint8_t c = 0; c < 16; ++c) d.levels.push_back(fp::e2m1Value(c) * scale);
-      d.codesTotal = 16;
-      break;
-    case FormatId::Q8_0: addRange(-127, 127); d.codesTotal = 256; break;
-    case FormatId::Q4_0: addRange(-8, 7); d.codesTotal = 16; break;
-    case FormatId::Q5_0: addRange(-16, 15); d.codesTotal = 32; break;
-    case FormatId::Q4_1: addRange(0, 15); d.codesTotal = 16; break;
-    case FormatId::Q5_1: addRange(0, 31); d.codesTotal = 32; break;
-    case FormatId::Iq4Nl:
-      for (int8_t v : kernels::kIq4nlValues) d.levels.push_back(scale * static_cast<float>(v));
-      d.codesTotal = 16;
-      break;
-    default: break;
+  // Every code's level: its value times the scale (e2m1, iq4_nl's table), or the code times the
+  // scale plus the min (the ggml integer blocks).
+  for (int c = info.blockCodeLo; c <= info.blockCodeHi; ++c) {
+    d.levels.push_back(info.blockCodeValue != nullptr ? info.blockCodeValue(c) * scale
+                                                      : static_cast<float>(c) * scale + zero);
   }
+  d.codesTotal = 1 << static_cast<int>(info.payloadBits);
   sortLevels(d.levels);
   return d;
 }
@@ -1072,28 +1131,77 @@ Expected<GroupDetail> describeGroup(const Tensor3& x, const QuantSpec& spec, int
                                    ") is outside the quantized tensor [" + std::to_string(x.heads) +
                                    ", " + std::to_string(x.tokens) + ", " + std::to_string(x.dim) + "]");
   }
-  switch (formatInfo(spec.format).kind) {
-    case FormatKind::Integer:
-    case FormatKind::Float8:
-    case FormatKind::Codebook: return describeGrouped(x, spec, head, token, channel);
-    case FormatKind::Block: return describeBlock(x, spec, head, token, channel);
-    case FormatKind::Vector: return describeVector(x, spec, head, token);
-    case FormatKind::NonUniform: return describeNuq(x, spec, head, token, channel);
-    case FormatKind::Optimized: return describeHqq(x, spec, head, token, channel);
-    case FormatKind::Elementwise: break;
-  }
-  // No groups: the element alone, its one reconstruction as the only level.
+  return formatInfo(spec.format).describeGroup(x, spec, head, token, channel);
+}
+
+namespace format_ops {
+
+Expected<GroupDetail> describeGrouped(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                      int64_t channel) {
+  return groupedDetail(x, spec, head, token, channel);
+}
+
+Expected<GroupDetail> describeBlock(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                    int64_t channel) {
+  return blockDetail(x, spec, head, token, channel);
+}
+
+Expected<GroupDetail> describeSphere(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                     int64_t /*channel*/) {
+  return sphereDetail(x, spec, head, token);
+}
+
+Expected<GroupDetail> describeTqg(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                  int64_t /*channel*/) {
+  return tqgDetail(x, spec, head, token);
+}
+
+Expected<GroupDetail> describeLmdeploy(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                       int64_t /*channel*/) {
+  return lmdeployDetail(x, spec, head, token);
+}
+
+Expected<GroupDetail> describeNuq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                  int64_t channel) {
+  return nuqDetail(x, spec, head, token, channel);
+}
+
+Expected<GroupDetail> describeHqq(const Tensor3& x, const QuantSpec& spec, int64_t head, int64_t token,
+                                  int64_t channel) {
+  return hqqDetail(x, spec, head, token, channel);
+}
+
+namespace {
+// No groups: the element alone, its one reconstruction as the only level.
+GroupDetail elementDetail(float v, float r, int codesTotal) {
   GroupDetail d;
-  const float v = x.at(head, token, channel);
   d.size = 1;
   d.lo = d.hi = d.clipLo = d.clipHi = v;
-  float r = v;
-  if (spec.format == FormatId::Fp16) r = fp::roundFp16(v);
-  if (spec.format == FormatId::Bf16) r = fp::roundBf16(v);
   d.levels = {r};
   d.codesUsed = 1;
-  d.codesTotal = spec.format == FormatId::None || spec.format == FormatId::Fp32 ? 0 : 65536;
+  d.codesTotal = codesTotal;
   return d;
 }
+}  // namespace
+
+Expected<GroupDetail> describeFp16(const Tensor3& x, const QuantSpec& /*spec*/, int64_t head, int64_t token,
+                                   int64_t channel) {
+  const float v = x.at(head, token, channel);
+  return elementDetail(v, fp::roundFp16(v), 65536);
+}
+
+Expected<GroupDetail> describeBf16(const Tensor3& x, const QuantSpec& /*spec*/, int64_t head, int64_t token,
+                                   int64_t channel) {
+  const float v = x.at(head, token, channel);
+  return elementDetail(v, fp::roundBf16(v), 65536);
+}
+
+Expected<GroupDetail> describeExact(const Tensor3& x, const QuantSpec& /*spec*/, int64_t head, int64_t token,
+                                    int64_t channel) {
+  const float v = x.at(head, token, channel);
+  return elementDetail(v, v, 0);
+}
+
+}  // namespace format_ops
 
 }  // namespace kvscope

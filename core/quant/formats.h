@@ -18,6 +18,10 @@ namespace kvscope {
 /// channel groups count from its token 0. Returns an error for a block format whose row
 /// (heads*dim) does not divide into blocks. Uses all cores for large tensors.
 Status quantizeFormatInPlace(Tensor3& x, const QuantSpec& spec);
+/// The same with `row`'s behaviour (formatInfo(spec.format) for quantizeFormatInPlace): its fast
+/// kernel, or its reference where it has none or the spec needs the reference. For tests that
+/// check what a row without a fast kernel does.
+Status quantizeFormatWith(const FormatInfo& row, Tensor3& x, const QuantSpec& spec);
 
 /// How step 5 of `spec` splits for a one-pass pipeline on a tensor of `tokens` quantized tokens:
 /// the number of consecutive token rows of one head that form an independent piece (1 for

@@ -486,36 +486,72 @@ float iq4nlQuantize(const float* x, int* codes) {
   return fp::roundFp16(d);
 }
 
+float mxfp4Scale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  const float a = maxAbs(x, kQk);
+  return a > 0.0f ? std::ldexp(1.0f, mxfp4Exponent(a)) : 0.0f;
+}
+float kvfp4Scale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  return std::ldexp(1.0f, kvfp4Exponent(maxAbs(x, 16)));
+}
+float nvfp4Scale(const float* x, float g, float* zero) {
+  *zero = 0.0f;
+  const float a = maxAbs(x, 16);
+  const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
+  return d * g;
+}
+float q8_0Scale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  return fp::roundFp16(maxAbs(x, kQk) / 127.0f);
+}
+float q4_0Scale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -8.0f);
+}
+float q5_0Scale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -16.0f);
+}
+float q4_1Scale(const float* x, float /*g*/, float* zero) {
+  const MinMax mm = minMax(x, kQk);
+  *zero = fp::roundFp16(mm.lo);
+  return fp::roundFp16((mm.hi - mm.lo) / 15.0f);
+}
+float q5_1Scale(const float* x, float /*g*/, float* zero) {
+  const MinMax mm = minMax(x, kQk);
+  *zero = fp::roundFp16(mm.lo);
+  return fp::roundFp16((mm.hi - mm.lo) / 31.0f);
+}
+float iq4nlScale(const float* x, float /*g*/, float* zero) {
+  *zero = 0.0f;
+  int codes[kQk];
+  return iq4nlQuantize(x, codes);
+}
+
 float blockScale(FormatId format, const float* x, float g, float* zero) {
   *zero = 0.0f;
-  switch (format) {
-    case FormatId::Mxfp4: {
-      const float a = maxAbs(x, kQk);
-      return a > 0.0f ? std::ldexp(1.0f, mxfp4Exponent(a)) : 0.0f;
-    }
-    case FormatId::Kvfp4: return std::ldexp(1.0f, kvfp4Exponent(maxAbs(x, 16)));
-    case FormatId::Nvfp4: {
-      const float a = maxAbs(x, 16);
-      const float d = g == 0.0f ? 0.0f : fp::roundE4m3(a / (6.0f * g));
-      return d * g;
-    }
-    case FormatId::Q8_0: return fp::roundFp16(maxAbs(x, kQk) / 127.0f);
-    case FormatId::Q4_0: return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -8.0f);
-    case FormatId::Q5_0: return fp::roundFp16(signedMax(x, kQk, minMax(x, kQk)) / -16.0f);
-    case FormatId::Q4_1:
-    case FormatId::Q5_1: {
-      const MinMax mm = minMax(x, kQk);
-      *zero = fp::roundFp16(mm.lo);
-      return fp::roundFp16((mm.hi - mm.lo) / (format == FormatId::Q4_1 ? 15.0f : 31.0f));
-    }
-    case FormatId::Iq4Nl: {
-      int codes[kQk];
-      return iq4nlQuantize(x, codes);
-    }
-    default: break;
-  }
-  return 0.0f;
+  const FormatInfo& info = formatInfo(format);
+  return info.blockScale != nullptr ? info.blockScale(x, g, zero) : 0.0f;
 }
+
+float e2m1CodeValue(int code) { return fp::e2m1Value(static_cast<uint8_t>(code)); }
+float iq4nlCodeValue(int code) { return static_cast<float>(kIq4nlValues[static_cast<size_t>(code)]); }
+
+void mxfp4Blocks(float* x, int64_t blocks, float g) { mxfp4(x, blocks, g); }
+void nvfp4Blocks(float* x, int64_t blocks, float g) { nvfp4(x, blocks, g); }
+void kvfp4Blocks(float* x, int64_t blocks, float g) { kvfp4(x, blocks, g); }
+void q8_0Blocks(float* x, int64_t blocks, float g) { q8_0(x, blocks, g); }
+void q4_0Blocks(float* x, int64_t blocks, float g) { q4_0(x, blocks, g); }
+void q4_1Blocks(float* x, int64_t blocks, float g) { q4_1(x, blocks, g); }
+void q5_0Blocks(float* x, int64_t blocks, float g) { q5_0(x, blocks, g); }
+void q5_1Blocks(float* x, int64_t blocks, float g) { q5_1(x, blocks, g); }
+void iq4nlBlocks(float* x, int64_t blocks, float g) { iq4nl(x, blocks, g); }
+bool q8_0BlocksFrom(const float* in, float* out, int64_t blocks) { return q8_0From(in, out, blocks); }
+bool q4_0BlocksFrom(const float* in, float* out, int64_t blocks) { return q4_0From(in, out, blocks); }
+bool q4_1BlocksFrom(const float* in, float* out, int64_t blocks) { return q4_1From(in, out, blocks); }
+bool q5_0BlocksFrom(const float* in, float* out, int64_t blocks) { return q5_0From(in, out, blocks); }
+bool q5_1BlocksFrom(const float* in, float* out, int64_t blocks) { return q5_1From(in, out, blocks); }
 
 int iq4nlBestIndex(float x) {
   const auto& v = kIq4nlValues;
@@ -600,32 +636,8 @@ KVSCOPE_SIMD_CLONES bool nvfp4BlockMaxima(const float* x, int64_t blocks, float*
   return (rest & 0x80000000u) != 0;
 }
 
-BlockFromKernel blockFromKernel(FormatId format) {
-  switch (format) {
-    case FormatId::Q8_0: return &q8_0From;
-    case FormatId::Q4_0: return &q4_0From;
-    case FormatId::Q4_1: return &q4_1From;
-    case FormatId::Q5_0: return &q5_0From;
-    case FormatId::Q5_1: return &q5_1From;
-    default: break;
-  }
-  return nullptr;
-}
+BlockFromKernel blockFromKernel(FormatId format) { return formatInfo(format).blockFromKernel; }
 
-BlockKernel blockKernel(FormatId format) {
-  switch (format) {
-    case FormatId::Mxfp4: return &mxfp4;
-    case FormatId::Nvfp4: return &nvfp4;
-    case FormatId::Kvfp4: return &kvfp4;
-    case FormatId::Q8_0: return &q8_0;
-    case FormatId::Q4_0: return &q4_0;
-    case FormatId::Q4_1: return &q4_1;
-    case FormatId::Q5_0: return &q5_0;
-    case FormatId::Q5_1: return &q5_1;
-    case FormatId::Iq4Nl: return &iq4nl;
-    default: break;
-  }
-  return nullptr;
-}
+BlockKernel blockKernel(FormatId format) { return formatInfo(format).blockKernel; }
 
 }  // namespace kvscope::kernels

@@ -23,8 +23,21 @@ int iq4nlBestIndex(float x);
 float iq4nlQuantize(const float* x, int* codes);
 
 /// The effective scale of one block (mxfp4: 2^e; nvfp4: d·g; ggml: the fp16 d) and, for q4_1 /
-/// q5_1, the fp16 min in *zero (0 otherwise).
+/// q5_1, the fp16 min in *zero (0 otherwise): the row's blockScale.
 float blockScale(FormatId format, const float* x, float g, float* zero);
+/// Each block format's scale (format_table.cpp's rows point at these).
+float mxfp4Scale(const float* x, float g, float* zero);
+float nvfp4Scale(const float* x, float g, float* zero);
+float kvfp4Scale(const float* x, float g, float* zero);
+float q8_0Scale(const float* x, float g, float* zero);
+float q4_0Scale(const float* x, float g, float* zero);
+float q4_1Scale(const float* x, float g, float* zero);
+float q5_0Scale(const float* x, float g, float* zero);
+float q5_1Scale(const float* x, float g, float* zero);
+float iq4nlScale(const float* x, float g, float* zero);
+/// A code's value before the block scale: e2m1 (mxfp4, nvfp4, kvfp4) and iq4_nl's table.
+float e2m1CodeValue(int code);
+float iq4nlCodeValue(int code);
 
 /// nvfp4's per-tensor scale g = fp32(a / (448·6)), a the tensor's max |x|.
 float nvfp4GlobalScale(float maxAbs);
@@ -41,15 +54,32 @@ float e2m1TiesAway(float v);
 /// `blocks` consecutive blocks at x, each replaced in place by its reconstruction; `g` is nvfp4's
 /// tensor scale (others ignore it).
 using BlockKernel = void (*)(float* x, int64_t blocks, float g);
-/// The fast block kernel of a block format; nullptr for other formats.
+/// The fast block kernel of a block format (the row's blockKernel); nullptr for other formats
+/// and for block formats that have none (their reference runs).
 BlockKernel blockKernel(FormatId format);
+/// Each block format's kernel (format_table.cpp's rows point at these).
+void mxfp4Blocks(float* x, int64_t blocks, float g);
+void nvfp4Blocks(float* x, int64_t blocks, float g);
+void kvfp4Blocks(float* x, int64_t blocks, float g);
+void q8_0Blocks(float* x, int64_t blocks, float g);
+void q4_0Blocks(float* x, int64_t blocks, float g);
+void q4_1Blocks(float* x, int64_t blocks, float g);
+void q5_0Blocks(float* x, int64_t blocks, float g);
+void q5_1Blocks(float* x, int64_t blocks, float g);
+void iq4nlBlocks(float* x, int64_t blocks, float g);
 
 /// The ggml block kernels (q8_0, q4_0, q4_1, q5_0, q5_1) reading `in` and writing `out` (distinct
 /// or the same) and checking every value read on the way: false, with `out` partly written,
 /// for a NaN or an infinity. Same results as BlockKernel on a copy.
 using BlockFromKernel = bool (*)(const float* in, float* out, int64_t blocks);
-/// The source-reading kernel of a ggml block format; nullptr for other formats.
+/// The source-reading kernel of a ggml block format (the row's blockFromKernel); nullptr for
+/// other formats.
 BlockFromKernel blockFromKernel(FormatId format);
+bool q8_0BlocksFrom(const float* in, float* out, int64_t blocks);
+bool q4_0BlocksFrom(const float* in, float* out, int64_t blocks);
+bool q4_1BlocksFrom(const float* in, float* out, int64_t blocks);
+bool q5_0BlocksFrom(const float* in, float* out, int64_t blocks);
+bool q5_1BlocksFrom(const float* in, float* out, int64_t blocks);
 
 /// nvfp4's kernel reading `in` and writing `out` (distinct or the same), with the blocks' max |x|
 /// from `maxima` (nvfp4BlockMaxima's for these blocks): its round trip has checked the input

@@ -30,11 +30,12 @@ const std::array<float, 15>& nf4Thresholds() {
 }
 
 GroupedKind groupedKind(const QuantSpec& spec) {
-  switch (spec.format) {
-    case FormatId::Fp8E4M3: return GroupedKind::E4m3;
-    case FormatId::Fp8E5M2: return GroupedKind::E5m2;
-    case FormatId::Nf4: return GroupedKind::Nf4;
-    default: break;
+  switch (formatInfo(spec.format).levels) {
+    case GroupedLevels::E4m3: return GroupedKind::E4m3;
+    case GroupedLevels::E5m2: return GroupedKind::E5m2;
+    case GroupedLevels::Nf4: return GroupedKind::Nf4;
+    case GroupedLevels::Integer:
+    case GroupedLevels::None: break;
   }
   return spec.symmetric ? GroupedKind::Sym : GroupedKind::Asym;
 }

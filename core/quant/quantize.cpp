@@ -907,62 +907,6 @@ Status quantizeInPieces(const Tensor3& src, const QuantSpec& spec, Tensor3& dst,
 
 }  // namespace
 
-StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim) {
-  StorageCount s;
-  s.elements = kvHeads * tokens * headDim;
-  const int64_t quantTokens = quantizedTokens(spec, tokens).count;
-  const int64_t kept = tokens - quantTokens;
-  const int64_t quantized = kvHeads * quantTokens * headDim;
-  s.keptBits = 16.0 * static_cast<double>(kvHeads * kept * headDim);
-  s.outlierBits = 48.0 * static_cast<double>(kvHeads * outlierCount(spec.outliers, quantTokens * headDim));
-  if (quantized == 0) return s;
-
-  const FormatInfo& info = formatInfo(spec.format);
-  const double payload = info.hasBits ? spec.bits : info.payloadBits;
-  s.payloadBits = payload * static_cast<double>(quantized);
-  const auto groups = static_cast<double>(groupCount(spec, kvHeads, quantTokens, headDim));
-  switch (info.kind) {
-    case FormatKind::Integer:
-    case FormatKind::Float8:
-    case FormatKind::Codebook: {
-      if (spec.unitscale) break;
-      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      // zero=packed keeps the zero point inside the scale word: one value per group.
-      const double perGroup = (info.kind == FormatKind::Integer && !spec.symmetric && !spec.zeroPacked) ? 2.0 : 1.0;
-      s.metadataBits = groups * perGroup * valueBits;
-      break;
-    }
-    case FormatKind::Block:
-      s.metadataBits = groups * info.blockMetaBits + info.tensorMetaBits;
-      break;
-    case FormatKind::Elementwise:
-      break;
-    case FormatKind::Vector: {
-      // §11: one metadata value per vector (tq: its norm), two for tqp (and the residual's norm).
-      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      // lmqjl: the norm and the residual's RMS.
-      s.metadataBits =
-          groups * (spec.format == FormatId::Tqp || spec.format == FormatId::Lmqjl ? 2.0 : 1.0) * valueBits;
-      break;
-    }
-    case FormatKind::Optimized: {
-      // hqq: HQQ's packed codes (3 bits: 10 per int32, padded) and a scale and a zero per group.
-      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      const hqq::Layout layout{quantized, spec.group, spec.axis != Axis::Token};
-      s.payloadBits = quantized % spec.group == 0 ? hqq::payloadBits(layout, spec.bits) : s.payloadBits;
-      s.metadataBits = groups * 2.0 * valueBits;
-      break;
-    }
-    case FormatKind::NonUniform: {
-      // §11: one scale per group, and the layer tensor's 2^b fp16 codebook values.
-      const double valueBits = spec.scale == MetaType::Fp32 ? 32.0 : 16.0;
-      s.metadataBits = groups * valueBits + 16.0 * static_cast<double>(1 << spec.bits);
-      break;
-    }
-  }
-  return s;
-}
-
 namespace {
 
 /// Copies `src` into `dst` (same shape, dst sized), all cores; says whether any value is non-finite.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/quant/spec.h"
+#include "core/quant/storage.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
 #include "core/util/vocabulary.h"
@@ -33,20 +34,6 @@ int64_t outlierCount(double fraction, int64_t n);
 /// Flat indices of the `count` values of largest |x| among values[0..n) (ties: lower index
 /// first), in that order. Values must be finite.
 std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count);
-
-/// Storage of one layer tensor under a spec (§5).
-struct StorageCount {
-  double payloadBits = 0;   ///< payload bits of quantized elements
-  double metadataBits = 0;  ///< scales, mins, block and tensor metadata
-  double outlierBits = 0;   ///< 48 per outlier
-  double keptBits = 0;      ///< 16 per kept-token element
-  int64_t elements = 0;     ///< KVH*T*D
-  [[nodiscard]] double totalBits() const { return payloadBits + metadataBits + outlierBits + keptBits; }
-  [[nodiscard]] double bitsPerElement() const { return elements ? totalBits() / static_cast<double>(elements) : 0; }
-};
-
-/// Storage of a layer tensor of shape [kvHeads, tokens, headDim] under `spec`; data-independent.
-StorageCount storageFor(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim);
 
 /// Input of the pipeline for one tensor of one layer.
 struct QuantInput {

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/quant/codebook.h"
+#include "core/quant/format_ops.h"
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/fp_types.h"
@@ -70,7 +71,7 @@ float packedScale(float s) { return std::bit_cast<float>(std::bit_cast<uint32_t>
 
 namespace {
 
-bool isAsym(const QuantSpec& spec) { return spec.format == FormatId::Int && !spec.symmetric; }
+bool isAsym(const QuantSpec& spec) { return formatInfo(spec.format).levels == GroupedLevels::Integer && !spec.symmetric; }
 
 double meta(double v, const QuantSpec& spec) {
   switch (spec.scale) {
@@ -140,8 +141,8 @@ std::vector<std::vector<int64_t>> groupIndices(const QuantSpec& spec, int64_t he
 Params groupParams(const QuantSpec& spec, Range r) {
   Params p;
   const double a = std::max(std::fabs(r.lo), std::fabs(r.hi));
-  switch (spec.format) {
-    case FormatId::Int:
+  switch (formatInfo(spec.format).levels) {
+    case GroupedLevels::Integer:
       if (spec.symmetric) {
         const double qmax = std::pow(2.0, spec.bits - 1) - 1.0;
         p.scale = static_cast<float>(meta(a / qmax, spec));
@@ -177,14 +178,14 @@ Params groupParams(const QuantSpec& spec, Range r) {
         p.zero = static_cast<float>(meta(r.lo, spec));
       }
       break;
-    case FormatId::Fp8E4M3:
+    case GroupedLevels::E4m3:
       p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / (spec.divisor > 0 ? spec.divisor : 448.0), spec));
       break;
-    case FormatId::Fp8E5M2:
+    case GroupedLevels::E5m2:
       p.scale = spec.unitscale ? 1.0f : static_cast<float>(meta(a / (spec.divisor > 0 ? spec.divisor : 57344.0), spec));
       break;
-    case FormatId::Nf4: p.scale = static_cast<float>(meta(a, spec)); break;
-    default: break;
+    case GroupedLevels::Nf4: p.scale = static_cast<float>(meta(a, spec)); break;
+    case GroupedLevels::None: break;
   }
   // minscale=S floors the stored scale (docs/formats.md).
   if (spec.minScale > 0) p.scale = std::max(p.scale, static_cast<float>(spec.minScale));
@@ -193,8 +194,8 @@ Params groupParams(const QuantSpec& spec, Range r) {
 
 float quantizeValue(const QuantSpec& spec, Params p, float x) {
   const float s = p.scale;
-  switch (spec.format) {
-    case FormatId::Int:
+  switch (formatInfo(spec.format).levels) {
+    case GroupedLevels::Integer:
       if (spec.zeroPacked) {
         if (s == 0.0f) return 0.0f;
         const float n = static_cast<float>(std::pow(2.0, spec.bits) - 1.0);
@@ -242,10 +243,10 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
         const float q = std::clamp(std::round((x - p.zero) / s), 0.0f, n);
         return q * s + p.zero;
       }
-    case FormatId::Fp8E4M3: return s == 0.0f ? 0.0f : e4m3(x / s) * s;
-    case FormatId::Fp8E5M2: return s == 0.0f ? 0.0f : e5m2(x / s) * s;
-    case FormatId::Nf4: return s == 0.0f ? 0.0f : static_cast<float>(kNf4[nf4Index(x / s)]) * s;
-    default: break;
+    case GroupedLevels::E4m3: return s == 0.0f ? 0.0f : e4m3(x / s) * s;
+    case GroupedLevels::E5m2: return s == 0.0f ? 0.0f : e5m2(x / s) * s;
+    case GroupedLevels::Nf4: return s == 0.0f ? 0.0f : static_cast<float>(kNf4[nf4Index(x / s)]) * s;
+    case GroupedLevels::None: break;
   }
   return x;
 }
@@ -618,79 +619,103 @@ bool nvfp4FourOverSix(float* x, float g) {
 }
 
 void quantizeBlock(FormatId format, float* x, float g) {
-  switch (format) {
-    case FormatId::Q8_0: q8_0(x); break;
-    case FormatId::Q4_0: q4_0(x); break;
-    case FormatId::Q4_1: q4_1(x); break;
-    case FormatId::Q5_0: q5_0(x); break;
-    case FormatId::Q5_1: q5_1(x); break;
-    case FormatId::Iq4Nl: iq4nl(x); break;
-    case FormatId::Mxfp4: mxfp4(x); break;
-    case FormatId::Nvfp4: nvfp4(x, g); break;
-    case FormatId::Kvfp4: kvfp4(x); break;
-    default: break;
-  }
+  const FormatInfo& info = formatInfo(format);
+  if (info.blockReference != nullptr) info.blockReference(x, g);
 }
+
+void q8_0Block(float* x, float /*g*/) { q8_0(x); }
+void q4_0Block(float* x, float /*g*/) { q4_0(x); }
+void q4_1Block(float* x, float /*g*/) { q4_1(x); }
+void q5_0Block(float* x, float /*g*/) { q5_0(x); }
+void q5_1Block(float* x, float /*g*/) { q5_1(x); }
+void iq4nlBlock(float* x, float /*g*/) { iq4nl(x); }
+void mxfp4Block(float* x, float /*g*/) { mxfp4(x); }
+void nvfp4Block(float* x, float g) { nvfp4(x, g); }
+void kvfp4Block(float* x, float /*g*/) { kvfp4(x); }
 
 }  // namespace reference
 
 Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
   KVS_RETURN_IF_ERROR(checkFormatSpec(x, spec));
+  return formatInfo(spec.format).quantizeReference(x, spec);
+}
+
+namespace format_ops {
+
+Status fp16Reference(Tensor3& x, const QuantSpec& /*spec*/) {
+  for (float& v : x.data) v = reference::fp16(v);
+  return Status::ok();
+}
+
+Status bf16Reference(Tensor3& x, const QuantSpec& /*spec*/) {
+  for (float& v : x.data) v = reference::bf16(v);
+  return Status::ok();
+}
+
+Status blocksReference(Tensor3& x, const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  switch (info.kind) {
-    case FormatKind::Elementwise:
-      for (float& v : x.data) {
-        if (spec.format == FormatId::Fp16) v = reference::fp16(v);
-        if (spec.format == FormatId::Bf16) v = reference::bf16(v);
-      }
-      return Status::ok();
-    case FormatKind::Block: {
-      float g = 0;
-      if (spec.format == FormatId::Nvfp4 && spec.globalScale > 0) {
-        g = static_cast<float>(spec.globalScale);  // gscale=S: the engine's per-layer scale
-      } else if (spec.format == FormatId::Nvfp4) {
-        double a = 0;
-        for (float v : x.data) a = std::max(a, std::fabs(static_cast<double>(v)));
-        g = static_cast<float>(a / (448.0 * 6.0));
-      }
-      // Token rows in [head, channel] order, cut into blocks.
-      std::vector<float> row(static_cast<size_t>(x.heads * x.dim));
-      for (int64_t t = 0; t < x.tokens; ++t) {
-        for (int64_t h = 0; h < x.heads; ++h)
-          for (int64_t d = 0; d < x.dim; ++d) row[static_cast<size_t>(h * x.dim + d)] = x.at(h, t, d);
-        for (size_t b = 0; b < row.size(); b += static_cast<size_t>(info.blockSize)) {
-          if (spec.fourOverSix) {
-            (void)reference::nvfp4FourOverSix(row.data() + b, g);
-          } else {
-            reference::quantizeBlock(spec.format, row.data() + b, g);
-          }
-        }
-        for (int64_t h = 0; h < x.heads; ++h)
-          for (int64_t d = 0; d < x.dim; ++d) x.at(h, t, d) = row[static_cast<size_t>(h * x.dim + d)];
-      }
-      return Status::ok();
-    }
-    case FormatKind::Vector: {
-      const auto dim = static_cast<int>(x.dim);
-      if (lmdeploy_tq::isLmdeployFormat(spec.format)) {
-        lmdeploy_tq::quantizeRowsReference(spec.format, x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
-      } else if (spec.format == FormatId::Tqp) {
-        codebook::tqpRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale, spec.seed);
-      } else if (spec.format == FormatId::Tqg) {
-        codebook::tqgRows(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
-      } else {
-        codebook::tqRowsReference(x.data.data(), x.heads * x.tokens, dim, spec.bits, spec.scale);
-      }
-      return Status::ok();
-    }
-    case FormatKind::NonUniform: codebook::quantizeNuqTensorReference(x, spec); return Status::ok();
-    case FormatKind::Optimized:
-      (void)hqq::quantizeTensorReference(x.data.data(),
-                                         hqq::Layout{static_cast<int64_t>(x.size()), spec.group, spec.axis != Axis::Token},
-                                         spec.bits, spec.scale);
-      return Status::ok();
-    default: break;
+  float g = 0;
+  if (info.tensorScale && spec.globalScale > 0) {
+    g = static_cast<float>(spec.globalScale);  // gscale=S: the engine's per-layer scale
+  } else if (info.tensorScale) {
+    double a = 0;
+    for (float v : x.data) a = std::max(a, std::fabs(static_cast<double>(v)));
+    g = static_cast<float>(a / (448.0 * 6.0));
   }
+  // Token rows in [head, channel] order, cut into blocks.
+  std::vector<float> row(static_cast<size_t>(x.heads * x.dim));
+  for (int64_t t = 0; t < x.tokens; ++t) {
+    for (int64_t h = 0; h < x.heads; ++h)
+      for (int64_t d = 0; d < x.dim; ++d) row[static_cast<size_t>(h * x.dim + d)] = x.at(h, t, d);
+    for (size_t b = 0; b < row.size(); b += static_cast<size_t>(info.blockSize)) {
+      if (spec.fourOverSix) {
+        (void)reference::nvfp4FourOverSix(row.data() + b, g);
+      } else {
+        info.blockReference(row.data() + b, g);
+      }
+    }
+    for (int64_t h = 0; h < x.heads; ++h)
+      for (int64_t d = 0; d < x.dim; ++d) x.at(h, t, d) = row[static_cast<size_t>(h * x.dim + d)];
+  }
+  return Status::ok();
+}
+
+Status lmdeployReference(Tensor3& x, const QuantSpec& spec) {
+  lmdeploy_tq::quantizeRowsReference(spec.format, x.data.data(), x.heads * x.tokens, static_cast<int>(x.dim), spec.bits,
+                                     spec.scale);
+  return Status::ok();
+}
+
+Status tqpReference(Tensor3& x, const QuantSpec& spec) {
+  codebook::tqpRowsReference(x.data.data(), x.heads * x.tokens, static_cast<int>(x.dim), spec.bits, spec.scale,
+                             spec.seed);
+  return Status::ok();
+}
+
+// vLLM's TurboQuant keys have one implementation, read from vLLM: it is the reference too.
+Status tqgReference(Tensor3& x, const QuantSpec& spec) {
+  codebook::tqgRows(x.data.data(), x.heads * x.tokens, static_cast<int>(x.dim), spec.bits, spec.scale);
+  return Status::ok();
+}
+
+Status tqReference(Tensor3& x, const QuantSpec& spec) {
+  codebook::tqRowsReference(x.data.data(), x.heads * x.tokens, static_cast<int>(x.dim), spec.bits, spec.scale);
+  return Status::ok();
+}
+
+Status nuqReference(Tensor3& x, const QuantSpec& spec) {
+  codebook::quantizeNuqTensorReference(x, spec);
+  return Status::ok();
+}
+
+Status hqqReference(Tensor3& x, const QuantSpec& spec) {
+  (void)hqq::quantizeTensorReference(x.data.data(),
+                                     hqq::Layout{static_cast<int64_t>(x.size()), spec.group, spec.axis != Axis::Token},
+                                     spec.bits, spec.scale);
+  return Status::ok();
+}
+
+Status groupedReference(Tensor3& x, const QuantSpec& spec) {
   for (const auto& group : reference::groupIndices(spec, x.heads, x.tokens, x.dim)) {
     std::vector<float> values;
     values.reserve(group.size());
@@ -704,4 +729,7 @@ Status quantizeFormatReference(Tensor3& x, const QuantSpec& spec) {
   return Status::ok();
 }
 
+Status unchanged(Tensor3& /*x*/, const QuantSpec& /*spec*/) { return Status::ok(); }
+
+}  // namespace format_ops
 }  // namespace kvscope

@@ -51,8 +51,19 @@ float packedScale(float s);
 /// Reconstruction of one value of a grouped format with the given parameters.
 float quantizeValue(const QuantSpec& spec, Params p, float x);
 
-/// The reconstruction of one block of a block format (`g`: nvfp4's tensor scale), in place.
+/// The reconstruction of one block of a block format (`g`: nvfp4's tensor scale), in place:
+/// the row's blockReference.
 void quantizeBlock(FormatId format, float* x, float g);
+/// Each block format's reference (format_table.cpp's rows point at these).
+void q8_0Block(float* x, float g);
+void q4_0Block(float* x, float g);
+void q4_1Block(float* x, float g);
+void q5_0Block(float* x, float g);
+void q5_1Block(float* x, float g);
+void iq4nlBlock(float* x, float g);
+void mxfp4Block(float* x, float g);
+void nvfp4Block(float* x, float g);
+void kvfp4Block(float* x, float g);
 /// nvfp4 with `4over6` (docs/formats.md, "Engine rules"): one block of 16 in place, the block
 /// scale e4m3(a/(6g)) or e4m3(a/(4g)), whichever reconstructs with the smaller squared error
 /// (max/6 on a tie). Returns true when max/4 was chosen.

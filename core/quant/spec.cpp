@@ -65,7 +65,6 @@ QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens) {
 namespace {
 
 constexpr int kDefaultIntBits = 4;  // defaultSpec(Int, 0): the most common choice
-constexpr int kNf4DefaultGroup = 64;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -110,24 +109,15 @@ std::string formatNameList() {
 
 bool isGrouped(const FormatInfo& info) { return info.grouped; }
 
-Axis defaultAxis(FormatId id) {
-  // hqq: HQQ's (and transformers') default axis 0, the strided groups of the whole tensor.
-  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2 || id == FormatId::Hqq) ? Axis::Tensor : Axis::Token;
-}
-
-constexpr int kHqqDefaultGroup = 64;  // transformers QuantizedCacheConfig q_group_size
-
+// A grouped format's default group applies on axis=token|channel (tensor and head make one group
+// per axis element); hqq's groups have G values on either axis.
 int defaultGroup(FormatId id, Axis axis) {
-  if (id == FormatId::Hqq) return kHqqDefaultGroup;   // hqq's groups have G values on either axis
-  if (axis == Axis::Tensor || axis == Axis::Head) return 0;  // one group per axis element
-  return id == FormatId::Nf4 ? kNf4DefaultGroup : 0;
+  const FormatInfo& info = formatInfo(id);
+  if (info.grouped && (axis == Axis::Tensor || axis == Axis::Head)) return 0;
+  return info.defaultGroup;
 }
 
-MetaType defaultScale(FormatId id) {
-  return (id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2) ? MetaType::Fp32 : MetaType::Fp16;
-}
-
-bool isFp8(FormatId id) { return id == FormatId::Fp8E4M3 || id == FormatId::Fp8E5M2; }
+bool accepts(const FormatInfo& info, FormatOption option) { return (info.options & option) != 0; }
 
 constexpr const char* kOptionList =
     "sym, asym, zero=int|float|packed, prerope, sinks=S, residual=R, chunk=R, "
@@ -149,9 +139,9 @@ QuantSpec defaultSpec(FormatId format, int bits) {
   } else {
     s.bits = static_cast<int>(info.payloadBits);
   }
-  s.axis = defaultAxis(format);
+  s.axis = info.defaultAxis;
   s.group = defaultGroup(format, s.axis);
-  s.scale = defaultScale(format);
+  s.scale = info.defaultScale;
   return s;
 }
 
@@ -190,7 +180,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
           return bad("bit width '" + std::string(head.substr(digits)) + "' is out of range (allowed: " +
                      std::string(family->name) + std::to_string(family->minBits) + " … " +
                      std::string(family->name) + std::to_string(family->maxBits) +
-                     (family->id == FormatId::Tqp ? "; tqp<b> spends one of its b bits on the QJL sign" : "") + ")");
+                     (family->bitsNote.empty() ? std::string() : "; " + std::string(family->bitsNote)) + ")");
         }
         info = family;
         bits = static_cast<int>(b);
@@ -238,16 +228,16 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return Status::ok();
     };
     auto groupedOnly = [&]() -> Status {
-      if (info->kind == FormatKind::Optimized) {
+      if (info->flatGroups) {
         if (key == "axis" || key == "group" || key == "scale") return Status::ok();
         return bad(key + "= does not apply to " + formatName + " (allowed with hqq<b>: axis=tensor|token, group=G, "
                    "scale=fp16|bf16|fp32 and the pipeline options)");
       }
-      if (info->kind == FormatKind::Vector && key != "scale") {
+      if (info->alwaysRotates && key != "scale") {
         return bad("tq formats quantize whole vectors: " + key + "= does not apply (allowed with " + formatName +
                    ": rot=hadamard|rht|random, seed=N, scale=fp16|bf16|fp32 and the pipeline options)");
       }
-      if (!grouped && info->kind != FormatKind::Vector) {
+      if (!grouped && !info->alwaysRotates) {
         return bad("option '" + key + "' does not apply to " + formatName +
                    " (axis=, group=, clip= and scale= are allowed with int<b>, fp8_e4m3, fp8_e5m2 and "
                    "nf4 only; block and elementwise formats fix their own layout)");
@@ -257,11 +247,11 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
 
     if (key == "sym" || key == "asym") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (info->id == FormatId::Nuq) {
-        return bad("'" + key + "' does not apply to " + formatName +
-                   " (nuq is symmetric by construction: its scale is the group's max-abs; allowed with int1 … int8 only)");
+      if (!info->symNote.empty()) {
+        return bad("'" + key + "' does not apply to " + formatName + " (" + std::string(info->symNote) +
+                   "; allowed with int1 … int8 only)");
       }
-      if (info->id != FormatId::Int) return bad("'" + key + "' does not apply to " + formatName + " (allowed with int1 … int8 only)");
+      if (!accepts(*info, kOptionSym)) return bad("'" + key + "' does not apply to " + formatName + " (allowed with int1 … int8 only)");
       if (key == "sym" && bits < 2) {
         return bad("int1 cannot be symmetric (allowed: sym with int2 … int8; int1 is asym only)");
       }
@@ -315,7 +305,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       seedGiven = true;
     } else if (key == "zero") {
       KVS_RETURN_IF_ERROR(needsValue("int|float|packed"));
-      if (info->id != FormatId::Int) {
+      if (!accepts(*info, kOptionIntegerGrid)) {
         return bad("'zero=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
       }
       if (value == "int") spec.zeroInt = true;
@@ -371,13 +361,13 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       scaleGiven = true;
     } else if (key == "unitscale") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (!isFp8(info->id)) {
+      if (!accepts(*info, kOptionUnitscale)) {
         return bad("'unitscale' does not apply to " + formatName + " (allowed with fp8_e4m3 and fp8_e5m2 only)");
       }
       spec.unitscale = true;
     } else if (key == "round") {
       KVS_RETURN_IF_ERROR(needsValue("away|trunc|even"));
-      if (info->id != FormatId::Int) {
+      if (!accepts(*info, kOptionIntegerGrid)) {
         return bad("'round=' does not apply to " + formatName + " (allowed with int1 … int8 only)");
       }
       if (value == "away") spec.rounding = Rounding::Away;
@@ -387,9 +377,9 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       roundGiven = true;
     } else if (key == "div" || key == "minscale" || key == "gscale") {
       KVS_RETURN_IF_ERROR(needsValue(key == "div" ? "N, a number > 0 (e.g. 200)" : "S, a number > 0 (e.g. 1e-6)"));
-      const bool allowed = key == "div"        ? isFp8(info->id)
-                           : key == "minscale" ? (isFp8(info->id) || info->id == FormatId::Int)
-                                               : info->id == FormatId::Nvfp4;
+      const bool allowed = key == "div"        ? accepts(*info, kOptionUnitscale)
+                           : key == "minscale" ? accepts(*info, kOptionMinScale)
+                                               : accepts(*info, kOptionGlobalScale);
       if (!allowed) {
         const char* where = key == "div"        ? "fp8_e4m3 and fp8_e5m2 only"
                             : key == "minscale" ? "int1 … int8, fp8_e4m3 and fp8_e5m2 only"
@@ -404,7 +394,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       (key == "div" ? spec.divisor : key == "minscale" ? spec.minScale : spec.globalScale) = v;
     } else if (key == "codes") {
       KVS_RETURN_IF_ERROR(needsValue("fp32|stored"));
-      if (info->id != FormatId::Int) {
+      if (!accepts(*info, kOptionIntegerGrid)) {
         return bad("'codes=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
       }
       if (value == "fp32") spec.codesFp32 = true;
@@ -412,7 +402,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       else return bad("unknown codes rule '" + std::string(value) + "' (allowed: codes=fp32 or codes=stored)");
     } else if (key == "4over6") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (info->id != FormatId::Nvfp4) {
+      if (!accepts(*info, kOptionGlobalScale)) {
         return bad("'4over6' does not apply to " + formatName + " (allowed with nvfp4 only)");
       }
       spec.fourOverSix = true;
@@ -430,7 +420,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     return bad("zero=int is the zero point of an asymmetric grid: it does not apply with sym (allowed: "
                + formatName + ",zero=int or " + formatName + ",sym)");
   }
-  if (info->kind == FormatKind::Vector) {
+  if (info->alwaysRotates) {
     const bool rotGiven = std::find(seen.begin(), seen.end(), "rot") != seen.end();
     if (rotGiven && spec.rotation == Rotation::None) {
       return bad("tq formats always rotate (allowed: rot=hadamard, rot=rht or rot=random; without rot= "
@@ -440,7 +430,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       return bad("tq formats rotate whole vectors: rot=hadamard:" + std::to_string(spec.rotationBlock) +
                  " does not apply (allowed: rot=hadamard, rot=rht or rot=random)");
     }
-    const bool lmdeploy = info->id == FormatId::Lmtq || info->id == FormatId::Lmqjl;
+    const bool lmdeploy = info->hadamardOnly;
     if (lmdeploy && rotGiven && spec.rotation != Rotation::Hadamard) {
       return bad(formatName + " rotates by the normalized Hadamard matrix, as LMDeploy's hadamard_rotate does "
                  "(allowed: rot=hadamard, or no rot=)");
@@ -450,7 +440,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
                  "its residual bit is a sign, not a projection; allowed: " + formatName + " without seed=)");
     }
   }
-  if (info->id == FormatId::Hqq) {
+  if (info->flatGroups) {
     if (spec.axis != Axis::Tensor && spec.axis != Axis::Token) {
       return bad(std::string("axis=") + axisName(spec.axis) + " does not apply to " + formatName +
                  " (allowed: axis=tensor, HQQ's axis 0: the layer tensor viewed as [G, n/G], each column a group; "
@@ -458,13 +448,13 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     }
     if (spec.group < 1) return bad("hqq needs a group of at least one value (allowed: group=G with G ≥ 1, HQQ's group_size)");
   }
-  if (info->id == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
+  if (grouped && !accepts(*info, kOptionClipMse) && spec.clip.kind == Clip::Kind::Mse) {
     return bad("clip=mse does not apply to " + formatName + ": a group's best clip depends on the codebook, "
                "which depends on every group's clip (allowed: clip=p with 0 < p ≤ 1)");
   }
   // tq and tqp take seed= with any rotation: it seeds rot=random (their default on head dims that
   // are not a power of two) and tqp's QJL matrix.
-  if (seedGiven && info->kind != FormatKind::Vector && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
+  if (seedGiven && !info->alwaysRotates && spec.rotation != Rotation::Rht && spec.rotation != Rotation::Random) {
     return bad("seed= draws the signs or matrix of rot=rht and rot=random, and this spec has neither "
                "(allowed: seed=N together with rot=rht or rot=random)");
   }
@@ -522,7 +512,7 @@ Rotation effectiveRotation(const QuantSpec& spec, int64_t headDim) {
 Status checkRotation(const QuantSpec& spec, int64_t headDim) {
   const std::string d = std::to_string(headDim);
   if (isVectorFormat(spec)) {
-    if ((spec.format == FormatId::Lmtq || spec.format == FormatId::Lmqjl) && !isPowerOfTwo(headDim)) {
+    if (formatInfo(spec.format).hadamardOnly && !isPowerOfTwo(headDim)) {
       return Status::invalidArgument("D = " + d + " is not a power of two: LMDeploy's TurboQuant refuses it "
                                      "(\"TurboQuant K requires power-of-2 raw dim, got " + d + "\")");
     }
@@ -575,10 +565,10 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
     return bad("bit width " + std::to_string(spec.bits) + " is out of range (allowed: " + std::string(format.name) +
                std::to_string(format.minBits) + " … " + std::string(format.name) + std::to_string(format.maxBits) + ")");
   }
-  if (spec.symmetric && (spec.format != FormatId::Int || spec.bits < 2)) {
+  if (spec.symmetric && (!accepts(format, kOptionSym) || spec.bits < 2)) {
     return bad("sym is allowed with int2 … int8 only");
   }
-  if (spec.unitscale && !isFp8(spec.format)) {
+  if (spec.unitscale && !accepts(format, kOptionUnitscale)) {
     return bad("unitscale is allowed with fp8_e4m3 and fp8_e5m2 only");
   }
   if (spec.clip.kind == Clip::Kind::Percentile && !(spec.clip.p > 0 && spec.clip.p <= 1)) {
@@ -593,13 +583,13 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.residual > 0 && spec.chunk > 0) {
     return bad("residual and chunk exclude each other: choose one");
   }
-  if (spec.format == FormatId::Nuq && spec.clip.kind == Clip::Kind::Mse) {
+  if (format.grouped && !accepts(format, kOptionClipMse) && spec.clip.kind == Clip::Kind::Mse) {
     return bad("clip=mse does not apply to nuq (allowed: clip=p with 0 < p ≤ 1)");
   }
-  if (format.kind == FormatKind::Vector && spec.clip.kind != Clip::Kind::None) {
+  if (format.alwaysRotates && spec.clip.kind != Clip::Kind::None) {
     return bad("tq formats quantize whole vectors: clip= does not apply");
   }
-  if (spec.zeroInt && (spec.format != FormatId::Int || spec.symmetric)) {
+  if (spec.zeroInt && (!accepts(format, kOptionIntegerGrid) || spec.symmetric)) {
     return bad("zero=int is allowed with asymmetric int1 … int8 only");
   }
   if (spec.zeroPacked && (!format.hasBits || spec.symmetric || spec.zeroInt || spec.bits > 4 ||
@@ -612,19 +602,19 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (!(spec.divisor >= 0) || !(spec.minScale >= 0) || !(spec.globalScale >= 0)) {
     return bad("div=, minscale= and gscale= must be > 0 when given");
   }
-  if (spec.divisor > 0 && (!isFp8(spec.format) || spec.unitscale)) {
+  if (spec.divisor > 0 && (!accepts(format, kOptionUnitscale) || spec.unitscale)) {
     return bad("div= is allowed with fp8_e4m3 and fp8_e5m2 without unitscale only");
   }
-  if (spec.minScale > 0 && ((!isFp8(spec.format) && !format.hasBits) || spec.unitscale)) {
+  if (spec.minScale > 0 && ((!accepts(format, kOptionUnitscale) && !format.hasBits) || spec.unitscale)) {
     return bad("minscale= is allowed with int1 … int8, fp8_e4m3 and fp8_e5m2 (without unitscale) only");
   }
-  if (spec.globalScale > 0 && spec.format != FormatId::Nvfp4) {
+  if (spec.globalScale > 0 && !accepts(format, kOptionGlobalScale)) {
     return bad("gscale= is allowed with nvfp4 only");
   }
-  if (spec.fourOverSix && spec.format != FormatId::Nvfp4) {
+  if (spec.fourOverSix && !accepts(format, kOptionGlobalScale)) {
     return bad("4over6 is allowed with nvfp4 only");
   }
-  if (spec.codesFp32 && (spec.format != FormatId::Int || spec.symmetric || spec.zeroInt || spec.zeroPacked ||
+  if (spec.codesFp32 && (!accepts(format, kOptionIntegerGrid) || spec.symmetric || spec.zeroInt || spec.zeroPacked ||
                          spec.rounding != Rounding::Away)) {
     return bad("codes=fp32 is allowed with asymmetric int1 … int8 without zero=int, zero=packed or round= only");
   }
@@ -694,8 +684,8 @@ std::string toString(const QuantSpec& spec) {
     if (spec.divisor > 0) add("div=" + formatNumber(spec.divisor));
     if (spec.minScale > 0) add("minscale=" + formatNumber(spec.minScale));
   }
-  if (info.kind == FormatKind::Vector && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
-  if (info.kind == FormatKind::Optimized) {
+  if (info.alwaysRotates && spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));
+  if (info.flatGroups) {
     if (spec.axis != def.axis) add(std::string("axis=") + axisName(spec.axis));
     if (spec.group != def.group) add("group=" + std::to_string(spec.group));
     if (spec.scale != def.scale) add(std::string("scale=") + metaTypeName(spec.scale));

@@ -11,13 +11,11 @@
 
 namespace kvscope {
 
-/// Granularity of scales for int / fp8 / nf4 (§3).
-enum class Axis { Tensor, Head, Token, Channel };
+/// Granularity of scales for int / fp8 / nf4 (§3): Axis, in format_table.h.
 /// "tensor", "head", "token", "channel".
 const char* axisName(Axis axis);
 
-/// Type metadata (scales, mins) is stored in (§5): 16, 16 or 32 bits each.
-enum class MetaType { Fp16, Bf16, Fp32 };
+/// Type metadata (scales, mins) is stored in (§5): MetaType, in format_table.h.
 /// "fp16", "bf16", "fp32".
 const char* metaTypeName(MetaType type);
 
@@ -108,7 +106,7 @@ inline bool usesReferenceQuantizer(const QuantSpec& spec) {
   return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away || spec.codesFp32 || spec.fourOverSix;
 }
 /// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp, and vLLM's tqg): per token vector, always rotated.
-inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).kind == FormatKind::Vector; }
+inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).alwaysRotates; }
 /// Whether step 3 rotates: a rotation is given, or the format always rotates (tq, tqp).
 inline bool rotates(const QuantSpec& spec) { return spec.rotation != Rotation::None || isVectorFormat(spec); }
 /// The rotation step 3 applies on head dim D: spec.rotation, or for tq and tqp without one their

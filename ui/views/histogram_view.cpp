@@ -199,7 +199,7 @@ QString HistogramView::groupNote(ViewTensor t, const QuantSpec& spec, int64_t to
   const bool formatSpace = t == ViewTensor::Value || (t == ViewTensor::Key && !spec.prerope) ||
                            (t == ViewTensor::KeyPreRope && spec.prerope);
   const QuantizedTokens range = quantizedTokens(spec, tokens);
-  if (spec.format == FormatId::None || spec.format == FormatId::Fp16 || spec.format == FormatId::Bf16) {
+  if (formatInfo(spec.format).groupCount == nullptr) {  // fp16, bf16, fp32, none
     return tr("no scale groups: %1 rounds each element").arg(QString::fromStdString(toString(spec)));
   }
   if (!formatSpace) {

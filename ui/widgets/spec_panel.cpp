@@ -293,7 +293,7 @@ void SpecPanel::fromControls(bool formatChanged) {
   } else {
     const FormatInfo& info = formatInfo(s.format);
     if (info.hasBits) s.bits = bits_->value();
-    s.symmetric = info.kind == FormatKind::Integer && symmetric_->isChecked();
+    s.symmetric = (info.options & kOptionSym) != 0 && symmetric_->isChecked();
     if (s.symmetric && s.bits < 2) s.bits = 2;  // int1 has no symmetric form (§2)
     s.axis = static_cast<Axis>(axis_->currentData().toInt());
     s.group = group_->value();
@@ -312,7 +312,7 @@ void SpecPanel::fromControls(bool formatChanged) {
     }
     s.prerope = isKey_ && prerope_->isChecked();
     s.scale = static_cast<MetaType>(meta_->currentData().toInt());
-    s.unitscale = info.kind == FormatKind::Float8 && unitscale_->isChecked();
+    s.unitscale = (info.options & kOptionUnitscale) != 0 && unitscale_->isChecked();
   }
   spec_ = s;
   toControls();
@@ -357,10 +357,10 @@ void SpecPanel::updateEnabled() {
   const FormatInfo& info = formatInfo(spec_.format);
   const bool linked = linkedToKey();
   const bool grouped = info.grouped;
-  const bool isNone = spec_.format == FormatId::None;
+  const bool isNone = info.exact;  // `none`: nothing to quantize, so no pipeline options
   format_->setEnabled(!linked && format_->count() > 0 && !formatTable().empty());
   bits_->setEnabled(!linked && info.hasBits);
-  symmetric_->setEnabled(!linked && info.kind == FormatKind::Integer);
+  symmetric_->setEnabled(!linked && (info.options & kOptionSym) != 0);
   axis_->setEnabled(!linked && grouped);
   group_->setEnabled(!linked && grouped && spec_.axis != Axis::Tensor && spec_.axis != Axis::Head);
   clip_->setEnabled(!linked && grouped);
@@ -368,10 +368,10 @@ void SpecPanel::updateEnabled() {
   outliers_->setEnabled(!linked && !isNone);
   sinks_->setEnabled(!linked && !isNone);
   residual_->setEnabled(!linked && !isNone);
-  hadamard_->setEnabled(!linked && !isNone && info.kind != FormatKind::Vector);  // tq, tqp always rotate
+  hadamard_->setEnabled(!linked && !isNone && !info.alwaysRotates);  // tq, tqp always rotate
   prerope_->setEnabled(isKey_ && !isNone && context_.hasKeyPreRope);
-  meta_->setEnabled(!linked && (grouped || info.kind == FormatKind::Vector) && !spec_.unitscale);  // tq: the norms' type
-  unitscale_->setEnabled(!linked && info.kind == FormatKind::Float8);
+  meta_->setEnabled(!linked && (info.options & kOptionMetaType) != 0 && !spec_.unitscale);  // tq: the norms' type
+  unitscale_->setEnabled(!linked && (info.options & kOptionUnitscale) != 0);
   text_->setReadOnly(linked);
 }
 
