@@ -5,6 +5,7 @@
 #include "core/quant/pipeline_reference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <omp.h>
@@ -31,24 +32,29 @@ FormatInputEnd formatInputInto(const Tensor3& source, const QuantSpec& spec, int
   out.data.resize(static_cast<size_t>(heads * n));  // within the buffer's capacity when reused
   const int64_t k = outlierCount(spec.outliers, n);
   // Per head: step 2 (its quantized tokens, checked), step 3 (x·R per token), step 4 (its
-  // outliers, zeroed). Heads run in parallel, a batch of one per thread between reports.
+  // outliers, zeroed). Heads run in parallel, in one loop (a barrier per batch of heads costs a
+  // whole head's work when another process holds a core); the calling thread (OpenMP thread 0)
+  // reports before each head it takes, and every thread stops at its next head after a cancel.
   std::vector<std::vector<Outlier>> outliers(static_cast<size_t>(heads));
-  const int64_t batch = std::max(1, omp_get_max_threads());
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0};
   int bad = 0;
-  for (int64_t h0 = 0; h0 < heads && bad == 0; h0 += batch) {
-    if (!report(progress, 0.5 * static_cast<double>(h0) / static_cast<double>(heads), "outliers")) {
-      return FormatInputEnd::Cancelled;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if (heads * n > kParallelThreshold)
+  for (int64_t h = 0; h < heads; ++h) {
+    if (stop.load(std::memory_order_relaxed)) continue;
+    const double fraction = 0.5 * static_cast<double>(done.load()) / static_cast<double>(heads);
+    if (omp_get_thread_num() == 0 && !report(progress, fraction, "outliers")) {
+      stop = true;
+      continue;
     }
-    const int64_t h1 = std::min(heads, h0 + batch);
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if ((h1 - h0) * n > kParallelThreshold)
-    for (int64_t h = h0; h < h1; ++h) {
-      float* x = out.data.data() + h * n;
-      if (copyAndCheck(source.row(firstHead + h, range.first), x, n)) {
-        bad = 1;
-        continue;
-      }
-      rotateRows(spec, x, count, d);
-      if (k == 0) continue;
+    float* x = out.data.data() + h * n;
+    if (copyAndCheck(source.row(firstHead + h, range.first), x, n)) {
+      bad = 1;
+      stop = true;
+      continue;
+    }
+    rotateRows(spec, x, count, d);
+    if (k > 0) {
       static thread_local std::vector<int64_t> picked;
       selectOutliersByIndexInto(x, n, k, picked);
       std::vector<Outlier>& mine = outliers[static_cast<size_t>(h)];
@@ -57,8 +63,10 @@ FormatInputEnd formatInputInto(const Tensor3& source, const QuantSpec& spec, int
         x[i] = 0.0f;
       }
     }
+    done.fetch_add(1, std::memory_order_relaxed);
   }
   if (bad != 0) return FormatInputEnd::NonFinite;
+  if (stop) return FormatInputEnd::Cancelled;
   if (setAside != nullptr) {
     for (const auto& head : outliers) setAside->insert(setAside->end(), head.begin(), head.end());
   }
