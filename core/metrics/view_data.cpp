@@ -16,6 +16,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/fp_types.h"
 #include "core/util/simd.h"
+#include "core/quant/pipeline_reference.h"
 #include "core/quant/rotation.h"
 
 namespace kvscope {
@@ -412,33 +413,12 @@ Expected<AttentionPositionSeries> kvHeadPositionSeries(const AttentionInput& one
 
 void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
                      Tensor3& out, int64_t* firstToken) {
-  const QuantizedTokens range = quantizedTokens(spec, source.tokens);
-  const int64_t s = range.first;
-  const int64_t n = range.count;
-  if (firstToken) *firstToken = s;
-  out.heads = count;
-  out.tokens = n;
-  out.dim = source.dim;
-  out.data.resize(static_cast<size_t>(count * n * source.dim));
-  // A whole layer is 128 MiB at T=32768: one head per thread.
-#pragma omp parallel for schedule(static) num_threads(count > 1 ? threadsFor(count * n * source.dim) : 1)
-  for (int64_t h = 0; h < count; ++h) {
-    if (n > 0) {
-      std::memcpy(out.row(h, 0), source.row(first + h, s), static_cast<size_t>(n * source.dim) * sizeof(float));
-    }
-  }
-  if (rotates(spec) && out.dim > 0 && checkRotation(spec, out.dim).isOk()) {
-    rotateRows(spec, out.data.data(), out.heads * out.tokens, out.dim);
-  }
-  if (spec.outliers > 0) {
-    // §1 step 4: per kv head, the ceil(f·N) largest |x| (ties: lower flat index) are zeroed.
-    const int64_t perHead = n * out.dim;
-    const int64_t k = outlierCount(spec.outliers, perHead);
-    for (int64_t h = 0; h < count; ++h) {
-      float* base = out.row(h, 0);
-      for (int64_t i : selectOutliers(base, perHead, k)) base[i] = 0.0f;
-    }
-  }
+  if (firstToken) *firstToken = quantizedTokens(spec, source.tokens).first;
+  // Steps 2–4 as the pipeline runs them (core/quant/pipeline_reference.h); a rotation that does
+  // not suit D (the pipeline refuses it) is left out here, so the view still shows the tokens.
+  QuantSpec steps = spec;
+  if (rotates(spec) && (source.dim <= 0 || !checkRotation(spec, source.dim).isOk())) steps.rotation = Rotation::None;
+  (void)formatInputInto(source, steps, first, count, out);
 }
 
 Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t firstToken, const QuantSpec& spec,

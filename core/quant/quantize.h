@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The whole pipeline of quantization.md §1 for one tensor of one layer, and storage (§5).
+// The whole pipeline of quantization.md §1 for one tensor of one layer, and storage (§5). Its
+// steps live in files of their own: RoPE (rope.h), kept tokens (quantizedTokens, spec.h),
+// rotations (rotation.h, hadamard.h), outlier selection (outlier_select.h); the reference
+// composition in pipeline_reference.h, the fast strategy in pipeline_fast.h.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/quant/hadamard.h"
+#include "core/quant/outlier_select.h"
+#include "core/quant/rope.h"
 #include "core/quant/spec.h"
 #include "core/quant/storage.h"
 #include "core/util/status.h"
@@ -13,40 +19,33 @@
 
 namespace kvscope {
 
-/// RoPE parameters from the dump, for `prerope`.
-struct RopeParams {
-  double theta = 10000.0;
-  RopeStyle style = RopeStyle::Half;
+/// Which implementation of §1 runs. Both give the same bits (tests/core/quant/pipeline/).
+enum class QuantPath {
+  Auto,       ///< the fast strategy where it covers the spec, else the reference
+              ///< (KVSCOPE_QUANT_PATH=reference or =fast in the environment overrides it)
+  Reference,  ///< the reference composition (pipeline_reference.h), whatever the spec
+  Fast,       ///< the fast strategy (pipeline_fast.h) where it covers the spec, else the reference
 };
-
-/// Applies RoPE in place to x [heads, tokens, dim], token j at position j (+ positionOffset).
-void applyRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
-/// Inverse of applyRope.
-void applyInverseRope(Tensor3& x, const RopeParams& rope, int64_t positionOffset = 0);
-/// x <- x·H with H the normalized Sylvester Hadamard matrix, per token row of D values (D = 2^k).
-void hadamardInPlace(Tensor3& x);
-/// x <- x·H for `rows` rows of `d` values (d a power of two), the float32 transform of
-/// docs/spec-strings.md.
-void hadamardTransformRows(float* x, int64_t rows, int64_t d);
-
-/// ceil(f·n) as §1 step 4 writes it (computed in double), bounded by n; 0 for f ≤ 0.
-int64_t outlierCount(double fraction, int64_t n);
-/// Flat indices of the `count` values of largest |x| among values[0..n) (ties: lower index
-/// first), in that order. Values must be finite.
-std::vector<int64_t> selectOutliers(const float* values, int64_t n, int64_t count);
 
 /// Input of the pipeline for one tensor of one layer.
 struct QuantInput {
   const Tensor3* tensor = nullptr;    ///< `key` or `value`: the reference
   const Tensor3* preRope = nullptr;   ///< `key_pre_rope` (needed when spec.prerope)
   RopeParams rope;
+  QuantPath path = QuantPath::Auto;   ///< tests and benches force one
 };
 
 /// Result of the pipeline.
 struct QuantOutput {
   Tensor3 reconstruction;  ///< same shape as the input tensor, comparable with it
   StorageCount storage;
+  QuantPath path = QuantPath::Reference;  ///< the implementation that produced it (Reference or Fast)
 };
+
+/// The path QuantPath::Auto takes for `spec` on a [kvHeads, tokens, headDim] tensor, environment
+/// ignored: Fast where the fast strategy covers the spec (it may still hand over to the reference
+/// when its sampled outlier floor misjudges a head), else Reference.
+QuantPath autoQuantPath(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, int64_t headDim);
 
 /// Runs §1 steps 1-6. Cancels between heads when `progress` returns false.
 Expected<QuantOutput> quantizeTensor(const QuantInput& input, const QuantSpec& spec,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The rotations of §1 step 3. The Hadamard kinds run the float32 fast Walsh–Hadamard transform
-// of core/quant/quantize.cpp (docs/spec-strings.md, "rot=hadamard"); rot=random multiplies by
+// of core/quant/hadamard.cpp (docs/spec-strings.md, "rot=hadamard"); rot=random multiplies by
 // the seeded orthogonal matrix rounded to float.
 #include "core/quant/rotation.h"
 
@@ -12,7 +12,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/quant/quantize.h"
+#include "core/quant/hadamard.h"
 #include "core/quant/rng.h"
 
 namespace kvscope {

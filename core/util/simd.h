@@ -44,6 +44,12 @@
 /// Forces inlining, so a helper is compiled for the instruction set of each clone that calls it.
 #define KVSCOPE_INLINE [[gnu::always_inline]] inline
 
+#if KVSCOPE_HAS_SSE_STREAMING
+#include <xmmintrin.h>
+#else
+#include <atomic>
+#endif
+
 // The vector type only ever lives in registers of inlined code, so the ABI of passing it (which
 // differs with and without AVX) never matters.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -150,6 +156,33 @@ KVSCOPE_INLINE bool anyNonFinite(U16 bits) {
   for (int i = 0; i < 16; ++i) all |= bits[i];
   return (all & 0x80000000u) != 0;
 }
+
+/// Copies n floats (n a multiple of 4) to a 16-byte aligned `dst` with non-temporal (streaming)
+/// stores where the target has them (KVSCOPE_HAS_SSE_STREAMING), a plain copy elsewhere: a
+/// layer-sized output does not fit in cache anyway, and streaming it skips reading every line of
+/// it from memory before it is overwritten. The caller calls streamFence once after its last
+/// copy, before other threads read `dst` (a fence per copy would wait for each one's stores to
+/// drain instead of overlapping them with the next piece's work).
+inline void streamCopy(float* dst, const float* src, int64_t n) {
+#if KVSCOPE_HAS_SSE_STREAMING
+  for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+#else
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+#endif
+}
+
+/// Orders every streamed store before what follows (sfence; a release fence elsewhere).
+inline void streamFence() {
+#if KVSCOPE_HAS_SSE_STREAMING
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_release);
+#endif
+}
+
+/// Asks for the cache line at p to be fetched for one read (no temporal locality): a hint, with
+/// no effect on results (GCC and clang have it on every target).
+KVSCOPE_INLINE void prefetchOnce(const void* p) { __builtin_prefetch(p, 0, 0); }
 
 /// Four 64-bit integers, the lane-wise companion of D4 (masks of D4 comparisons, shuffle indices).
 typedef int64_t I4 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using): GCC syntax
