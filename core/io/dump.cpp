@@ -836,26 +836,35 @@ Expected<const TensorSource*> checkedHeads(const Impl& impl, TensorKind kind, in
 
 }  // namespace
 
+namespace {
+
+// Reads heads [firstHead, firstHead + heads) of a checked source (heads < 0: all of them) into
+// caller memory of `capacity` floats; what readInto and readHeadsInto share.
+Expected<std::array<int64_t, 3>> readCheckedInto(const Impl& impl, const TensorSource& src, int layer, int sequence,
+                                                 int64_t firstHead, int64_t heads, float* out, int64_t capacity) {
+  auto shape = slabShape(src);
+  if (heads >= 0) shape[0] = heads;
+  if (shape[0] * shape[1] * shape[2] > capacity)
+    return Status::invalidArgument(impl.info.path + ": " + src.pathFor(layer) + ": the buffer is too small for " +
+                                   (heads >= 0 ? "heads of layer " : "layer ") + std::to_string(layer));
+  h5::Lock lock;
+  try {
+    KVS_RETURN_IF_ERROR(readSlabInto(impl, src, layer, sequence, out, firstHead, heads));
+  } catch (const std::bad_alloc&) {
+    return Status::resourceLimit(impl.info.path + ": " + src.pathFor(layer) + ": not enough memory to read layer " +
+                                 std::to_string(layer));
+  }
+  return shape;
+}
+
+}  // namespace
+
 Expected<std::array<int64_t, 3>> Dump::readHeadsInto(int layer, TensorKind kind, int64_t firstHead, int64_t count,
                                                      int sequence, float* out, int64_t capacity) const {
   if (impl_->reader) return impl_->reader->readHeadsInto(layer, kind, firstHead, count, sequence, out, capacity);
-  const DumpInfo& info = impl_->info;
   auto checked = checkedHeads(*impl_, kind, layer, firstHead, count, sequence);
   if (!checked) return checked.status();
-  const TensorSource* src = *checked;
-  auto shape = slabShape(*src);
-  shape[0] = count;
-  if (shape[0] * shape[1] * shape[2] > capacity)
-    return Status::invalidArgument(info.path + ": " + src->pathFor(layer) +
-                                   ": the buffer is too small for heads of layer " + std::to_string(layer));
-  h5::Lock lock;
-  try {
-    KVS_RETURN_IF_ERROR(readSlabInto(*impl_, *src, layer, sequence, out, firstHead, count));
-  } catch (const std::bad_alloc&) {
-    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
-                                 ": not enough memory to read layer " + std::to_string(layer));
-  }
-  return shape;
+  return readCheckedInto(*impl_, **checked, layer, sequence, firstHead, count, out, capacity);
 }
 
 Expected<Tensor3> Dump::readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count,
@@ -880,22 +889,9 @@ Expected<Tensor3> Dump::readHeads(int layer, TensorKind kind, int64_t firstHead,
 Expected<std::array<int64_t, 3>> Dump::readInto(int layer, TensorKind kind, int sequence,
                                                 float* out, int64_t capacity) const {
   if (impl_->reader) return impl_->reader->readInto(layer, kind, sequence, out, capacity);
-  const DumpInfo& info = impl_->info;
   auto checked = checkedSource(*impl_, kind, layer, sequence);
   if (!checked) return checked.status();
-  const TensorSource* src = *checked;
-  const auto shape = slabShape(*src);
-  if (shape[0] * shape[1] * shape[2] > capacity)
-    return Status::invalidArgument(info.path + ": " + src->pathFor(layer) +
-                                   ": the buffer is too small for layer " + std::to_string(layer));
-  h5::Lock lock;
-  try {
-    KVS_RETURN_IF_ERROR(readSlabInto(*impl_, *src, layer, sequence, out));
-  } catch (const std::bad_alloc&) {
-    return Status::resourceLimit(info.path + ": " + src->pathFor(layer) +
-                                 ": not enough memory to read layer " + std::to_string(layer));
-  }
-  return shape;
+  return readCheckedInto(*impl_, **checked, layer, sequence, 0, -1, out, capacity);
 }
 
 Expected<Tensor3> Dump::read(int layer, TensorKind kind, int sequence) const {

@@ -2,6 +2,7 @@
 #include "ui/model/layer_data.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #ifdef __GLIBC__
@@ -46,64 +47,57 @@ const Tensor3* LayerQuant::reconstruction(ViewTensor t) const {
   return nullptr;
 }
 
-Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress& progress) {
-  const DumpInfo& info = dump.info();
-  auto out = std::make_shared<LayerTensors>();
-  out->layer = layer;
-  out->kvHeads = info.kvHeads;
-  if (!report(progress, 0.0, "reading keys")) return Status::cancelled();
-  auto key = dump.read(layer, TensorKind::Key);
-  if (!key) return key.status();
-  out->key = std::move(key).value();
-  if (!report(progress, 0.3, "reading values")) return Status::cancelled();
-  auto value = dump.read(layer, TensorKind::Value);
-  if (!value) return value.status();
-  out->value = std::move(value).value();
-  if (info.hasQuery) {
-    if (!report(progress, 0.6, "reading queries")) return Status::cancelled();
-    auto query = dump.read(layer, TensorKind::Query);
-    if (!query) return query.status();
-    out->query = std::move(query).value();
-  }
-  if (info.hasKeyPreRope) {
-    if (!report(progress, 0.8, "reading pre-RoPE keys")) return Status::cancelled();
-    auto pre = dump.read(layer, TensorKind::KeyPreRope);
-    if (!pre) return pre.status();
-    out->keyPreRope = std::move(pre).value();
-  }
-  return LayerTensorsPtr(std::move(out));
-}
+namespace {
 
-Expected<LayerTensorsPtr> readLayerHead(const Dump& dump, int layer, int64_t kvHead, bool keyPreRope,
-                                        const Progress& progress) {
+// What readLayer and readLayerHead share: every tensor of `layer` the dump has, whole (no kvHead)
+// or only kv head *kvHead (its query group; pre-RoPE K only when `keyPreRope`).
+Expected<LayerTensorsPtr> readLayerTensors(const Dump& dump, int layer, std::optional<int64_t> kvHead, bool keyPreRope,
+                                           const Progress& progress) {
   const DumpInfo& info = dump.info();
+  const int64_t group = info.groupSize();
   auto out = std::make_shared<LayerTensors>();
   out->layer = layer;
-  out->firstHead = kvHead;
+  out->firstHead = kvHead.value_or(0);
   out->kvHeads = info.kvHeads;
-  if (!report(progress, 0.0, "reading keys of the head")) return Status::cancelled();
-  auto key = dump.readHeads(layer, TensorKind::Key, kvHead, 1);
+  const std::string of = kvHead ? " of the head" : "";
+  // Heads [first, first + count) of `kind`, or the whole tensor.
+  const auto read = [&](TensorKind kind, int64_t first, int64_t count) {
+    return kvHead ? dump.readHeads(layer, kind, first, count) : dump.read(layer, kind);
+  };
+  const int64_t h = kvHead.value_or(0);
+  if (!report(progress, 0.0, "reading keys" + of)) return Status::cancelled();
+  auto key = read(TensorKind::Key, h, 1);
   if (!key) return key.status();
   out->key = std::move(key).value();
-  if (!report(progress, 0.3, "reading values of the head")) return Status::cancelled();
-  auto value = dump.readHeads(layer, TensorKind::Value, kvHead, 1);
+  if (!report(progress, 0.3, "reading values" + of)) return Status::cancelled();
+  auto value = read(TensorKind::Value, h, 1);
   if (!value) return value.status();
   out->value = std::move(value).value();
-  const int64_t group = info.groupSize();
-  if (info.hasQuery && group > 0) {
-    if (!report(progress, 0.6, "reading queries of the head")) return Status::cancelled();
-    auto query = dump.readHeads(layer, TensorKind::Query, kvHead * group, group);
+  if (info.hasQuery && (!kvHead || group > 0)) {
+    if (!report(progress, 0.6, "reading queries" + of)) return Status::cancelled();
+    auto query = read(TensorKind::Query, h * group, group);
     if (!query) return query.status();
     out->query = std::move(query).value();
   }
   if (info.hasKeyPreRope && keyPreRope) {
-    if (!report(progress, 0.8, "reading pre-RoPE keys of the head")) return Status::cancelled();
-    auto pre = dump.readHeads(layer, TensorKind::KeyPreRope, kvHead, 1);
+    if (!report(progress, 0.8, "reading pre-RoPE keys" + of)) return Status::cancelled();
+    auto pre = read(TensorKind::KeyPreRope, h, 1);
     if (!pre) return pre.status();
     out->keyPreRope = std::move(pre).value();
   }
   out->keyPreRopeSkipped = info.hasKeyPreRope && !keyPreRope;
   return LayerTensorsPtr(std::move(out));
+}
+
+}  // namespace
+
+Expected<LayerTensorsPtr> readLayer(const Dump& dump, int layer, const Progress& progress) {
+  return readLayerTensors(dump, layer, std::nullopt, true, progress);
+}
+
+Expected<LayerTensorsPtr> readLayerHead(const Dump& dump, int layer, int64_t kvHead, bool keyPreRope,
+                                        const Progress& progress) {
+  return readLayerTensors(dump, layer, kvHead, keyPreRope, progress);
 }
 
 Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& part, const Progress& progress) {
