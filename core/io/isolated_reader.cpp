@@ -450,6 +450,10 @@ int IsolatedReader::starts() const {
   return starts_;
 }
 
+int64_t IsolatedReader::tensorRequests() const { return tensorRequests_.load(); }
+
+void IsolatedReader::setReadPieceBytes(int64_t bytes) { pieceBytes_.store(bytes); }
+
 void IsolatedReader::stop() {
   if (socket_ >= 0) {
     ::close(socket_);
@@ -597,14 +601,18 @@ std::string IsolatedReader::describe(int layer, TensorKind kind, int sequence) c
 
 Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
     int layer, TensorKind kind, int sequence,
-    const std::function<float*(const std::array<int64_t, 3>&)>& target, int64_t firstHead, int64_t heads) {
+    const std::function<float*(const std::array<int64_t, 3>&)>& target, int64_t firstHead, int64_t heads,
+    bool wholePiece) {
   std::lock_guard<Turns> lock(turn_);
+  tensorRequests_.fetch_add(1);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(heads < 0 ? Op::Read : Op::ReadHeads)).put<int32_t>(layer);
   w.put<int32_t>(static_cast<int32_t>(kind)).put<int32_t>(sequence);
   if (heads >= 0) w.put<int64_t>(firstHead).put<int64_t>(heads);
   std::string what = describe(layer, kind, sequence);
-  if (heads >= 0) what += ", heads [" + std::to_string(firstHead) + ", " + std::to_string(firstHead + heads) + ")";
+  // A piece of a whole-tensor read is named as the whole read the caller asked for.
+  if (heads >= 0 && !wholePiece)
+    what += ", heads [" + std::to_string(firstHead) + ", " + std::to_string(firstHead + heads) + ")";
   auto reply = call(w.data(), what, false);
   if (!reply) return reply.status();
   Parser in(reply->body);
@@ -622,9 +630,51 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
   return shape;
 }
 
+std::optional<std::array<int64_t, 3>> IsolatedReader::expectedShape(int layer, TensorKind kind, int sequence) const {
+  const DumpInfo& i = info_;
+  if (layer < 0 || layer >= i.layers || sequence < 0 || sequence >= i.sequences) return std::nullopt;
+  if ((kind == TensorKind::Query && !i.hasQuery) || (kind == TensorKind::KeyPreRope && !i.hasKeyPreRope))
+    return std::nullopt;
+  if (kind == TensorKind::Query) return std::array<int64_t, 3>{i.heads, i.queries, i.headDim};
+  return std::array<int64_t, 3>{i.kvHeads, i.tokens, i.headDim};
+}
+
+Expected<std::array<int64_t, 3>> IsolatedReader::readWhole(
+    int layer, TensorKind kind, int sequence, const std::function<float*(const std::array<int64_t, 3>&)>& target) {
+  const auto shape = expectedShape(layer, kind, sequence);
+  const int64_t headFloats = shape ? (*shape)[1] * (*shape)[2] : 0;
+  const int64_t headBytes = headFloats * static_cast<int64_t>(sizeof(float));
+  // Refusals, one-head tensors and tensors within one piece go whole, as one request: the
+  // reader's own Dump answers them word for word.
+  if (!shape || (*shape)[0] < 2 || headBytes == 0 || (*shape)[0] * headBytes <= pieceBytes_.load())
+    return readShared(layer, kind, sequence, target);
+  const int64_t heads = (*shape)[0];
+  float* out = target(*shape);
+  if (out == nullptr)
+    return Status::invalidArgument(path_ + ": " + describe(layer, kind, sequence) +
+                                   ": the buffer is too small for layer " + std::to_string(layer));
+  const int64_t perPiece = std::clamp<int64_t>(pieceBytes_.load() / headBytes, 1, heads);
+  for (int64_t first = 0; first < heads; first += perPiece) {
+    const int64_t count = std::min(perPiece, heads - first);
+    bool unexpected = false;
+    auto got = readShared(
+        layer, kind, sequence,
+        [&](const std::array<int64_t, 3>& s) -> float* {
+          unexpected = s != std::array<int64_t, 3>{count, (*shape)[1], (*shape)[2]};
+          return unexpected ? nullptr : out + first * headFloats;
+        },
+        first, count, /*wholePiece=*/true);
+    // The open's metadata did not describe this tensor's extents (it always does for a dump
+    // that opened): read it whole rather than trust the pieces.
+    if (unexpected) return readShared(layer, kind, sequence, target);
+    if (!got) return got.status();
+  }
+  return *shape;
+}
+
 Expected<Tensor3> IsolatedReader::read(int layer, TensorKind kind, int sequence) {
   Tensor3 out;
-  auto shape = readShared(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) {
+  auto shape = readWhole(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) {
     out = Tensor3(s[0], s[1], s[2]);
     return out.data.data();
   });
@@ -634,7 +684,7 @@ Expected<Tensor3> IsolatedReader::read(int layer, TensorKind kind, int sequence)
 
 Expected<std::array<int64_t, 3>> IsolatedReader::readInto(int layer, TensorKind kind, int sequence,
                                                           float* out, int64_t capacity) {
-  return readShared(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) -> float* {
+  return readWhole(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) -> float* {
     return s[0] * s[1] * s[2] > capacity ? nullptr : out;
   });
 }

@@ -10,11 +10,13 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +38,15 @@ int serveDumpReader();
 /// in-process). KVSCOPE_PROBE_TIMEOUT_MS sets both time limits (default 30 s).
 IsolationOptions isolationFromEnvironment(const std::string& executable);
 
+/// A whole-tensor read larger than this is served as head ranges of at most this many bytes (at
+/// least one head), each its own turn: a read from another thread then waits for one piece, not
+/// for a whole 128 MiB tensor. 16 MiB is one kv head of KVH 8, T 32768, D 128.
+inline constexpr int64_t kReadPieceBytes = int64_t{16} << 20;
+
 /// The client of one reader process. Dump::open starts it for OpenOptions::isolation and forwards
 /// every call; thread-safe: calls take turns in the order they came (libhdf5 would serialize
-/// them anyway), so a layer read from the GUI waits for at most one read of a background lane.
+/// them anyway), and a large whole-tensor read takes one turn per piece (kReadPieceBytes), so a
+/// layer read from the GUI waits for at most one piece of a background lane's read.
 class IsolatedReader {
  public:
   /// Starts a reader and opens `path` there. Errors: the open's own, or the crash or timeout.
@@ -73,6 +81,10 @@ class IsolatedReader {
   [[nodiscard]] pid_t pid() const;
   /// How many reader processes were started so far (the first one included).
   [[nodiscard]] int starts() const;
+  /// How many tensor reads were sent to the reader so far (a pieced whole read counts each piece).
+  [[nodiscard]] int64_t tensorRequests() const;
+  /// The piece size of whole-tensor reads (kReadPieceBytes unless a test sets another).
+  void setReadPieceBytes(int64_t bytes);
 
  private:
   IsolatedReader() = default;
@@ -82,7 +94,12 @@ class IsolatedReader {
   /// One read through the shared memory: the whole tensor (heads < 0) or heads [firstHead, firstHead + heads).
   Expected<std::array<int64_t, 3>> readShared(int layer, TensorKind kind, int sequence,
                                               const std::function<float*(const std::array<int64_t, 3>&)>& target,
-                                              int64_t firstHead = 0, int64_t heads = -1);
+                                              int64_t firstHead = 0, int64_t heads = -1, bool wholePiece = false);
+  /// A whole-tensor read: one request, or pieces of heads when the tensor exceeds the piece size.
+  Expected<std::array<int64_t, 3>> readWhole(int layer, TensorKind kind, int sequence,
+                                             const std::function<float*(const std::array<int64_t, 3>&)>& target);
+  /// [heads, tokens, dim] of a tensor the dump has, from the open's metadata; nullopt otherwise.
+  [[nodiscard]] std::optional<std::array<int64_t, 3>> expectedShape(int layer, TensorKind kind, int sequence) const;
   Status ended(const std::string& what, bool isOpen);
   void stop();
   [[nodiscard]] std::string describe(int layer, TensorKind kind, int sequence) const;
@@ -122,6 +139,8 @@ class IsolatedReader {
   void* shared_ = nullptr;
   size_t sharedBytes_ = 0;
   int starts_ = 0;
+  std::atomic<int64_t> tensorRequests_{0};
+  std::atomic<int64_t> pieceBytes_{kReadPieceBytes};
 };
 
 }  // namespace kvscope

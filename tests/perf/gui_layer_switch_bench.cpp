@@ -13,7 +13,9 @@
 //
 // --tensor-reads N times N reads of layer 0's key in this process and N through the isolated
 // reader (alternating; the reader started once, as an open dump has it) and prints the medians;
-// then the same for kv head 0 of that key alone (Dump::readHeads, what a cold switch reads first).
+// then the same for kv head 0 of that key alone (Dump::readHeads, what a cold switch reads first);
+// then kv head 0 of the value N times while another thread reads the whole key in a loop (what a
+// switch meets while the layer summary reads).
 //
 // Per switch it also prints the layer worker's steps (computeViewData: quantize, heat map,
 // histogram, attention row), the rest of "views ready" being the read; and when the drift view's
@@ -28,9 +30,14 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/io/isolated_reader.h"
@@ -115,6 +122,48 @@ int timeTensorReads(const std::string& path, int n) {
                 oneHead ? ", kv head 0 only" : "", static_cast<double>(bytes) / (1 << 20), n, median(inProcess),
                 *std::min_element(inProcess.begin(), inProcess.end()), median(isolated),
                 *std::min_element(isolated.begin(), isolated.end()));
+  }
+  // What a layer switch meets while the layer summary reads: kv head 0 of layer 0's value through
+  // the reader while another thread reads the whole key again and again. A whole read larger than
+  // kReadPieceBytes takes one turn per piece, so the head read waits for one piece at most; with
+  // no pieces (one request per tensor) it waits for the whole read in progress.
+  auto reader = IsolatedReader::start(path, options);
+  if (!reader) {
+    std::fprintf(stderr, "%s\n", reader.status().message().c_str());
+    return 1;
+  }
+  for (const int64_t piece : {std::numeric_limits<int64_t>::max(), kReadPieceBytes}) {
+    (*reader)->setReadPieceBytes(piece);
+    std::atomic<bool> stop{false};
+    std::atomic<int> backgroundReads{0};
+    std::thread background([&] {
+      while (!stop.load()) {
+        if (!(*reader)->read(0, TensorKind::Key, 0)) break;
+        backgroundReads.fetch_add(1);
+      }
+    });
+    std::mt19937 rng(1);
+    std::vector<double> waits;
+    for (int i = 0; i < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 200));
+      QElapsedTimer clock;
+      clock.start();
+      auto t = (*reader)->readHeads(0, TensorKind::Value, 0, 1, 0);
+      waits.push_back(static_cast<double>(clock.nsecsElapsed()) / 1e6);
+      if (!t) {
+        std::fprintf(stderr, "%s\n", t.status().message().c_str());
+        break;
+      }
+    }
+    stop.store(true);
+    background.join();
+    const std::string pieces = piece == std::numeric_limits<int64_t>::max()
+                                   ? std::string("one request per tensor")
+                                   : "pieces of at most " + std::to_string(piece >> 20) + " MiB";
+    std::printf("layer 0 value, kv head 0, while another thread reads the whole key (%s, %d whole reads): "
+                "median %.1f ms, max %.1f ms over %zu reads\n",
+                pieces.c_str(), backgroundReads.load(), median(waits),
+                waits.empty() ? 0.0 : *std::max_element(waits.begin(), waits.end()), waits.size());
   }
   return 0;
 }

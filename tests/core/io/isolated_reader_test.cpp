@@ -214,6 +214,73 @@ TEST(IsolatedReader, ServesEveryHeadRangeExactlyAsTheInProcessDump) {
   EXPECT_NE(y.status().message().find("heads [2, 5)"), std::string::npos) << y.status().message();
 }
 
+// A whole read larger than the piece size takes one turn per head range (so a GUI read waits for
+// one piece of a background lane's read, not the whole tensor); the result is the whole read's.
+TEST(IsolatedReader, AWholeReadLargerThanAPieceGoesInHeadRangesWithTheWholeReadsResult) {
+  test::TempDir dir;
+  const std::string path = writeFullDump(dir);
+  ASSERT_FALSE(path.empty());
+  auto local = Dump::open(path);
+  ASSERT_TRUE(local) << local.status().message();
+  auto reader = IsolatedReader::start(path, isolated());
+  ASSERT_TRUE(reader) << reader.status().message();
+  IsolatedReader& r = **reader;
+  // Key and value: 2 heads of 12 x 8 floats (384 bytes each); query: 4 heads of 3 x 8 (96 bytes).
+  struct Case {
+    int64_t pieceBytes;
+    TensorKind kind;
+    int64_t requests;
+  };
+  const Case cases[] = {
+      {kReadPieceBytes, TensorKind::Key, 1},  // the default: these tensors are one piece
+      {768, TensorKind::Key, 1},              // exactly the tensor: one piece
+      {767, TensorKind::Key, 2},              // one head per piece
+      {384, TensorKind::KeyPreRope, 2},
+      {100, TensorKind::Value, 2},            // a piece below one head still holds one head
+      {200, TensorKind::Query, 2},            // two heads per piece
+      {96, TensorKind::Query, 4},
+      {288, TensorKind::Query, 2},            // three heads, then the one left
+  };
+  for (const Case& c : cases) {
+    for (int s = 0; s < 2; ++s) {
+      SCOPED_TRACE(std::string(tensorKindName(c.kind)) + " piece " + std::to_string(c.pieceBytes) + " sequence " +
+                   std::to_string(s));
+      r.setReadPieceBytes(c.pieceBytes);
+      auto want = (*local)->read(1, c.kind, s);
+      ASSERT_TRUE(want) << want.status().message();
+      const int64_t before = r.tensorRequests();
+      auto got = r.read(1, c.kind, s);
+      ASSERT_TRUE(got) << got.status().message();
+      EXPECT_EQ(r.tensorRequests() - before, c.requests);
+      EXPECT_TRUE(want->sameShape(*got));
+      EXPECT_EQ(want->data, got->data);
+      std::vector<float> into(want->data.size() + 2, -7.0f);
+      auto shape = r.readInto(1, c.kind, s, into.data(), static_cast<int64_t>(into.size()));
+      ASSERT_TRUE(shape) << shape.status().message();
+      EXPECT_EQ(r.tensorRequests() - before, 2 * c.requests);
+      EXPECT_TRUE(std::equal(want->data.begin(), want->data.end(), into.begin()));
+      EXPECT_EQ(into[into.size() - 2], -7.0f);  // nothing written past the tensor
+      EXPECT_EQ(into.back(), -7.0f);
+    }
+  }
+  // A buffer too small is refused before any piece is asked for; refusals of the request itself
+  // (no such layer or sequence) are the reader's own Dump's, word for word.
+  r.setReadPieceBytes(96);
+  std::vector<float> small(10);
+  const int64_t before = r.tensorRequests();
+  auto tooSmall = r.readInto(0, TensorKind::Key, 0, small.data(), 10);
+  ASSERT_FALSE(tooSmall);
+  EXPECT_EQ(tooSmall.status().message(), path + ": /layers/0/key: the buffer is too small for layer 0");
+  EXPECT_EQ(r.tensorRequests(), before);
+  for (auto [layer, seq] : {std::pair{2, 0}, std::pair{0, 2}, std::pair{-1, 0}}) {
+    auto x = (*local)->read(layer, TensorKind::Key, seq);
+    auto y = r.read(layer, TensorKind::Key, seq);
+    ASSERT_FALSE(x);
+    ASSERT_FALSE(y);
+    EXPECT_EQ(x.status().message(), y.status().message());
+  }
+}
+
 TEST(IsolatedReader, AHeadReadThatHangsTimesOutNamingTheHeadsAndTheNextReadGetsAFreshReader) {
   test::TempDir dir;
   const std::string path = writeFullDump(dir);
@@ -283,6 +350,7 @@ TEST(IsolatedReader, AReadThatHangsTimesOutWithAnErrorAndTheNextReadGetsAFreshRe
   ASSERT_TRUE(reader) << reader.status().message();
   IsolatedReader& r = **reader;
   ASSERT_TRUE(r.read(0, TensorKind::Key, 0));
+  r.setReadPieceBytes(100);  // a read in pieces is named as the whole read the caller asked for
   auto hung = r.read(1, TensorKind::Value, 0);
   ASSERT_FALSE(hung);
   EXPECT_EQ(hung.status().code(), StatusCode::InvalidData);
