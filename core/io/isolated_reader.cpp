@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -415,6 +416,11 @@ Expected<std::shared_ptr<IsolatedReader>> IsolatedReader::start(const std::strin
   auto reader = std::shared_ptr<IsolatedReader>(new IsolatedReader);
   reader->path_ = path;
   reader->isolation_ = options.isolation;
+  // KVSCOPE_READ_PIECE_MIB=N: whole reads in pieces of N MiB; 0: one request per tensor (to measure).
+  if (const char* piece = std::getenv("KVSCOPE_READ_PIECE_MIB"); piece != nullptr && std::string(piece) == "0")
+    reader->pieceBytes_.store(std::numeric_limits<int64_t>::max());
+  else
+    reader->pieceBytes_.store(int64_t{envMs("KVSCOPE_READ_PIECE_MIB", static_cast<int>(kReadPieceBytes >> 20))} << 20);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Open)).str(path);
   w.str(options.mapping ? mappingToJson(*options.mapping) : std::string());

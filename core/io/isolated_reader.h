@@ -41,6 +41,7 @@ IsolationOptions isolationFromEnvironment(const std::string& executable);
 /// A whole-tensor read larger than this is served as head ranges of at most this many bytes (at
 /// least one head), each its own turn: a read from another thread then waits for one piece, not
 /// for a whole 128 MiB tensor. 16 MiB is one kv head of KVH 8, T 32768, D 128.
+/// KVSCOPE_READ_PIECE_MIB=N in the environment sets N MiB; =0 one request per tensor.
 inline constexpr int64_t kReadPieceBytes = int64_t{16} << 20;
 
 /// The client of one reader process. Dump::open starts it for OpenOptions::isolation and forwards

@@ -8,7 +8,7 @@
 // switches only. Not part of ctest.
 //
 //   kvscope-cli synth DUMP --layers 11 --kv-heads 8 --heads 32 --tokens 32768 --queries 64 --head-dim 128
-//   kvscope_gui_layer_switch_bench --dump DUMP [--switches 10] [--tab 0]
+//   kvscope_gui_layer_switch_bench --dump DUMP [--switches 10] [--tab 0] [--during-summary]
 //   kvscope_gui_layer_switch_bench --dump DUMP --tensor-reads 7
 //
 // --tensor-reads N times N reads of layer 0's key in this process and N through the isolated
@@ -16,6 +16,9 @@
 // then the same for kv head 0 of that key alone (Dump::readHeads, what a cold switch reads first);
 // then kv head 0 of the value N times while another thread reads the whole key in a loop (what a
 // switch meets while the layer summary reads).
+//
+// --during-summary switches while the layer summary (started by the open) is still running: each
+// switch waits for every other lane to be idle, not for the summary.
 //
 // Per switch it also prints the layer worker's steps (computeViewData: quantize, heat map,
 // histogram, attention row), the rest of "views ready" being the read; and when the drift view's
@@ -43,6 +46,7 @@
 #include "core/io/isolated_reader.h"
 #include "core/quant/spec.h"
 #include "ui/main_window.h"
+#include "ui/workers/job_runner.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -87,7 +91,7 @@ double median(std::vector<double> v) {
 
 int usage() {
   std::fprintf(stderr, "usage: kvscope_gui_layer_switch_bench --dump FILE [--switches N] [--tab 0..4] "
-                       "[--tensor-reads N]\n");
+                       "[--during-summary] [--tensor-reads N]\n");
   return 2;
 }
 
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   QStandardPaths::setTestModeEnabled(true);  // leave the user's settings and recent files alone
   std::string dump;
   int switches = 10, tab = 0, tensorReads = 0;
+  bool duringSummary = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool hasValue = i + 1 < argc;
@@ -192,6 +197,7 @@ int main(int argc, char** argv) {
     else if (a == "--switches" && hasValue) switches = std::atoi(argv[++i]);
     else if (a == "--tab" && hasValue) tab = std::atoi(argv[++i]);
     else if (a == "--tensor-reads" && hasValue) tensorReads = std::atoi(argv[++i]);
+    else if (a == "--during-summary") duringSummary = true;
     else return usage();
   }
   if (dump.empty() || switches < 1 || tab < 0 || tab > 4) return usage();
@@ -221,13 +227,32 @@ int main(int argc, char** argv) {
                                  : "through kvscope-cli");
   auto* tabs = w.findChild<QTabWidget*>();
   app.page = tabs != nullptr ? tabs->currentWidget() : nullptr;
-  waitUntil([&] { return !w.busy(); }, 600000);
+  // --during-summary: each switch waits for every lane but the layer summary's, which is still
+  // reading and evaluating whole layers (the switch's head reads share the reader with it).
+  JobRunner* summary = nullptr;
+  for (JobRunner* r : w.findChildren<JobRunner*>())
+    if (r->name() == QStringLiteral("layer summary")) summary = r;
+  if (duringSummary && summary == nullptr) {
+    std::fprintf(stderr, "no layer summary lane\n");
+    return 1;
+  }
+  const auto settled = [&] {
+    if (!duringSummary) return !w.busy();
+    for (JobRunner* r : w.findChildren<JobRunner*>())
+      if (r != summary && r->busy()) return false;
+    return true;
+  };
+  waitUntil(settled, 600000);
 
   std::vector<double> all, cold;
   std::vector<bool> seen(static_cast<size_t>(info.layers), false);
   seen[0] = true;
   int layer = 0;
   for (int i = 0; i < switches; ++i) {
+    if (duringSummary && !summary->busy()) {
+      std::printf("the layer summary finished after %d switches\n", i);
+      break;
+    }
     layer = (layer + 1) % info.layers;
     const bool isCold = !seen[static_cast<size_t>(layer)];
     seen[static_cast<size_t>(layer)] = true;
@@ -260,12 +285,12 @@ int main(int argc, char** argv) {
       steps += part;
     }
     const bool partial = !w.layerQuant()->tensors->whole();
-    std::printf("switch %2d -> layer %2d (%s): %7.1f ms to the last repaint (views ready at %.1f ms; %s read; "
+    std::printf("switch %2d -> layer %2d (%s%s): %7.1f ms to the last repaint (views ready at %.1f ms; %s read; "
                 "view data %.1f ms: %s)\n",
-                i + 1, layer, isCold ? "cold" : "cached", ms, static_cast<double>(readyNs - clickNs) / 1e6,
+                i + 1, layer, isCold ? "cold" : "cached", duringSummary && summary->busy() ? ", summary running" : "", ms, static_cast<double>(readyNs - clickNs) / 1e6,
                 partial ? "one kv head" : "whole layer", computeMs, steps.c_str());
     std::fflush(stdout);
-    waitUntil([&] { return !w.busy(); }, 600000);
+    waitUntil(settled, 600000);
     if (driftNs > 0)
       std::printf("           drift series at %.1f ms; every lane idle (the rest of the layer read) at %.1f ms\n",
                   static_cast<double>(driftNs - clickNs) / 1e6,
