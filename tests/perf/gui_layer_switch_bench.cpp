@@ -18,7 +18,8 @@
 // switch meets while the layer summary reads).
 //
 // --during-summary switches while the layer summary (started by the open) is still running: each
-// switch waits for every other lane to be idle, not for the summary.
+// switch waits for every other lane to be idle but the summary and the fill lane (which, at the
+// lowest priority, gets little CPU while the summary computes; the next switch cancels it).
 //
 // Per switch it also prints the layer worker's steps (computeViewData: quantize, heat map,
 // histogram, attention row), the rest of "views ready" being the read; and when the drift view's
@@ -230,8 +231,11 @@ int main(int argc, char** argv) {
   // --during-summary: each switch waits for every lane but the layer summary's, which is still
   // reading and evaluating whole layers (the switch's head reads share the reader with it).
   JobRunner* summary = nullptr;
-  for (JobRunner* r : w.findChildren<JobRunner*>())
+  JobRunner* fill = nullptr;
+  for (JobRunner* r : w.findChildren<JobRunner*>()) {
     if (r->name() == QStringLiteral("layer summary")) summary = r;
+    if (r->name() == QStringLiteral("reading layer")) fill = r;
+  }
   if (duringSummary && summary == nullptr) {
     std::fprintf(stderr, "no layer summary lane\n");
     return 1;
@@ -239,7 +243,7 @@ int main(int argc, char** argv) {
   const auto settled = [&] {
     if (!duringSummary) return !w.busy();
     for (JobRunner* r : w.findChildren<JobRunner*>())
-      if (r != summary && r->busy()) return false;
+      if (r != summary && r != fill && r->busy()) return false;
     return true;
   };
   waitUntil(settled, 600000);
