@@ -202,7 +202,14 @@ struct Server {
   float* shared = nullptr;
   size_t sharedBytes = 0;
   std::optional<int> hangLayer;  // tests only: KVSCOPE_TEST_READER_HANG_LAYER
+  int slowMsPerHead = 0;         // tests only: KVSCOPE_TEST_READER_SLOW_MS, a slow disk's stand-in
 };
+
+// Tests only: a tensor read of `shape` takes at least slowMsPerHead ms per head it returns.
+void actSlow(const Server& server, const Expected<std::array<int64_t, 3>>& shape) {
+  if (server.slowMsPerHead > 0 && shape)
+    std::this_thread::sleep_for(std::chrono::milliseconds(server.slowMsPerHead * (*shape)[0]));
+}
 
 void serveOpen(Server& server, Parser& in, Writer& out) {
   const std::string path = in.str();
@@ -262,6 +269,7 @@ void serveRequest(Server& server, Op op, Parser& in, Writer& out) {
         for (;;) ::pause();  // a stand-in for libhdf5 looping on a hostile chunk index
       auto shape = dump.readInto(layer, kind, sequence, server.shared,
                                  static_cast<int64_t>(server.sharedBytes / sizeof(float)));
+      actSlow(server, shape);
       out.status(shape.status());
       if (shape)
         for (int64_t v : *shape) out.put<int64_t>(v);
@@ -277,6 +285,7 @@ void serveRequest(Server& server, Op op, Parser& in, Writer& out) {
         for (;;) ::pause();
       auto shape = dump.readHeadsInto(layer, kind, first, count, sequence, server.shared,
                                       static_cast<int64_t>(server.sharedBytes / sizeof(float)));
+      actSlow(server, shape);
       out.status(shape.status());
       if (shape)
         for (int64_t v : *shape) out.put<int64_t>(v);
@@ -384,6 +393,8 @@ int serveDumpReader() {
   Server server;
   if (const char* hang = std::getenv("KVSCOPE_TEST_READER_HANG_LAYER"); hang && *hang)
     server.hangLayer = std::atoi(hang);
+  if (const char* slow = std::getenv("KVSCOPE_TEST_READER_SLOW_MS"); slow && *slow)
+    server.slowMsPerHead = std::max(0, std::atoi(slow));
   std::string frame;
   while (receiveFrame(kSocketFd, frame)) {
     Parser in(frame);

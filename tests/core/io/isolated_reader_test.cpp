@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -279,6 +280,42 @@ TEST(IsolatedReader, AWholeReadLargerThanAPieceGoesInHeadRangesWithTheWholeReads
     ASSERT_FALSE(y);
     EXPECT_EQ(x.status().message(), y.status().message());
   }
+}
+
+// The point of the pieces: a head read that arrives while another thread's whole read is in
+// flight is served after that read's current piece, before its remaining ones. The reader's test
+// hook makes every read take 150 ms per head, so the whole query (4 heads, one per piece) takes
+// 600 ms and the head read, queued during its first piece, is done while 2 of them remain. With
+// one request per tensor (setReadPieceBytes(max)) the same head read would finish after it.
+TEST(IsolatedReader, AHeadReadIsServedBetweenThePiecesOfAWholeReadInFlight) {
+  test::TempDir dir;
+  const std::string path = writeFullDump(dir);
+  ASSERT_FALSE(path.empty());
+  auto local = Dump::open(path);
+  ASSERT_TRUE(local) << local.status().message();
+  ::setenv("KVSCOPE_TEST_READER_SLOW_MS", "150", 1);
+  auto reader = IsolatedReader::start(path, isolated());
+  ::unsetenv("KVSCOPE_TEST_READER_SLOW_MS");
+  ASSERT_TRUE(reader) << reader.status().message();
+  IsolatedReader& r = **reader;
+  r.setReadPieceBytes(96);  // one query head (3 x 8 floats) per piece
+  const int64_t before = r.tensorRequests();
+  std::atomic<bool> wholeDone{false};
+  Expected<Tensor3> whole = Status::internal("not read");
+  std::thread background([&] {
+    whole = r.read(0, TensorKind::Query, 1);
+    wholeDone.store(true);
+  });
+  while (r.tensorRequests() == before) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto head = r.readHeads(1, TensorKind::Key, 1, 1, 0);
+  const bool wholeDoneWhenHeadServed = wholeDone.load();
+  background.join();
+  ASSERT_TRUE(head) << head.status().message();
+  EXPECT_EQ(head->data, (*local)->readHeads(1, TensorKind::Key, 1, 1, 0)->data);
+  EXPECT_FALSE(wholeDoneWhenHeadServed);
+  ASSERT_TRUE(whole) << whole.status().message();
+  EXPECT_EQ(whole->data, (*local)->read(0, TensorKind::Query, 1)->data);
+  EXPECT_EQ(r.tensorRequests() - before, 5);  // four pieces and the head read
 }
 
 TEST(IsolatedReader, AHeadReadThatHangsTimesOutNamingTheHeadsAndTheNextReadGetsAFreshReader) {
