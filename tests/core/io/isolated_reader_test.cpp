@@ -284,16 +284,16 @@ TEST(IsolatedReader, AWholeReadLargerThanAPieceGoesInHeadRangesWithTheWholeReads
 
 // The point of the pieces: a head read that arrives while another thread's whole read is in
 // flight is served after that read's current piece, before its remaining ones. The reader's test
-// hook makes every read take 150 ms per head, so the whole query (4 heads, one per piece) takes
-// 600 ms and the head read, queued during its first piece, is done while 2 of them remain. With
-// one request per tensor (setReadPieceBytes(max)) the same head read would finish after it.
+// hook makes every read take 300 ms per head, so the whole query (4 heads, one per piece) takes
+// 1.2 s; the head read, queued during its first piece (a 300 ms window), is done while 3 of them
+// remain. With one request per tensor (setReadPieceBytes(max)) it would finish after the whole.
 TEST(IsolatedReader, AHeadReadIsServedBetweenThePiecesOfAWholeReadInFlight) {
   test::TempDir dir;
   const std::string path = writeFullDump(dir);
   ASSERT_FALSE(path.empty());
   auto local = Dump::open(path);
   ASSERT_TRUE(local) << local.status().message();
-  ::setenv("KVSCOPE_TEST_READER_SLOW_MS", "150", 1);
+  ::setenv("KVSCOPE_TEST_READER_SLOW_MS", "300", 1);
   auto reader = IsolatedReader::start(path, isolated());
   ::unsetenv("KVSCOPE_TEST_READER_SLOW_MS");
   ASSERT_TRUE(reader) << reader.status().message();
