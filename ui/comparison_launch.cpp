@@ -6,49 +6,35 @@
 
 #include <memory>
 
-#include "core/engine/engine.h"
-#include "core/engine/presets.h"
+#include "core/engine/setting.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
 
 namespace kvscope::ui {
 
 Status resolveCompareLaunch(const LaunchOptions& options, Launch& out) {
-  const bool byKey = !options.compareKey.isEmpty() || !options.compareValue.isEmpty();
-  const bool byPreset = !options.comparePreset.isEmpty();
-  const bool byEngine = !options.compareEngine.isEmpty();
-  if (!byKey && !byPreset && !byEngine) return Status::ok();
-  if (static_cast<int>(byKey) + static_cast<int>(byPreset) + static_cast<int>(byEngine) > 1) {
-    return Status::invalidArgument(
-        "give setting B once: --compare-key with --compare-value, --compare-preset or --compare-engine (one of them)");
-  }
+  // Setting B: the same rules as setting A and the CLI's, in the --compare-* flag names.
+  static constexpr SettingFlags kFlags{"--compare-key", "--compare-value", "--compare-preset", "--compare-engine"};
+  auto setting = checkSetting(SettingText{options.compareKey.toStdString(), options.compareValue.toStdString(),
+                                          options.comparePreset.toStdString(), options.compareEngine.toStdString()},
+                              kFlags);
+  if (!setting) return setting.status();
+  if (setting->way == SettingWay::None) return Status::ok();
   if (out.session.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty()) {
-    return Status::invalidArgument(std::string(byKey ? "--compare-key/--compare-value" : byPreset ? "--compare-preset" : "--compare-engine") +
+    const SettingWay way = setting->way;
+    return Status::invalidArgument(std::string(way == SettingWay::Plans    ? "--compare-key/--compare-value"
+                                               : way == SettingWay::Preset ? "--compare-preset"
+                                                                           : "--compare-engine") +
                                    " needs setting A: give --key and --value, --preset, --engine or --load-session "
                                    "(A is pinned, the --compare-* setting is B)");
   }
   CompareLaunch c;
-  if (byKey) {
-    if (options.compareKey.isEmpty() || options.compareValue.isEmpty()) {
-      return Status::invalidArgument("--compare-key and --compare-value go together (or use --compare-preset or --compare-engine)");
-    }
-    auto key = parsePlan(options.compareKey.toStdString());
-    if (!key) return key.status().withContext("--compare-key");
-    auto value = parsePlan(options.compareValue.toStdString());
-    if (!value) return value.status().withContext("--compare-value");
-    c.key = *key;
-    c.value = *value;
-  } else if (byPreset) {
-    // Checked now; resolved for the dump's shape once it is open.
-    if (findPreset(options.comparePreset.toStdString()) == nullptr) {
-      return resolvePreset(options.comparePreset.toStdString(), {}).status().withContext("--compare-preset");
-    }
-    c.preset = options.comparePreset;
-  } else {
-    auto check = resolveEngine(options.compareEngine.toStdString(), {});
-    if (!check) return check.status().withContext("--compare-engine");
-    c.engine = options.compareEngine;
+  if (setting->way == SettingWay::Plans) {
+    c.key = setting->plans.key;
+    c.value = setting->plans.value;
   }
+  if (setting->way == SettingWay::Preset) c.preset = options.comparePreset;
+  if (setting->way == SettingWay::Engine) c.engine = options.compareEngine;
   out.compare = c;
   return Status::ok();
 }

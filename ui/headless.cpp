@@ -11,8 +11,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "core/engine/engine.h"
-#include "core/engine/presets.h"
+#include "core/engine/setting.h"
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
 #include "ui/views/budget_view.h"
@@ -44,35 +43,17 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
     if (!mapping) return mapping.status();
     out.mapping = *mapping;
   }
-  if (!options.preset.isEmpty() && !options.engine.isEmpty()) {
-    return Status::invalidArgument("give --preset or --engine, not both");
+  // Setting A: checked now (one way, plans parsed, names known, flags accepted); a preset or an
+  // engine string is resolved for the dump's shape once it is open.
+  auto setting = checkSetting(SettingText{options.key.toStdString(), options.value.toStdString(),
+                                          options.preset.toStdString(), options.engine.toStdString()});
+  if (!setting) return setting.status();
+  if (setting->way == SettingWay::Plans) {
+    out.key = setting->plans.key;
+    out.value = setting->plans.value;
   }
-  if (!options.preset.isEmpty() || !options.engine.isEmpty()) {
-    if (!options.key.isEmpty() || !options.value.isEmpty()) {
-      return Status::invalidArgument(std::string(options.preset.isEmpty() ? "--engine" : "--preset") +
-                                     " cannot be combined with --key/--value");
-    }
-    // Checked now (unknown names, refused flags); resolved for the dump's shape once it is open.
-    if (!options.preset.isEmpty() && findPreset(options.preset.toStdString()) == nullptr) {
-      return resolvePreset(options.preset.toStdString(), {}).status();
-    }
-    if (!options.engine.isEmpty()) {
-      auto check = resolveEngine(options.engine.toStdString(), {});
-      if (!check) return check.status().withContext("--engine");
-    }
-    out.preset = options.preset;
-    out.engine = options.engine;
-  } else if (!options.key.isEmpty() || !options.value.isEmpty()) {
-    if (options.key.isEmpty() || options.value.isEmpty()) {
-      return Status::invalidArgument("--key and --value go together (or use --preset)");
-    }
-    auto key = parsePlan(options.key.toStdString());
-    if (!key) return key.status().withContext("--key");
-    auto value = parsePlan(options.value.toStdString());
-    if (!value) return value.status().withContext("--value");
-    out.key = *key;
-    out.value = *value;
-  }
+  if (setting->way == SettingWay::Preset) out.preset = options.preset;
+  if (setting->way == SettingWay::Engine) out.engine = options.engine;
   for (const QString& v : options.views) {
     if (!viewList.contains(v.trimmed())) {
       return Status::invalidArgument("--views: unknown view '" + v.toStdString() + "' (allowed: " +

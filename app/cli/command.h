@@ -14,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"
 #include "core/engine/presets.h"
+#include "core/engine/setting.h"
 #include "core/util/status.h"
 
 namespace kvscope::cli {
@@ -66,11 +67,7 @@ struct SpecChoice {
 void addEngineOptions(CLI::App& sub, SpecChoice& choice);
 
 /// The K and V plans a SpecChoice resolves to for a dump's shape, with the resolution's notes.
-struct ResolvedPlans {
-  KvPlans plans;       ///< a plain spec is a one-part plan (quantization.md §12)
-  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them
-  std::string label;   ///< the preset name or engine string; empty for --key/--value
-};
+using ResolvedPlans = ResolvedSetting;
 /// Resolves `choice` for `shape` (presets and engines depend on it), every string parsed as a
 /// plan; errors name the flag ("--key: plan '…': part 2 '…': …") and what is allowed.
 Expected<ResolvedPlans> resolvePlans(const SpecChoice& choice, const KvShape& shape);

@@ -79,33 +79,7 @@ void addEngineOptions(CLI::App& sub, SpecChoice& choice) {
 }
 
 Expected<ResolvedPlans> resolvePlans(const SpecChoice& c, const KvShape& shape) {
-  const bool specs = !c.key.empty() || !c.value.empty();
-  const int ways = (specs ? 1 : 0) + (c.preset.empty() ? 0 : 1) + (c.engine.empty() ? 0 : 1);
-  if (ways > 1) {
-    return Status::invalidArgument("give one of --key and --value, --preset or --engine, not both");
-  }
-  ResolvedPlans out;
-  if (!c.preset.empty() || !c.engine.empty()) {
-    const bool isPreset = !c.preset.empty();
-    auto r = isPreset ? resolvePreset(c.preset, shape) : resolveEngine(c.engine, shape);
-    if (!r) return isPreset ? r.status() : r.status().withContext("--engine");
-    out.label = isPreset ? c.preset : c.engine;
-    auto parsed = parseResolvedPlans(*r, isPreset ? "preset " + c.preset : "--engine '" + c.engine + "'");
-    if (!parsed) return parsed.status();
-    out.plans = *parsed;
-    out.strings = std::move(*r);
-    return out;
-  }
-  if (c.key.empty() || c.value.empty())
-    return Status::invalidArgument("give both --key SPEC and --value SPEC (a spec or a plan), --preset NAME "
-                                   "(run 'kvscope-cli presets' for the list) or --engine \"ENGINE FLAGS\"");
-  auto k = parsePlan(c.key);
-  if (!k) return k.status().withContext("--key");
-  auto v = parsePlan(c.value);
-  if (!v) return v.status().withContext("--value");
-  out.plans = KvPlans{*k, *v};
-  out.strings = ResolvedKv{c.key, c.value, {}};
-  return out;
+  return resolveSetting(SettingText{c.key, c.value, c.preset, c.engine}, shape);
 }
 
 std::string explainText(const SpecChoice& c, const ResolvedPlans& r, const KvShape& shape) {

@@ -448,7 +448,7 @@ class ComparisonTest : public QObject {
     std::tie(code, err) = run({QStringLiteral("--preset"), QStringLiteral("kivi-4"), QStringLiteral("--compare-preset"),
                                QStringLiteral("kivi-2"), QStringLiteral("--compare-engine"), QStringLiteral("llama.cpp -ctk q4_0")});
     QCOMPARE(code, 2);
-    QVERIFY2(err.contains(QStringLiteral("one of them")), qPrintable(err));
+    QVERIFY2(err.contains(QStringLiteral("give one of --compare-key and --compare-value, --compare-preset or --compare-engine, not both")), qPrintable(err));
     std::tie(code, err) = run({QStringLiteral("--preset"), QStringLiteral("kivi-4"), QStringLiteral("--compare-preset"), QStringLiteral("kivi-9")});
     QCOMPARE(code, 2);
     QVERIFY2(err.contains(QStringLiteral("--compare-preset")) && err.contains(QStringLiteral("kivi-2")), qPrintable(err));
