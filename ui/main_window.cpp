@@ -1075,23 +1075,18 @@ void MainWindow::recomputeLayer() {
   for (const View* v : views_) v->fillRequest(request, context);
   // A layer not read yet, or read only for another head: when the views of one kv head need only
   // that head (both specs quantize per head, and A's too when a setting is pinned), read that head
-  // first (K, V, its queries, pre-RoPE K when a view or the K spec uses it), show it, and read the
+  // first (K, V, its queries, pre-RoPE K when a view or a K spec uses it), show it, and read the
   // rest of the layer afterwards on the fill lane; else read the whole layer.
-  const bool preRopeNeeded = info.hasKeyPreRope && (key.prerope || request.keyPreRopeHat ||
-                                                    heatmap_->tensor() == ViewTensor::KeyPreRope ||
-                                                    histogram_->tensor() == ViewTensor::KeyPreRope);
-  bool perHead = !request.wholeLayer && quantizesPerHead(key, info.headDim) && quantizesPerHead(value, info.headDim);
-  if (const auto& pinned = comparison_->pinned()) {
-    perHead = perHead && quantizesPerHead(specForLayer(pinned->key, layer, info.layers), info.headDim) &&
-              quantizesPerHead(specForLayer(pinned->value, layer, info.layers), info.headDim);
-  }
-  if (cached && !cached->whole() &&
-      (!perHead || cached->headIndex(request.kvHead) < 0 || (preRopeNeeded && cached->keyPreRopeSkipped))) {
-    cached.reset();
-  }
+  const LayerNeeds needs = layerNeeds(request);
+  const bool preRopeNeeded = needs.preRope;
+  const bool perHead = needs.perHead;
+  if (cached && !cached->whole() && !needs.metBy(*cached, request.kvHead)) cached.reset();
   const int64_t keyBytes = int64_t{info.kvHeads} * info.tokens * info.headDim * int64_t{sizeof(float)};
   const bool headFirst = !cached && perHead && info.kvHeads > 1 && keyBytes >= headFirstBytes_;
-  if (!cached) fillRunner_->cancel();  // this read outranks the rest of another layer
+  if (!cached) {
+    fillRunner_->cancel();  // this read outranks the rest of another layer
+    fillingLayer_ = -1;
+  }
   const int64_t kvHead = request.kvHead;
   auto pool = layerPool_;
   layerRunner_->start<LayerQuantPtr>(
@@ -1113,14 +1108,32 @@ void MainWindow::recomputeLayer() {
         pushLayerToViews();
         recomputeDrift();
         if (!layerQuant_->tensors->whole()) {
+          // What was read for one head may no longer be enough: while it was read, a setting that
+          // needs the whole layer was pinned again (undo), or a view switched to pre-RoPE K. Then
+          // read again for what is asked now (a layer in the cache that falls short is dropped).
+          ViewRequest now;
+          now.kvHead = selection_.kvHead;
+          const ViewContext context = viewContext();
+          for (const View* v : views_) v->fillRequest(now, context);
+          if (!layerNeeds(now).metBy(*layerQuant_->tensors, now.kvHead)) {
+            recomputeLayer();
+            return;
+          }
           // The views have their data; the rest of the layer follows on the fill lane (nice 19, so
-          // their paint gets the CPU first), so that other heads and specs of it read nothing.
+          // their paint gets the CPU first), so that other heads and specs of it read nothing. A
+          // fill of this layer already under way goes on (a new one would start again at head 0).
           auto part = layerQuant_->tensors;
           auto source = dump_;
-          if (auto it = layerCache_.find(part->layer); it == layerCache_.end() || !it->second->whole()) {
+          const bool filling = fillRunner_->busy() && fillingLayer_ == part->layer;
+          if (auto it = layerCache_.find(part->layer);
+              !filling && (it == layerCache_.end() || !it->second->whole())) {
+            fillingLayer_ = part->layer;
             fillRunner_->start<LayerTensorsPtr>(
                 [source, part](const Progress& progress) { return completeLayer(*source, *part, progress); },
-                [this](LayerTensorsPtr whole) { cacheLayer(layerCache_, whole, selection_.layer); });
+                [this](LayerTensorsPtr whole) {
+                  fillingLayer_ = -1;
+                  cacheLayer(layerCache_, whole, selection_.layer);
+                });
           }
         }
         emit layerReady();
@@ -1129,6 +1142,31 @@ void MainWindow::recomputeLayer() {
           recomputeSummary();
         }
       });
+}
+
+MainWindow::LayerNeeds MainWindow::layerNeeds(const ViewRequest& request) const {
+  LayerNeeds needs;
+  if (!dump_) return needs;
+  const DumpInfo& info = dump_->info();
+  const int layer = selection_.layer;
+  const QuantSpec key = specForLayer(keyPlan(), layer, info.layers);
+  const QuantSpec value = specForLayer(valuePlan(), layer, info.layers);
+  const auto& pinned = comparison_->pinned();
+  const bool pinnedPreRope = pinned && specForLayer(pinned->key, layer, info.layers).prerope;
+  needs.preRope = info.hasKeyPreRope && (key.prerope || pinnedPreRope || request.keyPreRopeHat ||
+                                         heatmap_->tensor() == ViewTensor::KeyPreRope ||
+                                         histogram_->tensor() == ViewTensor::KeyPreRope);
+  needs.perHead = !request.wholeLayer && quantizesPerHead(key, info.headDim) && quantizesPerHead(value, info.headDim);
+  if (pinned) {
+    needs.perHead = needs.perHead && quantizesPerHead(specForLayer(pinned->key, layer, info.layers), info.headDim) &&
+                    quantizesPerHead(specForLayer(pinned->value, layer, info.layers), info.headDim);
+  }
+  return needs;
+}
+
+bool MainWindow::LayerNeeds::metBy(const LayerTensors& tensors, int kvHead) const {
+  if (tensors.whole()) return !(preRope && tensors.keyPreRopeSkipped);
+  return perHead && tensors.headIndex(kvHead) >= 0 && !(preRope && tensors.keyPreRopeSkipped);
 }
 
 void MainWindow::ensurePreRopeHat() {

@@ -221,6 +221,14 @@ class MainWindow : public QMainWindow {
   void publishSelection();
   /// Recomputes the layer when a view now shows pre-RoPE K′ (the reconstruction) that the current result lacks.
   void ensurePreRopeHat();
+  /// What the layer in view must hold for `request` under the specs, plans and pinned setting now.
+  struct LayerNeeds {
+    bool preRope = false;  ///< pre-RoPE K: a view shows it, or B's or the pinned A's K spec is prerope
+    bool perHead = false;  ///< one kv head suffices: every spec in force quantizes per head
+    /// Whether `tensors` (the whole layer, or the heads it holds) is enough for kv head `kvHead`.
+    [[nodiscard]] bool metBy(const LayerTensors& tensors, int kvHead) const;
+  };
+  [[nodiscard]] LayerNeeds layerNeeds(const ViewRequest& request) const;
   void updateStorage();
   void onKeySpecChanged();
   [[nodiscard]] SpecState currentSpecState() const;
@@ -310,6 +318,7 @@ class MainWindow : public QMainWindow {
   JobRunner* layerRunner_;
   /// Reads the rest of a layer read head first, at the lowest priority; a layer read outranks it.
   JobRunner* fillRunner_;
+  int fillingLayer_ = -1;  ///< the layer the fill lane is completing, -1 when none
   JobRunner* driftRunner_;
   JobRunner* summaryRunner_;
   JobRunner* searchRunner_;

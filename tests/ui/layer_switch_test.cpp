@@ -262,6 +262,29 @@ class LayerSwitchTest : public QObject {
     QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
   }
 
+  // A pinned setting A whose K spec is `prerope` needs the layer's pre-RoPE K even when B's does
+  // not and no view shows it: a cold layer read head first reads it for A (without it A's
+  // quantization refuses the layer and A's views stay empty).
+  void aPinnedPreRopeSettingReadsPreRopeKeysForAHeadFirstLayer() {
+    MainWindow w(false);
+    w.setHeadFirstBytes(1);
+    const QuantSpec a = *parseSpec("int4,prerope");
+    w.setSpecs(a, *parseSpec("int4"));
+    test::openAndWaitForViews(w, QString::fromStdString(path_), kWaitMs);
+    w.pinAsA();
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), kWaitMs);
+    w.select(2, 1);
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparison()->layer() &&
+                                 w.comparison()->matches(w.layerQuant()),
+                             kWaitMs);
+    QVERIFY(!w.layerQuant()->tensors->whole());  // still read head first: int4 quantizes per head
+    QVERIFY(w.layerQuant()->tensors->keyPreRope.has_value());
+    const Tensor3 aHat = coreReconstruction(path_, 2, TensorKind::Key, a);
+    QCOMPARE(w.comparison()->layer()->keyHat.data, headData(aHat, 1));
+    QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
+  }
+
   // Without the lowered threshold a small dump is read whole, as it always was.
   void aSmallLayerIsReadWhole() {
     MainWindow w(false);
