@@ -1113,8 +1113,8 @@ void MainWindow::recomputeLayer() {
           // read again for what is asked now (a layer in the cache that falls short is dropped).
           ViewRequest now;
           now.kvHead = selection_.kvHead;
-          const ViewContext context = viewContext();
-          for (const View* v : views_) v->fillRequest(now, context);
+          const ViewContext contextNow = viewContext();
+          for (const View* v : views_) v->fillRequest(now, contextNow);
           if (!layerNeeds(now).metBy(*layerQuant_->tensors, now.kvHead)) {
             recomputeLayer();
             return;
