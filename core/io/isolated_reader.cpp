@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -618,17 +619,18 @@ std::string IsolatedReader::describe(int layer, TensorKind kind, int sequence) c
 
 Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
     int layer, TensorKind kind, int sequence,
-    const std::function<float*(const std::array<int64_t, 3>&)>& target, int64_t firstHead, int64_t heads,
-    bool wholePiece) {
+    const std::function<float*(const std::array<int64_t, 3>&)>& target, bool headRange, int64_t firstHead,
+    int64_t heads, bool wholePiece) {
   std::lock_guard<Turns> lock(turn_);
   tensorRequests_.fetch_add(1);
   Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(heads < 0 ? Op::Read : Op::ReadHeads)).put<int32_t>(layer);
+  w.put<uint32_t>(static_cast<uint32_t>(headRange ? Op::ReadHeads : Op::Read)).put<int32_t>(layer);
   w.put<int32_t>(static_cast<int32_t>(kind)).put<int32_t>(sequence);
-  if (heads >= 0) w.put<int64_t>(firstHead).put<int64_t>(heads);
+  // A range the dump refuses (an empty or negative count) goes too: the reader's Dump says why.
+  if (headRange) w.put<int64_t>(firstHead).put<int64_t>(heads);
   std::string what = describe(layer, kind, sequence);
   // A piece of a whole-tensor read is named as the whole read the caller asked for.
-  if (heads >= 0 && !wholePiece)
+  if (headRange && !wholePiece)
     what += ", heads [" + std::to_string(firstHead) + ", " + std::to_string(firstHead + heads) + ")";
   auto reply = call(w.data(), what, false);
   if (!reply) return reply.status();
@@ -680,7 +682,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readWhole(
           unexpected = s != std::array<int64_t, 3>{count, (*shape)[1], (*shape)[2]};
           return unexpected ? nullptr : out + first * headFloats;
         },
-        first, count, /*wholePiece=*/true);
+        /*headRange=*/true, first, count, /*wholePiece=*/true);
     // The open's metadata did not describe this tensor's extents (it always does for a dump
     // that opened): read it whole rather than trust the pieces.
     if (unexpected) return readShared(layer, kind, sequence, target);
@@ -689,13 +691,22 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readWhole(
   return *shape;
 }
 
+Status IsolatedReader::outOfMemory(int layer, TensorKind kind, int sequence) const {
+  return Status::resourceLimit(path_ + ": " + describe(layer, kind, sequence) + ": not enough memory to read layer " +
+                               std::to_string(layer));
+}
+
 Expected<Tensor3> IsolatedReader::read(int layer, TensorKind kind, int sequence) {
   Tensor3 out;
-  auto shape = readWhole(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) {
-    out = Tensor3(s[0], s[1], s[2]);
-    return out.data.data();
-  });
-  if (!shape) return shape.status();
+  try {
+    auto shape = readWhole(layer, kind, sequence, [&](const std::array<int64_t, 3>& s) {
+      out = Tensor3(s[0], s[1], s[2]);
+      return out.data.data();
+    });
+    if (!shape) return shape.status();
+  } catch (const std::bad_alloc&) {
+    return outOfMemory(layer, kind, sequence);
+  }
   return out;
 }
 
@@ -709,14 +720,18 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readInto(int layer, TensorKind 
 Expected<Tensor3> IsolatedReader::readHeads(int layer, TensorKind kind, int64_t firstHead, int64_t count,
                                              int sequence) {
   Tensor3 out;
-  auto shape = readShared(
-      layer, kind, sequence,
-      [&](const std::array<int64_t, 3>& s) {
-        out = Tensor3(s[0], s[1], s[2]);
-        return out.data.data();
-      },
-      firstHead, count);
-  if (!shape) return shape.status();
+  try {
+    auto shape = readShared(
+        layer, kind, sequence,
+        [&](const std::array<int64_t, 3>& s) {
+          out = Tensor3(s[0], s[1], s[2]);
+          return out.data.data();
+        },
+        /*headRange=*/true, firstHead, count);
+    if (!shape) return shape.status();
+  } catch (const std::bad_alloc&) {
+    return outOfMemory(layer, kind, sequence);
+  }
   return out;
 }
 
@@ -726,7 +741,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readHeadsInto(int layer, Tensor
   return readShared(
       layer, kind, sequence,
       [&](const std::array<int64_t, 3>& s) -> float* { return s[0] * s[1] * s[2] > capacity ? nullptr : out; },
-      firstHead, count);
+      /*headRange=*/true, firstHead, count);
 }
 
 Expected<std::vector<int64_t>> IsolatedReader::tokens(int sequence) {

@@ -92,10 +92,14 @@ class IsolatedReader {
   struct Reply;
   Status spawnAndOpen();
   Expected<Reply> call(const std::string& request, const std::string& what, bool isOpen);
-  /// One read through the shared memory: the whole tensor (heads < 0) or heads [firstHead, firstHead + heads).
+  /// One read through the shared memory: the whole tensor, or (headRange) heads [firstHead,
+  /// firstHead + heads), named as the whole tensor when it is a piece of a whole read.
   Expected<std::array<int64_t, 3>> readShared(int layer, TensorKind kind, int sequence,
                                               const std::function<float*(const std::array<int64_t, 3>&)>& target,
-                                              int64_t firstHead = 0, int64_t heads = -1, bool wholePiece = false);
+                                              bool headRange = false, int64_t firstHead = 0, int64_t heads = 0,
+                                              bool wholePiece = false);
+  /// The error of an allocation that failed for a read's result.
+  [[nodiscard]] Status outOfMemory(int layer, TensorKind kind, int sequence) const;
   /// A whole-tensor read: one request, or pieces of heads when the tensor exceeds the piece size.
   Expected<std::array<int64_t, 3>> readWhole(int layer, TensorKind kind, int sequence,
                                              const std::function<float*(const std::array<int64_t, 3>&)>& target);

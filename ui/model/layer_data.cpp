@@ -2,6 +2,7 @@
 #include "ui/model/layer_data.h"
 
 #include <algorithm>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -107,16 +108,20 @@ Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& pa
   out->layer = part.layer;
   out->kvHeads = info.kvHeads;
   std::vector<std::pair<TensorKind, Tensor3*>> kinds;
-  out->key = Tensor3(info.kvHeads, info.tokens, info.headDim);
-  out->value = Tensor3(info.kvHeads, info.tokens, info.headDim);
-  kinds = {{TensorKind::Key, &out->key}, {TensorKind::Value, &out->value}};
-  if (info.hasQuery && group > 0) {
-    out->query.emplace(info.heads, info.queries, info.headDim);
-    kinds.emplace_back(TensorKind::Query, &*out->query);
-  }
-  if (info.hasKeyPreRope) {
-    out->keyPreRope.emplace(info.kvHeads, info.tokens, info.headDim);
-    kinds.emplace_back(TensorKind::KeyPreRope, &*out->keyPreRope);
+  try {
+    out->key = Tensor3(info.kvHeads, info.tokens, info.headDim);
+    out->value = Tensor3(info.kvHeads, info.tokens, info.headDim);
+    kinds = {{TensorKind::Key, &out->key}, {TensorKind::Value, &out->value}};
+    if (info.hasQuery && group > 0) {
+      out->query.emplace(info.heads, info.queries, info.headDim);
+      kinds.emplace_back(TensorKind::Query, &*out->query);
+    }
+    if (info.hasKeyPreRope) {
+      out->keyPreRope.emplace(info.kvHeads, info.tokens, info.headDim);
+      kinds.emplace_back(TensorKind::KeyPreRope, &*out->keyPreRope);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::resourceLimit(info.path + ": not enough memory to read layer " + std::to_string(part.layer));
   }
   const auto partOf = [&](TensorKind kind) -> const Tensor3* {
     switch (kind) {

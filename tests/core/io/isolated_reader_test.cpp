@@ -205,13 +205,21 @@ TEST(IsolatedReader, ServesEveryHeadRangeExactlyAsTheInProcessDump) {
         ASSERT_TRUE(a && b);
         EXPECT_EQ(a->data, b->data);
       }
-  // Refusals come from the reader's own Dump, word for word.
-  auto x = (*local)->readHeads(1, TensorKind::Query, 2, 3, 1);
+  // Refusals come from the reader's own Dump, word for word: heads past the end, an empty range,
+  // a negative count (which must not become a whole read).
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{2, 3}, {1, 0}, {0, -1}}) {
+    auto x = (*local)->readHeads(1, TensorKind::Query, first, count, 1);
+    auto y = (*remote)->readHeads(1, TensorKind::Query, first, count, 1);
+    ASSERT_FALSE(x);
+    ASSERT_FALSE(y) << "heads " << first << " + " << count;
+    EXPECT_EQ(x.status().code(), y.status().code());
+    EXPECT_EQ(x.status().message(), y.status().message());
+    std::vector<float> into(1000);
+    auto z = (*remote)->readHeadsInto(1, TensorKind::Query, first, count, 1, into.data(), 1000);
+    ASSERT_FALSE(z);
+    EXPECT_EQ(x.status().message(), z.status().message());
+  }
   auto y = (*remote)->readHeads(1, TensorKind::Query, 2, 3, 1);
-  ASSERT_FALSE(x);
-  ASSERT_FALSE(y);
-  EXPECT_EQ(x.status().code(), y.status().code());
-  EXPECT_EQ(x.status().message(), y.status().message());
   EXPECT_NE(y.status().message().find("heads [2, 5)"), std::string::npos) << y.status().message();
 }
 
