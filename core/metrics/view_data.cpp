@@ -11,6 +11,7 @@
 
 #include <omp.h>
 
+#include "core/quant/finite_check.h"
 #include "core/quant/codebook.h"
 #include "core/quant/lmdeploy_tq.h"
 #include "core/quant/format_table.h"
@@ -411,14 +412,21 @@ Expected<AttentionPositionSeries> kvHeadPositionSeries(const AttentionInput& one
   return out;
 }
 
-void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
-                     Tensor3& out, int64_t* firstToken) {
+Status formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
+                       Tensor3& out, int64_t* firstToken) {
   if (firstToken) *firstToken = quantizedTokens(spec, source.tokens).first;
   // Steps 2–4 as the pipeline runs them (core/quant/pipeline_reference.h); a rotation that does
   // not suit D (the pipeline refuses it) is left out here, so the view still shows the tokens.
   QuantSpec steps = spec;
   if (rotates(spec) && (source.dim <= 0 || !checkRotation(spec, source.dim).isOk())) steps.rotation = Rotation::None;
-  (void)formatInputInto(source, steps, first, count, out);
+  switch (formatInputInto(source, steps, first, count, out)) {
+    case FormatInputEnd::Done: return Status::ok();
+    case FormatInputEnd::NonFinite:
+      return Status::invalidData(std::string(spec.prerope ? "key_pre_rope" : "input") + ": " + firstNonFinite(source) +
+                                 " (quantization needs finite values)");
+    case FormatInputEnd::Cancelled: return Status::cancelled();
+  }
+  return Status::ok();
 }
 
 Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t firstToken, const QuantSpec& spec,
@@ -627,9 +635,10 @@ Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> 
     // copy of it (a layer at T=32768 is 128 MiB).
     const bool asItStands = whole && quantizedTokens(spec, source->tokens).count == source->tokens &&
                             !rotates(spec) && !(spec.outliers > 0);
-    if (!asItStands) formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
-    auto detail = describeGroup(asItStands ? *source : ws.formatInput, spec, viewHead,
-                                request.groupToken - firstToken, request.groupChannel);
+    const Status input = asItStands ? Status::ok() : formatInputInto(*source, first, count, spec, ws.formatInput, &firstToken);
+    auto detail = input.isOk() ? describeGroup(asItStands ? *source : ws.formatInput, spec, viewHead,
+                                               request.groupToken - firstToken, request.groupChannel)
+                               : Expected<GroupDetail>(input);
     if (detail) {
       out.group = std::move(detail).value();
     } else {
@@ -646,10 +655,11 @@ Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> 
         checkRotation(spec, key.dim).isOk()) {
       const Tensor3* source = isValue ? layer.value : (spec.prerope && keyPreRope ? keyPreRope : &key);
       int64_t firstToken = 0;
-      if (request.group) {  // the group step left this spec's format input in the workspace
+      if (request.group && out.groupError.empty()) {  // the group step left this spec's format input in the workspace
         firstToken = quantizedTokens(spec, source->tokens).first;
       } else {
-        formatInputInto(*source, whole ? 0 : head, whole ? key.heads : 1, spec, ws.formatInput, &firstToken);
+        KVS_RETURN_IF_ERROR(
+            formatInputInto(*source, whole ? 0 : head, whole ? key.heads : 1, spec, ws.formatInput, &firstToken));
       }
       if (!out.formatSpace) out.formatSpace.emplace();
       const Status s = computeFormatSpaceInto(ws.formatInput, viewHead, firstToken, spec, request.histogramScope,

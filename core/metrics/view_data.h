@@ -108,9 +108,10 @@ Expected<AttentionPositionSeries> kvHeadPositionSeries(const AttentionInput& one
 
 /// The tensor step 5 sees for heads [first, first + count) of `source` under `spec`: quantized
 /// tokens [S, T−R) only, rotated when D is a power of two, outliers of each head zeroed. Reuses
-/// `out`; `firstToken` receives S. Pass the pre-RoPE keys as `source` for a prerope spec.
-void formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
-                     Tensor3& out, int64_t* firstToken);
+/// `out`; `firstToken` receives S. Pass the pre-RoPE keys as `source` for a prerope spec. Errors:
+/// a non-finite value in the heads (then `out` is incomplete), as the pipeline's step 2 refuses it.
+[[nodiscard]] Status formatInputInto(const Tensor3& source, int64_t first, int64_t count, const QuantSpec& spec,
+                                     Tensor3& out, int64_t* firstToken);
 
 /// The histogram's slice of one kv head in the space step 5 works in (after the rotation of step
 /// 3 and the outliers of step 4), for a rotated spec: its input and its output, with the levels

@@ -605,7 +605,7 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.divisor > 0 && (!accepts(format, kOptionUnitscale) || spec.unitscale)) {
     return bad("div= is allowed with fp8_e4m3 and fp8_e5m2 without unitscale only");
   }
-  if (spec.minScale > 0 && ((!accepts(format, kOptionUnitscale) && !format.hasBits) || spec.unitscale)) {
+  if (spec.minScale > 0 && (!accepts(format, kOptionMinScale) || spec.unitscale)) {
     return bad("minscale= is allowed with int1 … int8, fp8_e4m3 and fp8_e5m2 (without unitscale) only");
   }
   if (spec.globalScale > 0 && !accepts(format, kOptionGlobalScale)) {

@@ -258,10 +258,13 @@ void HistogramView::recompute() {
                                                                      : &tensors.key;
       const bool perHead = quantizesPerHead(spec, source->dim);
       int64_t first = 0;
-      formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+      const Status input =
+          formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
       formatSpace_.emplace();
-      const Status s = computeFormatSpaceInto(formatInput_, perHead ? 0 : kvHead_, first, spec, scope, index,
-                                              bins_->value(), token_, channel_, workspace_, *formatSpace_);
+      const Status s = input.isOk() ? computeFormatSpaceInto(formatInput_, perHead ? 0 : kvHead_, first, spec, scope,
+                                                             index, bins_->value(), token_, channel_, workspace_,
+                                                             *formatSpace_)
+                                    : input;
       if (!s.isOk()) {
         formatSpace_.reset();
         groupNote_ = QString::fromStdString(s.message());
@@ -309,8 +312,10 @@ void HistogramView::recompute() {
                                                                        : &tensors.key;
         const bool perHead = quantizesPerHead(spec, source->dim);
         int64_t first = 0;
-        formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
-        auto detail = describeGroup(formatInput_, spec, perHead ? 0 : kvHead_, token_ - first, channel_);
+        const Status input =
+            formatInputInto(*source, perHead ? sourceHead : 0, perHead ? 1 : source->heads, spec, formatInput_, &first);
+        auto detail = input.isOk() ? describeGroup(formatInput_, spec, perHead ? 0 : kvHead_, token_ - first, channel_)
+                                   : Expected<GroupDetail>(input);
         if (detail) {
           group_ = std::move(detail).value();
         } else {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -129,13 +131,30 @@ TEST(FormatInput, OneHeadEqualsItsSliceOfTheLayer) {
   const QuantSpec s = spec("int4,rot=hadamard,outliers=0.05,sinks=2,residual=4");
   Tensor3 all, one;
   int64_t first = -1;
-  formatInputInto(x, 0, 3, s, all, &first);
+  ASSERT_TRUE(formatInputInto(x, 0, 3, s, all, &first).isOk());
   EXPECT_EQ(first, 2);
   ASSERT_EQ(all.tokens, 24);
-  formatInputInto(x, 2, 1, s, one, &first);
+  ASSERT_TRUE(formatInputInto(x, 2, 1, s, one, &first).isOk());
   EXPECT_EQ(one.data, headOf(all, 2).data);
   // ceil(0.05·24·16) = 20 zeros per head from outliers (the rotation makes exact zeros unlikely).
   EXPECT_EQ(std::count(one.data.begin(), one.data.end(), 0.0f), 20);
+}
+
+// A non-finite value among the quantized tokens of the heads asked for is an error naming it, as
+// the pipeline's own refusal does; one outside them (another head, a kept sink token) is not.
+TEST(FormatInput, ANonFiniteValueInTheHeadsIsAnErrorNamingIt) {
+  Tensor3 x = layerTensor(3, 30, 16, 4);
+  const QuantSpec s = spec("int4,rot=hadamard,sinks=2");
+  x.row(1, 7)[5] = std::numeric_limits<float>::quiet_NaN();
+  x.row(2, 0)[3] = std::numeric_limits<float>::infinity();  // a sink token: kept, never quantized
+  Tensor3 out;
+  int64_t first = -1;
+  const Status bad = formatInputInto(x, 1, 1, s, out, &first);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.code(), StatusCode::InvalidData);
+  EXPECT_EQ(bad.message().rfind("input: non-finite value at head 1, token 7", 0), 0u) << bad.message();
+  EXPECT_TRUE(formatInputInto(x, 0, 1, s, out, &first).isOk());
+  EXPECT_TRUE(formatInputInto(x, 2, 1, s, out, &first).isOk());
 }
 
 double bruteMedianAbs(std::vector<float> v) {

@@ -192,7 +192,7 @@ TEST(PipelinePaths, TheHistogramsFormatInputIsThePipelinesStepsTwoToFour) {
   }
   Tensor3 one;
   int64_t first = -1;
-  formatInputInto(x, 1, 1, qs, one, &first);  // the histogram's call (core/metrics/view_data.h)
+  ASSERT_TRUE(formatInputInto(x, 1, 1, qs, one, &first).isOk());  // the histogram's call (core/metrics/view_data.h)
   EXPECT_EQ(first, 2);
   Tensor3 middle;
   copyHeads(all, 1, 1, middle);
