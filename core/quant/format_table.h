@@ -60,9 +60,10 @@ enum FormatOption : unsigned {
   kOptionIntegerGrid = 1u << 1,  ///< zero=int|packed|float, round=, codes=
   kOptionUnitscale = 1u << 2,    ///< unitscale and div=
   kOptionMinScale = 1u << 3,     ///< minscale=
-  kOptionGlobalScale = 1u << 4,  ///< gscale= and 4over6
+  kOptionGlobalScale = 1u << 4,  ///< gscale= (an engine's per-layer value for the row's tensorScale)
   kOptionClipMse = 1u << 5,      ///< clip=mse (grouped formats whose groups clip on their own)
   kOptionMetaType = 1u << 6,     ///< the GUI's scale-type control (scale=)
+  kOptionFourOverSix = 1u << 7,  ///< 4over6 (nvfp4's choice of max/4 or max/6 per block)
 };
 
 /// Dequantization work per element and per group or block (core/capacity, decode cost).
@@ -141,7 +142,9 @@ struct FormatInfo {
   unsigned options = 0;         ///< FormatOption bits
   bool alwaysRotates = false;   ///< step 3 always rotates (§11 vector formats)
   bool hadamardOnly = false;    ///< rotates by the normalized Hadamard matrix only, with no seed (LMDeploy)
-  bool tensorScale = false;     ///< a second-level scale from the whole layer tensor (nvfp4's g)
+  /// A second-level scale g from the whole layer tensor's max |x| (nvfp4: fp32(max/(448·6)), §2),
+  /// which every block kernel of the row receives; null: the row has none. `gscale=S` replaces it.
+  float (*tensorScale)(float maxAbs) = nullptr;
   bool exact = false;           ///< stores values as they are and counts them as the fp16 baseline (`none`)
   bool flatGroups = false;      ///< groups of the flattened layer tensor: axis=tensor|token and group=G only (hqq)
   std::string_view bitsNote{};  ///< added to the parser's message on a bit width out of range

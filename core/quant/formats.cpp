@@ -493,10 +493,10 @@ void quantizeGrouped(Tensor3& x, const QuantSpec& spec) {
 
 // ---- Block formats ----------------------------------------------------------------------------
 
-/// nvfp4's global scale: `gscale=S` (an engine's per-layer k_scale, 1 when uncalibrated) or
-/// fp32(a/2688) from the layer tensor's max |x| (§2).
-float nvfp4Global(const QuantSpec& spec, float maxAbs) {
-  return spec.globalScale > 0 ? static_cast<float>(spec.globalScale) : kernels::nvfp4GlobalScale(maxAbs);
+/// A row's tensor scale (FormatInfo::tensorScale; nvfp4: fp32(a/2688) from the layer tensor's
+/// max |x|, §2), or `gscale=S` (an engine's per-layer k_scale, 1 when uncalibrated).
+float tensorScaleOf(const QuantSpec& spec, float maxAbs) {
+  return spec.globalScale > 0 ? static_cast<float>(spec.globalScale) : formatInfo(spec.format).tensorScale(maxAbs);
 }
 
 float tensorMaxAbs(const Tensor3& x) {
@@ -518,7 +518,7 @@ void quantizeBlocks(Tensor3& x, const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
   const kernels::BlockKernel kernel = info.blockKernel;
   const int64_t block = info.blockSize;
-  const float g = info.tensorScale ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
+  const float g = info.tensorScale ? tensorScaleOf(spec, tensorMaxAbs(x)) : 0.0f;
   const bool parallel = static_cast<int64_t>(x.size()) > kParallelThreshold;
   if (x.dim % block == 0) {
     // Blocks never straddle heads: each head row holds whole blocks.
@@ -714,15 +714,15 @@ int64_t formatPieceRows(const QuantSpec& spec, int64_t tokens, int64_t dim) {
 
 bool formatNeedsTensorRange(const QuantSpec& spec) {
   const FormatInfo& info = formatInfo(spec.format);
-  if (info.tensorScale) return true;
+  if (info.tensorScale != nullptr) return true;
   return info.grouped && info.levels != GroupedLevels::None && spec.axis == Axis::Tensor &&
          spec.clip.kind == Clip::Kind::None;
 }
 
 TensorContext formatTensorContext(const QuantSpec& spec, float lo, float hi) {
   TensorContext c;
-  if (formatInfo(spec.format).tensorScale) {
-    c.nvfp4Scale = nvfp4Global(spec, std::max(std::fabs(lo), std::fabs(hi)));
+  if (formatInfo(spec.format).tensorScale != nullptr) {
+    c.nvfp4Scale = tensorScaleOf(spec, std::max(std::fabs(lo), std::fabs(hi)));
   } else if (formatNeedsTensorRange(spec)) {
     const GroupParams p = paramsOfUnclippedRange(spec, lo, hi);
     c.scale = p.scale;
@@ -1087,7 +1087,7 @@ Expected<GroupDetail> blockDetail(const Tensor3& x, const QuantSpec& spec, int64
     const int64_t p = start + i;
     values[static_cast<size_t>(i)] = x.at(p / x.dim, token, p % x.dim);
   }
-  const float g = info.tensorScale ? nvfp4Global(spec, tensorMaxAbs(x)) : 0.0f;
+  const float g = info.tensorScale ? tensorScaleOf(spec, tensorMaxAbs(x)) : 0.0f;
   GroupDetail d;
   d.size = block;
   const kernels::MinMax mm = kernels::minMax(values.data(), block);

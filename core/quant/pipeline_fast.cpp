@@ -205,7 +205,7 @@ bool fastStrategyCovers(const QuantSpec& spec, int64_t kvHeads, int64_t tokens, 
   if (count <= 0 || info.exact || formatPieceRows(spec, count, headDim) <= 0) return false;
   // The one tensor-scale format with a fused pass here is nvfp4 (its range pass and nvfp4From);
   // any other takes the reference, which computes the row's tensor scale itself.
-  if (info.tensorScale && spec.format != FormatId::Nvfp4) return false;
+  if (info.tensorScale != nullptr && spec.format != FormatId::Nvfp4) return false;
   const bool rotatedOrOutliers = rotates(spec) || outlierCount(spec.outliers, count * headDim) > 0;
   return !rotatedOrOutliers || !formatNeedsTensorRange(spec);
 }

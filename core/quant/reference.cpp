@@ -658,9 +658,9 @@ Status blocksReference(Tensor3& x, const QuantSpec& spec) {
   if (info.tensorScale && spec.globalScale > 0) {
     g = static_cast<float>(spec.globalScale);  // gscale=S: the engine's per-layer scale
   } else if (info.tensorScale) {
-    double a = 0;
-    for (float v : x.data) a = std::max(a, std::fabs(static_cast<double>(v)));
-    g = static_cast<float>(a / (448.0 * 6.0));
+    float a = 0;  // the layer tensor's max |x| (exact: a maximum of floats)
+    for (float v : x.data) a = std::max(a, std::fabs(v));
+    g = info.tensorScale(a);  // the row's rule (nvfp4: fp32(a/(448·6)), §2)
   }
   // Token rows in [head, channel] order, cut into blocks.
   std::vector<float> row(static_cast<size_t>(x.heads * x.dim));

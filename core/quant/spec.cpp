@@ -402,7 +402,7 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       else return bad("unknown codes rule '" + std::string(value) + "' (allowed: codes=fp32 or codes=stored)");
     } else if (key == "4over6") {
       KVS_RETURN_IF_ERROR(noValue());
-      if (!accepts(*info, kOptionGlobalScale)) {
+      if (!accepts(*info, kOptionFourOverSix)) {
         return bad("'4over6' does not apply to " + formatName + " (allowed with nvfp4 only)");
       }
       spec.fourOverSix = true;
@@ -611,7 +611,7 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
   if (spec.globalScale > 0 && !accepts(format, kOptionGlobalScale)) {
     return bad("gscale= is allowed with nvfp4 only");
   }
-  if (spec.fourOverSix && !accepts(format, kOptionGlobalScale)) {
+  if (spec.fourOverSix && !accepts(format, kOptionFourOverSix)) {
     return bad("4over6 is allowed with nvfp4 only");
   }
   if (spec.codesFp32 && (!accepts(format, kOptionIntegerGrid) || spec.symmetric || spec.zeroInt || spec.zeroPacked ||
