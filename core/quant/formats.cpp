@@ -675,7 +675,12 @@ void unchangedPiece(float* /*base*/, int64_t /*rows*/, int64_t /*dim*/, const Qu
 
 void blocksPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec, const TensorContext& context) {
   const FormatInfo& info = formatInfo(spec.format);
-  info.blockKernel(base, rows * dim / info.blockSize, context.nvfp4Scale);
+  const int64_t blocks = rows * dim / info.blockSize;
+  if (info.blockKernel == nullptr) {  // a row without a fast kernel: its block reference, as blocksFast
+    for (int64_t b = 0; b < blocks; ++b) info.blockReference(base + b * info.blockSize, context.nvfp4Scale);
+    return;
+  }
+  info.blockKernel(base, blocks, context.nvfp4Scale);
 }
 
 void groupedPiece(float* base, int64_t rows, int64_t dim, const QuantSpec& spec, const TensorContext& context) {
