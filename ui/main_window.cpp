@@ -1069,20 +1069,15 @@ void MainWindow::recomputeLayer() {
   const QuantSpec value = specForLayer(valuePlan(), layer, info.layers);
   // Everything the visible views show is computed in the worker, for the selected kv head only
   // where the specs allow (core's computeViewData); the GUI thread then only draws.
-  ViewRequest request;
-  request.kvHead = selection_.kvHead;
-  const ViewContext context = viewContext();
-  for (const View* v : views_) v->fillRequest(request, context);
+  const ViewRequest request = viewRequest();
   // A layer not read yet, or read only for another head: when the views of one kv head need only
   // that head (both specs quantize per head, and A's too when a setting is pinned), read that head
   // first (K, V, its queries, pre-RoPE K when a view or a K spec uses it), show it, and read the
   // rest of the layer afterwards on the fill lane; else read the whole layer.
   const LayerNeeds needs = layerNeeds(request);
-  const bool preRopeNeeded = needs.preRope;
-  const bool perHead = needs.perHead;
   if (cached && !cached->whole() && !needs.metBy(*cached, request.kvHead)) cached.reset();
   const int64_t keyBytes = int64_t{info.kvHeads} * info.tokens * info.headDim * int64_t{sizeof(float)};
-  const bool headFirst = !cached && perHead && info.kvHeads > 1 && keyBytes >= headFirstBytes_;
+  const bool headFirst = !cached && needs.perHead && info.kvHeads > 1 && keyBytes >= headFirstBytes_;
   if (!cached) {
     fillRunner_->cancel();  // this read outranks the rest of another layer
     fillingLayer_ = -1;
@@ -1091,10 +1086,10 @@ void MainWindow::recomputeLayer() {
   auto pool = layerPool_;
   layerRunner_->start<LayerQuantPtr>(
       [dump, cached, key, value, layer, request, pool, headFirst, kvHead,
-       preRopeNeeded](const Progress& progress) -> Expected<LayerQuantPtr> {
+       preRope = needs.preRope](const Progress& progress) -> Expected<LayerQuantPtr> {
         LayerTensorsPtr tensors = cached;
         if (!tensors) {
-          auto read = headFirst ? readLayerHead(*dump, layer, kvHead, preRopeNeeded, progress)
+          auto read = headFirst ? readLayerHead(*dump, layer, kvHead, preRope, progress)
                                 : readLayer(*dump, layer, progress);
           if (!read) return read.status();
           tensors = *read;
@@ -1111,10 +1106,7 @@ void MainWindow::recomputeLayer() {
           // What was read for one head may no longer be enough: while it was read, a setting that
           // needs the whole layer was pinned again (undo), or a view switched to pre-RoPE K. Then
           // read again for what is asked now (a layer in the cache that falls short is dropped).
-          ViewRequest now;
-          now.kvHead = selection_.kvHead;
-          const ViewContext contextNow = viewContext();
-          for (const View* v : views_) v->fillRequest(now, contextNow);
+          const ViewRequest now = viewRequest();
           if (!layerNeeds(now).metBy(*layerQuant_->tensors, now.kvHead)) {
             recomputeLayer();
             return;
@@ -1142,6 +1134,14 @@ void MainWindow::recomputeLayer() {
           recomputeSummary();
         }
       });
+}
+
+ViewRequest MainWindow::viewRequest() const {
+  ViewRequest request;
+  request.kvHead = selection_.kvHead;
+  const ViewContext context = viewContext();
+  for (const View* v : views_) v->fillRequest(request, context);
+  return request;
 }
 
 MainWindow::LayerNeeds MainWindow::layerNeeds(const ViewRequest& request) const {

@@ -229,6 +229,8 @@ class MainWindow : public QMainWindow {
     [[nodiscard]] bool metBy(const LayerTensors& tensors, int kvHead) const;
   };
   [[nodiscard]] LayerNeeds layerNeeds(const ViewRequest& request) const;
+  /// The layer worker's request as the visible views fill it now, for the selected kv head.
+  [[nodiscard]] ViewRequest viewRequest() const;
   void updateStorage();
   void onKeySpecChanged();
   [[nodiscard]] SpecState currentSpecState() const;
