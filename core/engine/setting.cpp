@@ -9,6 +9,13 @@ namespace {
 
 std::string name(std::string_view flag) { return std::string(flag); }
 
+bool givesPlans(const SettingText& t) { return !t.key.empty() || !t.value.empty(); }
+
+/// How many of the three ways `t` gives (--key/--value count as one).
+int waysGiven(const SettingText& t) {
+  return (givesPlans(t) ? 1 : 0) + (t.preset.empty() ? 0 : 1) + (t.engine.empty() ? 0 : 1);
+}
+
 Status tooManyWays(const SettingFlags& f) {
   return Status::invalidArgument("give one of " + name(f.key) + " and " + name(f.value) + ", " + name(f.preset) +
                                  " or " + name(f.engine) + ", not both");
@@ -28,11 +35,9 @@ Expected<KvPlans> parsePlans(const SettingText& t, const SettingFlags& f) {
 }  // namespace
 
 Expected<CheckedSetting> checkSetting(const SettingText& t, const SettingFlags& f) {
-  const bool plans = !t.key.empty() || !t.value.empty();
-  const int ways = (plans ? 1 : 0) + (t.preset.empty() ? 0 : 1) + (t.engine.empty() ? 0 : 1);
-  if (ways > 1) return tooManyWays(f);
+  if (waysGiven(t) > 1) return tooManyWays(f);
   CheckedSetting out;
-  if (plans) {
+  if (givesPlans(t)) {
     auto parsed = parsePlans(t, f);
     if (!parsed) return parsed.status();
     out.way = SettingWay::Plans;
@@ -50,15 +55,14 @@ Expected<CheckedSetting> checkSetting(const SettingText& t, const SettingFlags& 
 }
 
 Expected<ResolvedSetting> resolveSetting(const SettingText& t, const KvShape& shape, const SettingFlags& f) {
-  const bool plans = !t.key.empty() || !t.value.empty();
-  const int ways = (plans ? 1 : 0) + (t.preset.empty() ? 0 : 1) + (t.engine.empty() ? 0 : 1);
+  const int ways = waysGiven(t);
   if (ways > 1) return tooManyWays(f);
   if (ways == 0)
     return Status::invalidArgument("give both " + name(f.key) + " SPEC and " + name(f.value) + " SPEC (a spec or a plan), " +
                                    name(f.preset) + " NAME (run 'kvscope-cli presets' for the list) or " + name(f.engine) +
                                    " \"ENGINE FLAGS\"");
   ResolvedSetting out;
-  if (plans) {
+  if (givesPlans(t)) {
     auto parsed = parsePlans(t, f);
     if (!parsed) return parsed.status();
     out.plans = std::move(*parsed);
