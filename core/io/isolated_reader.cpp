@@ -178,7 +178,8 @@ std::string seconds(int ms) {
   return buf;
 }
 
-int envMs(const char* name, int fallback) {
+/// A positive integer from the environment (a time in ms, a size in MiB), else `fallback`.
+int envPositive(const char* name, int fallback) {
   const char* env = std::getenv(name);
   if (env && *env) {
     char* end = nullptr;
@@ -415,7 +416,7 @@ IsolationOptions isolationFromEnvironment(const std::string& executable) {
   const char* env = std::getenv("KVSCOPE_ISOLATE_READS");
   if (env && std::string(env) == "0") return out;
   out.executable = executable;
-  out.openTimeoutMs = out.readTimeoutMs = envMs("KVSCOPE_PROBE_TIMEOUT_MS", 30000);
+  out.openTimeoutMs = out.readTimeoutMs = envPositive("KVSCOPE_PROBE_TIMEOUT_MS", 30000);
   return out;
 }
 
@@ -432,7 +433,7 @@ Expected<std::shared_ptr<IsolatedReader>> IsolatedReader::start(const std::strin
   if (const char* piece = std::getenv("KVSCOPE_READ_PIECE_MIB"); piece != nullptr && std::string(piece) == "0")
     reader->pieceBytes_.store(std::numeric_limits<int64_t>::max());
   else
-    reader->pieceBytes_.store(int64_t{envMs("KVSCOPE_READ_PIECE_MIB", static_cast<int>(kReadPieceBytes >> 20))} << 20);
+    reader->pieceBytes_.store(int64_t{envPositive("KVSCOPE_READ_PIECE_MIB", static_cast<int>(kReadPieceBytes >> 20))} << 20);
   Writer w;
   w.put<uint32_t>(static_cast<uint32_t>(Op::Open)).str(path);
   w.str(options.mapping ? mappingToJson(*options.mapping) : std::string());
@@ -642,9 +643,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readShared(
   if (!in.ok() || shape[0] < 0 || shape[1] < 0 || shape[2] < 0 || bytes > double(sharedBytes_))
     return Status::internal(path_ + ": " + describe(layer, kind, sequence) + ": the reader's reply is malformed");
   float* out = target(shape);
-  if (out == nullptr)
-    return Status::invalidArgument(path_ + ": " + describe(layer, kind, sequence) +
-                                   ": the buffer is too small for layer " + std::to_string(layer));
+  if (out == nullptr) return bufferTooSmall(layer, kind, sequence);
   if (bytes > 0) std::memcpy(out, shared_, static_cast<size_t>(bytes));
   return shape;
 }
@@ -669,9 +668,7 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readWhole(
     return readShared(layer, kind, sequence, target);
   const int64_t heads = (*shape)[0];
   float* out = target(*shape);
-  if (out == nullptr)
-    return Status::invalidArgument(path_ + ": " + describe(layer, kind, sequence) +
-                                   ": the buffer is too small for layer " + std::to_string(layer));
+  if (out == nullptr) return bufferTooSmall(layer, kind, sequence);
   const int64_t perPiece = std::clamp<int64_t>(pieceBytes_.load() / headBytes, 1, heads);
   for (int64_t first = 0; first < heads; first += perPiece) {
     const int64_t count = std::min(perPiece, heads - first);
@@ -689,6 +686,11 @@ Expected<std::array<int64_t, 3>> IsolatedReader::readWhole(
     if (!got) return got.status();
   }
   return *shape;
+}
+
+Status IsolatedReader::bufferTooSmall(int layer, TensorKind kind, int sequence) const {
+  return Status::invalidArgument(path_ + ": " + describe(layer, kind, sequence) + ": the buffer is too small for layer " +
+                                 std::to_string(layer));
 }
 
 Status IsolatedReader::outOfMemory(int layer, TensorKind kind, int sequence) const {

@@ -98,6 +98,8 @@ class IsolatedReader {
                                               const std::function<float*(const std::array<int64_t, 3>&)>& target,
                                               bool headRange = false, int64_t firstHead = 0, int64_t heads = 0,
                                               bool wholePiece = false);
+  /// The error of a caller's buffer too small for a read's result.
+  [[nodiscard]] Status bufferTooSmall(int layer, TensorKind kind, int sequence) const;
   /// The error of an allocation that failed for a read's result.
   [[nodiscard]] Status outOfMemory(int layer, TensorKind kind, int sequence) const;
   /// A whole-tensor read: one request, or pieces of heads when the tensor exceeds the piece size.
