@@ -6,6 +6,8 @@
 #   mapping/  mapping files, good and bad
 #   spec/     spec strings: every preset's K and V spec and one per format and option
 #   engine/   engine strings (docs/engines.md): llama.cpp flags, good and refused
+#   words/    the same engine strings, for the splitter alone (quotes, environment words)
+#   layers/   --layers lists, good and refused
 # Needs a normal build with kvscope-cli and test_core_reliability (build/rel or $KVSCOPE_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +17,7 @@ if [ -z "$bin" ]; then
   for b in build/rel build/release build/core; do [ -x "$b/app/kvscope-cli" ] && { bin=$b; break; }; done
 fi
 [ -n "$bin" ] || { echo "no normal build with kvscope-cli found; set KVSCOPE_BUILD" >&2; exit 2; }
-mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine"
+mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine" "$out/words" "$out/layers"
 
 # Dumps: synth (shapes kept tiny so libFuzzer's mutations reach the structure, not the data).
 cli="$bin/app/kvscope-cli"
@@ -104,6 +106,22 @@ LLAMA_ATTN_ROT_DISABLE=1 llama.cpp -ctk iq4_nl -ctv q4_1 -fa auto
 LLAMA_ARG_CACHE_TYPE_K=q8_0 LLAMA_ARG_FLASH_ATTN=off llama-cli -m 'my model.gguf' -c 4096 -ngl 99 -ctk f32 -ctv bf16
 llama.cpp -fa off -ctv q4_0
 llama.cpp --cache-type-k q3_K
+llama.cpp -ctk=q4_0 -ctv=q8_0
 vllm --kv-cache-dtype fp8
+transformers cache_implementation=quantized backend="HQQ" nbits='4' residual_length=999999999
 ENGINES
 echo "engine: $i seeds"
+# The splitter sees the same strings, and quoting it must undo.
+cp "$e"/engine-*.txt "$out/words/"
+printf '%s' "A='x y' B=\"\" llama.cpp -m 'it'\"'\"'s.gguf'" >"$out/words/quotes.txt"
+printf '%s' "llama.cpp 'unclosed" >"$out/words/unclosed.txt"
+echo "words: $(ls "$out/words" | wc -l) seeds"
+
+# Layer lists, one per file.
+l="$out/layers"
+i=0
+for list in all 0 0,2,5-7 0-3,0-3 0,0,0 7-5 "" , 0, 0-999999999 99999999999999999999 -1; do
+  printf '%s' "$list" >"$l/layers-$i.txt"
+  i=$((i + 1))
+done
+echo "layers: $i seeds"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Runs one libFuzzer target for N seconds: scripts/fuzz.sh <dump|mapping|spec|engine> [seconds] [jobs]
+# Runs one libFuzzer target for N seconds:
+#   scripts/fuzz.sh <dump|mapping|spec|engine|words|layers> [seconds] [jobs]
+# (words: the engine-string splitter alone; layers: the --layers parser, app/cli/layer_list.h)
 # (extra libFuzzer flags in $FUZZ_FLAGS).
 # Builds it with the 'fuzz' preset (clang, ASan + UBSan), seeds it from scripts/fuzz-seeds.sh,
 # keeps the growing corpus in build/fuzz/corpus/<target> and crash inputs in
@@ -8,10 +10,11 @@
 # tests/fuzz/regressions/<target>/, which the normal build's test_core_reliability replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine> [seconds] [jobs]}
+target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine|words|layers> [seconds] [jobs]}
 seconds=${2:-60}
 jobs=${3:-1}
-case "$target" in dump|mapping|spec|engine) ;; *) echo "unknown target '$target' (dump, mapping, spec, engine)" >&2; exit 2 ;; esac
+case "$target" in dump|mapping|spec|engine|words|layers) ;;
+  *) echo "unknown target '$target' (dump, mapping, spec, engine, words, layers)" >&2; exit 2 ;; esac
 
 build=build/fuzz
 [ -f "$build/build.ninja" ] || cmake --preset fuzz >/dev/null
@@ -22,6 +25,7 @@ mkdir -p "$build/corpus/$target" "$build/artifacts/$target" "tests/fuzz/regressi
 
 dict=()
 [ -f "tests/fuzz/$target.dict" ] && dict=(-dict="tests/fuzz/$target.dict")
+[ "$target" = words ] && dict=(-dict=tests/fuzz/engine.dict)  # the splitter sees engine strings
 # Bounded memory is part of the contract: an input that makes kvscope allocate more than
 # 2 GiB in one go (or hold more than 2.5 GiB) is a finding, reported as a crash.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}

@@ -97,17 +97,19 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options) {
   return out;
 }
 
-void startInteractive(MainWindow& window, const Launch& launch) {
+Status startInteractive(MainWindow& window, const Launch& launch) {
   startComparison(window, launch);
+  Status session;
   if (!launch.session.isEmpty()) {
-    const Status s = window.loadSession(launch.session);
-    if (!s.isOk()) std::fprintf(stderr, "kvscope: %s\n", s.message().c_str());
+    session = window.loadSession(launch.session);
+    if (!session.isOk()) std::fprintf(stderr, "kvscope: %s\n", session.message().c_str());
   }
   if (launch.key) window.setPlans(*launch.key, *launch.value);
   if (!launch.preset.isEmpty()) window.applyPreset(launch.preset);
   if (!launch.engine.isEmpty()) window.applyEngine(launch.engine);
   if (!launch.dump.isEmpty()) window.openDump(launch.dump, launch.mapping);
   else if (launch.session.isEmpty()) window.openSample();
+  return session;
 }
 
 namespace {
@@ -165,7 +167,9 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
     exitCode = 2;
     loop.quit();
   });
-  startInteractive(window, launch);
+  // A session that does not load opens nothing, so no view would ever be ready: exit 2 (the
+  // message is printed) instead of waiting forever.
+  if (!startInteractive(window, launch).isOk()) return 2;
   if (exitCode == 0) loop.exec();
   return exitCode;
 }

@@ -71,8 +71,9 @@ Status resolveCompareLaunch(const LaunchOptions& options, Launch& out);
 /// With `launch.compare`: once the dump is open, pins the launch's setting as A and applies B.
 void startComparison(MainWindow& window, const Launch& launch);
 
-/// Applies `launch` to a shown window (session, specs, then the dump or the sample).
-void startInteractive(MainWindow& window, const Launch& launch);
+/// Applies `launch` to a shown window (session, specs, then the dump or the sample). Returns the
+/// session's load status (also printed to stderr when it failed).
+Status startInteractive(MainWindow& window, const Launch& launch);
 
 /// Opens the dump without showing a window, waits for every view, exports, returns the exit code
 /// (0 ok, 2 error, with the message on stderr).

@@ -55,6 +55,7 @@
 #include "core/report/report_format.h"
 #include "core/synth/synth.h"
 #include "core/util/atomic_file.h"
+#include "core/util/json_text.h"
 #include "ui/export/exporter.h"
 #include "ui/views/budget_view.h"
 #include "ui/views/diagnosis_view.h"
@@ -1471,7 +1472,7 @@ std::string MainWindow::sessionJson() const {
   }
   j["views"] = views;
   writeComparisonSession(j);
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 Status MainWindow::saveSession(const QString& path) {
@@ -1483,9 +1484,11 @@ Status MainWindow::saveSession(const QString& path) {
 Status MainWindow::loadSession(const QString& path) {
   auto text = readTextFile(path.toStdString());
   if (!text) return text.status();
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   const std::string origin = path.toStdString();
-  if (j.is_discarded() || !j.is_object() || j.value("kvscope_session", 0) != 1) {
+  auto json = parseJsonText(*text, origin);  // "FILE: line L, column C: …"
+  if (!json) return json.status();
+  const nlohmann::json j = std::move(*json);
+  if (!j.is_object() || !j.contains("kvscope_session") || j["kvscope_session"] != 1) {
     return Status::invalidData(origin + ": not a kvscope session (no \"kvscope_session\": 1)");
   }
   try {
@@ -1540,7 +1543,7 @@ Status MainWindow::loadSession(const QString& path) {
       openDump(q(dumpPath), mapping);
     }
   } catch (const nlohmann::json::exception& e) {
-    return Status::invalidData(origin + ": " + e.what());
+    return Status::invalidData(origin + ": " + jsonErrorText(e));
   }
   return Status::ok();
 }

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `kvscope-cli bench`: measures kvscope on this machine against its targets (docs/performance.md).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -12,14 +15,22 @@
 namespace kvscope::cli {
 namespace {
 
-std::vector<std::string> splitList(const std::string& text) {
+// --only's groups; given, it names at least one and no empty item ('' is not "all").
+Expected<std::vector<std::string>> parseGroups(const std::string& text) {
   std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty()) {
+      return Status::invalidArgument("--only '" + text + "': " + (text.empty() ? "no groups" : "an empty item") +
+                                     " (allowed: a comma-separated list of quantize, attention, interactive, eval, "
+                                     "open, sensitivity; leave --only out for all)");
+    }
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
   }
-  return out;
 }
 
 std::string gigabytes(double bytesPerSecond) {
@@ -87,16 +98,25 @@ CommandSetup setup = [](CLI::App& sub) {
     std::string tempDir;
   };
   auto o = std::make_shared<Options>();
-  sub.add_option("--only", o->only,
+  CLI::Option* only = sub.add_option("--only", o->only,
                  "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity "
                  "(default: all)");
   sub.add_flag("--quick", o->quick, "small shapes: a smoke test of a few seconds, not a measurement");
-  sub.add_option("--json", o->json, "also write the figures as JSON to FILE ('-' = standard output)");
+  addOutputOption(sub, "--json", o->json, "also write the figures as JSON to FILE ('-' = standard output)");
   sub.add_option("--temp-dir", o->tempDir,
                  "folder for the generated dumps of eval and open (default: $TMPDIR or /tmp)");
-  return [o]() -> int {
+  return [o, only]() -> int {
     bench::SuiteOptions options;
-    options.only = splitList(o->only);
+    if (only->count() > 0) {
+      auto groups = parseGroups(o->only);
+      if (!groups) return fail(groups.status());
+      options.only = std::move(*groups);
+    }
+    if (!o->tempDir.empty()) {
+      struct stat st {};
+      if (::stat(o->tempDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(o->tempDir.c_str(), W_OK) != 0)
+        return fail(Status::invalidArgument("--temp-dir " + o->tempDir + ": not a folder this process can write in"));
+    }
     options.quick = o->quick;
     options.tempDir = o->tempDir;
     // One line per step: repeated phrases (one per layer) are printed once.

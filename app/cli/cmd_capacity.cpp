@@ -3,6 +3,7 @@
 // cost of K/V specs against fp16 (docs/search-and-capacity.md).
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/capacity/capacity.h"
 #include "core/capacity/units.h"
 #include "core/engine/presets.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -132,7 +134,7 @@ std::string toJsonText(const CapacityReport& rep) {
   j["entries"] = {entryJson(rep.fp16), entryJson(rep.quantized)};
   j["formulas"] = capacityFormulas();
   j["notes"] = rep.notes;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 std::string fmt(const char* f, double v) {
@@ -179,8 +181,8 @@ std::string toText(const CapacityReport& rep) {
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("--dump", o->dump, "take layers, kv heads, head dim and context from this dump");
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addInputOption(sub, "--dump", o->dump, "take layers, kv heads, head dim and context from this dump");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--layers", o->layers, "number of layers (without --dump)");
   sub.add_option("--kv-heads", o->kvHeads, "number of kv heads (without --dump)");
   sub.add_option("--head-dim", o->headDim, "head dimension (without --dump)");
@@ -191,13 +193,15 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--memory", o->memory, "accelerator memory (default 80GiB)");
   sub.add_option("--weights", o->weights, "memory taken by weights (default 0), e.g. 16GiB");
   sub.add_option("--context", o->context,
-                 "tokens per sequence (default: the dump's, else 4096); sets group metadata");
-  sub.add_option("--batch", o->batch, "sequences decoded together (default 1)");
+                 "tokens per sequence (default: the dump's, else 4096); sets group metadata")
+      ->check(wholeNumberCheck(1, std::numeric_limits<int64_t>::max()));
+  sub.add_option("--batch", o->batch, "sequences decoded together (default 1)")
+      ->check(wholeNumberCheck(1, std::numeric_limits<int64_t>::max()));
   sub.add_flag("--decode", o->decode, "estimate the cost of one decode step");
   sub.add_option("--bandwidth", o->bandwidth, "memory bandwidth for --decode, e.g. 4.8TB/s");
   sub.add_option("--ops", o->ops, "dequantization op rate for --decode, e.g. 60Tops/s");
   sub.add_option("--device", o->device, "datasheet figures of h100, h200, a100, l4 or rtx4090");
-  sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
+  addOutputOption(sub, "--json", o->json, "write JSON to FILE ('-' = standard output)");
   return [o]() -> int {
     ResolvedPlans resolved;
     auto request = buildRequest(*o, resolved);

@@ -20,11 +20,11 @@ struct Options {
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("dump", o->dump, "the KV dump (HDF5; queries enable the attention findings)")->required();
+  addInputOption(sub, "dump", o->dump, "the KV dump (HDF5; queries enable the attention findings)")->required();
   sub.add_option("--layers", o->layers, "layers to check: all (default) or a list like 0,2,5-7");
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
-  sub.add_option("--json", o->json, "write the findings as JSON to FILE ('-' = standard output)");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addOutputOption(sub, "--json", o->json, "write the findings as JSON to FILE ('-' = standard output)");
   return [o]() -> int {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());

@@ -14,6 +14,7 @@
 #include "core/model/e2e.h"
 #include "core/model/record.h"
 #include "core/engine/presets.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -103,16 +104,16 @@ Expected<std::vector<SweepEntry>> entriesFrom(const Options& o, const KvShape& s
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
-  sub.add_option("dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
+  addInputOption(sub, "model", o->model, "llama2.c float32 checkpoint the dump was recorded from")->required();
+  addInputOption(sub, "dump", o->dump, "a dump written by 'kvscope-cli record' (its tokens are replayed)")->required();
   sub.add_option("--key", o->spec.key, "spec or plan for keys, e.g. q8_0 or q4_0;last1:q8_0");
   sub.add_option("--value", o->spec.value, "spec or plan for values");
   sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets')");
   addEngineOptions(sub, o->spec);
-  sub.add_option("--sweep", o->sweep,
+  addInputOption(sub, "--sweep", o->sweep,
                  "several settings: 'KEY:VALUE;KEY:VALUE;…' (a preset name or one spec for both also works), "
                  "or a file with one entry per line");
-  sub.add_option("--json", o->json, "write the JSON result to FILE ('-' = standard output)");
+  addOutputOption(sub, "--json", o->json, "write the JSON result to FILE ('-' = standard output)");
   return [o]() -> int {
     auto model = Checkpoint::load(o->model);
     if (!model) return fail(model.status());
@@ -154,7 +155,7 @@ CommandSetup setup = [](CLI::App& sub) {
           one["label"] = labels[i];
           arr.push_back(std::move(one));
         }
-        text = nlohmann::json{{"kvscope_e2e_sweep", 1}, {"results", arr}}.dump(2) + "\n";
+        text = jsonText(nlohmann::json{{"kvscope_e2e_sweep", 1}, {"results", arr}});
       } else {
         text = e2eToJson(results.front());
       }

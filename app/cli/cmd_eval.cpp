@@ -50,20 +50,20 @@ Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const 
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
+  addInputOption(sub, "dump", o->dump, "the KV dump (HDF5)")->required();
   sub.add_option("--key", o->spec.key,
                  "spec or plan for keys, e.g. int4,axis=channel,group=32 or q4_0;first2+last2:q8_0");
   sub.add_option("--value", o->spec.value, "spec or plan for values, e.g. int4,axis=token,group=32");
   sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets --dump DUMP')");
   addEngineOptions(sub, o->spec);
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--layers", o->layers, "layers to evaluate: all (default) or a list like 0,2,5-7");
   sub.add_option("--sequence", o->sequence, "sequence (batch index) to evaluate (default 0)");
   sub.add_option("--queries", o->queries, "queries for attention metrics: all (default) or last:N");
   sub.add_option("--nonfinite", o->nonfinite,
                  "NaN/Inf in the dump: refuse (default) or skip-heads (evaluate the other heads)");
-  sub.add_option("--json", o->json, "write the JSON report to FILE ('-' = standard output)");
-  sub.add_option("--csv", o->csv, "write one CSV row per (layer, kv head) to FILE ('-' = standard output)");
+  addOutputOption(sub, "--json", o->json, "write the JSON report to FILE ('-' = standard output)");
+  addOutputOption(sub, "--csv", o->csv, "write one CSV row per (layer, kv head) to FILE ('-' = standard output)");
   return [o]() -> int {
     if (o->json == "-" && o->csv == "-") {
       return fail(Status::invalidArgument("--json - and --csv - cannot both use standard output"));

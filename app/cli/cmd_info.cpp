@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "app/cli/command.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -36,8 +37,8 @@ std::function<int()> setupInfo(CLI::App& sub) {
     bool json = false, scan = false, allowExternal = false;
   };
   auto a = std::make_shared<Args>();
-  sub.add_option("dump", a->dump, "Dump file (.h5)")->required();
-  sub.add_option("--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
+  addInputOption(sub, "dump", a->dump, "Dump file (.h5)")->required();
+  addInputOption(sub, "--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
   sub.add_flag("--json", a->json, "Print a JSON object instead of text");
   sub.add_flag("--scan", a->scan,
                "Read every layer of every sequence the file stores and report NaN/Inf counts "
@@ -51,11 +52,15 @@ std::function<int()> setupInfo(CLI::App& sub) {
     const DumpInfo& info = dump.info();
     std::vector<std::string> warnings = info.warnings;
     std::vector<ScanRow> scan;
+    // --scan reads every tensor: minutes on a large dump (docs/reliability.md), so it shows progress.
+    const Progress progress = a->scan ? terminalProgress("info --scan " + a->dump) : cancellationProgress();
     if (a->scan) {
       std::vector<TensorKind> kinds = {TensorKind::Key, TensorKind::Value};
       if (info.hasQuery) kinds.push_back(TensorKind::Query);
       if (info.hasKeyPreRope) kinds.push_back(TensorKind::KeyPreRope);
       for (int l = 0; l < info.layers; ++l) {
+        if (!report(progress, double(l) / double(info.layers), "layer " + std::to_string(l)))
+          return fail(Status::cancelled());
         // A tiny file may declare a huge batch whose chunks were never written (they read as
         // the fill value): scan the sequences the file stores, so the time is bounded by the
         // file's size, and say what was left out.
@@ -95,7 +100,8 @@ std::function<int()> setupInfo(CLI::App& sub) {
             const StoredData& s = stored[k];
             if (!s.everySequence && !std::binary_search(s.sequences.begin(), s.sequences.end(), b))
               continue;
-            if (interrupted()) return fail(Status::cancelled());
+            if (!report(progress, double(l) / double(info.layers), "layer " + std::to_string(l)))
+              return fail(Status::cancelled());
             auto t = dump.read(l, kind, b);
             if (!t) return fail(t.status());
             ScanRow row{l, b, kind, scanNonFinite(*t)};
@@ -149,7 +155,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
                           {"inf", r.report.infCount}});
         j["scan"] = rows;
       }
-      std::cout << j.dump(2) << "\n";
+      std::cout << jsonText(j);
       return kExitOk;
     }
     std::ostringstream out;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "app/cli/command.h"
 #include "core/metrics/outliers.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -91,7 +93,7 @@ std::string toJsonText(const OutlierProfile& p) {
   }
   j["layers"] = layers;
   j["notes"] = p.notes;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 std::string fmt(const char* f, double v) {
@@ -143,15 +145,17 @@ std::string toText(const OutlierProfile& p) {
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("dump", o->dump, "the KV dump (HDF5)")->required();
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addInputOption(sub, "dump", o->dump, "the KV dump (HDF5)")->required();
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   sub.add_option("--layers", o->layers, "layers: all (default) or a list like 0,2,5-7");
   sub.add_option("--threshold", o->threshold,
-                 "outlier channel: max|x| above this multiple of the median channel's (default 6)");
-  sub.add_option("--top-tokens", o->topTokens, "tokens listed by norm ratio (default 5)");
+                 "outlier channel: max|x| above this multiple of the median channel's (default 6)")
+      ->check(numberCheck("a finite number > 0", [](double v) { return v > 0; }));
+  sub.add_option("--top-tokens", o->topTokens, "tokens listed by norm ratio (default 5)")
+      ->check(wholeNumberCheck(0, std::numeric_limits<int>::max()));
   sub.add_option("--spec", o->spec, "also measure code utilisation under this spec or plan (K and V), e.g. int4 or int4;last1:int8");
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
-  sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
+  addOutputOption(sub, "--json", o->json, "write JSON to FILE ('-' = standard output)");
   return [o]() -> int {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());

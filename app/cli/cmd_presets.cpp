@@ -12,6 +12,7 @@
 #include "app/cli/command.h"
 #include "core/engine/presets.h"
 #include "core/quant/quantize.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -105,7 +106,7 @@ int run(const Options& o) {
       doc["reference_shape"] = {{"kv_heads", kRefKvHeads}, {"tokens", kRefTokens}, {"head_dim", kRefHeadDim}};
     }
     doc["presets"] = std::move(rows);
-    std::cout << doc.dump(2) << "\n";
+    std::cout << jsonText(doc);
   } else {
     std::cout << text;
   }
@@ -115,8 +116,8 @@ int run(const Options& o) {
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_flag("--json", o->json, "print JSON instead of a table");
-  sub.add_option("--dump", o->dump, "resolve each preset for this dump (head dim, kv heads, layers)");
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addInputOption(sub, "--dump", o->dump, "resolve each preset for this dump (head dim, kv heads, layers)");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   return [o]() -> int { return run(*o); };
 };
 

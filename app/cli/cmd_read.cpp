@@ -26,15 +26,16 @@ std::function<int()> setupRead(CLI::App& sub) {
     bool allowExternal = false;
   };
   auto a = std::make_shared<Args>();
-  sub.add_option("dump", a->dump, "Dump file (.h5)")->required();
+  addInputOption(sub, "dump", a->dump, "Dump file (.h5)")->required();
   sub.add_option("--layer", a->layer, "Layer index")->required();
   sub.add_option("--tensor", a->tensor, "key, value, query or key_pre_rope (default key)");
   sub.add_option("--sequence", a->sequence, "Sequence (batch index, default 0)");
-  sub.add_option("--out", a->out,
+  addOutputOption(sub, "--out", a->out,
                  "Where to write the tensor: float32, native byte order, [heads, tokens, dim] "
-                 "row-major, written atomically; its shape goes to standard output as 'H T D'")
+                 "row-major, written atomically; its shape goes to standard output as 'H T D'",
+                  false)
       ->required();
-  sub.add_option("--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
+  addInputOption(sub, "--mapping", a->mapping, "Mapping file (JSON) for a non-canonical file");
   sub.add_flag("--allow-external", a->allowExternal,
                "Follow external links, external raw storage, virtual datasets");
   return [a]() -> int {

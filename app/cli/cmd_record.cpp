@@ -2,6 +2,7 @@
 // `kvscope-cli record`: run a llama2.c checkpoint and write its attention state as a KV dump
 // (docs/real-models.md).
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -25,14 +26,16 @@ struct Options {
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("model", o->model, "llama2.c float32 checkpoint (e.g. stories260K.bin)")->required();
-  sub.add_option("--out", o->out, "the dump to write (HDF5)")->required();
+  addInputOption(sub, "model", o->model, "llama2.c float32 checkpoint (e.g. stories260K.bin)")->required();
+  addOutputOption(sub, "--out", o->out, "the dump to write (HDF5)", false)->required();
   auto* steps = sub.add_option("--steps", o->steps,
                                "positions in the dump, BOS included (default 256, at most the model's seq_len)");
-  sub.add_option("--seed", o->seed, "seed of the sampler (default 0)");
-  sub.add_option("--temperature", o->temperature, "sampling temperature; 0 (default) = greedy");
+  sub.add_option("--seed", o->seed, "seed of the sampler (default 0)")
+      ->check(wholeNumberCheck(0, std::numeric_limits<uint64_t>::max()));
+  sub.add_option("--temperature", o->temperature, "sampling temperature; 0 (default) = greedy")
+      ->check(numberCheck("a finite number ≥ 0", [](double v) { return v >= 0; }));
   sub.add_option("--prompt-tokens", o->prompt, "token ids forced after BOS, e.g. 1,403,407");
-  sub.add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer.bin, to store each token's text");
+  addInputOption(sub, "--tokenizer", o->tokenizer, "llama2.c tokenizer.bin, to store each token's text");
   return [o, steps]() -> int {
     auto model = Checkpoint::load(o->model);
     if (!model) return fail(model.status());

@@ -20,6 +20,8 @@
 #include "core/search/search.h"
 #include "core/search/search_format.h"
 #include "core/util/atomic_file.h"
+#include "core/util/input_file.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::cli {
 namespace {
@@ -58,19 +60,28 @@ struct E2ePair {
   std::string uniformLabel;
 };
 
-// --e2e: the plan and the uniform pair of the same (or the next larger) bytes, replayed.
-Expected<E2ePair> runE2eCheck(const Options& o, const Dump& dump, const PlanSearchResult& r) {
-  const DumpInfo& info = dump.info();
+// --e2e's checkpoint: --model, else the dump's model_path; checked before any work (a FIFO or a
+// device named there would block the load forever).
+Expected<std::string> e2eModelPath(const Options& o, const DumpInfo& info) {
   const std::string modelPath = o.model.empty() ? info.modelPath : o.model;
   if (modelPath.empty()) {
     return Status::invalidArgument("--e2e: " + info.path + " has no model_path attribute (only dumps written by "
                                    "'kvscope-cli record' carry one); give --model CHECKPOINT");
   }
+  if (Status s = checkRegularFile(modelPath); !s.isOk()) return s.withContext("--e2e");
+  return modelPath;
+}
+
+// --e2e: the plan and the uniform pair of the same (or the next larger) bytes, replayed.
+Expected<E2ePair> runE2eCheck(const Options& o, const Dump& dump, const PlanSearchResult& r) {
+  const DumpInfo& info = dump.info();
+  auto modelPath = e2eModelPath(o, info);
+  if (!modelPath) return modelPath.status();
   if (!r.found) return Status::invalidArgument("--e2e: no plan was found, nothing to check");
   if (!r.uniformAtBytes.found) {
     return Status::invalidArgument("--e2e: no uniform pair of the candidates has the plan's bytes per token or more");
   }
-  auto model = Checkpoint::load(modelPath);
+  auto model = Checkpoint::load(*modelPath);
   if (!model) return model.status().withContext("--e2e");
   auto rec = readRecording(dump, cancellationProgress());
   if (!rec) return rec.status().withContext("--e2e");
@@ -146,6 +157,9 @@ int runPlan(const Options& o, const Dump& dump, const SearchOptions& s) {
   if (!p.engine.empty() && !s.candidates.empty()) {
     return fail(Status::invalidArgument("--plan --engine " + p.engine + " searches that engine's own cache types; drop --candidates"));
   }
+  if (o.e2e) {
+    if (auto model = e2eModelPath(o, dump.info()); !model) return fail(model.status());
+  }
   auto result = planSearch(dump, p, cancellationProgress());
   if (!result) return fail(result.status());
   std::optional<E2ePair> e2e;
@@ -159,7 +173,7 @@ int runPlan(const Options& o, const Dump& dump, const SearchOptions& s) {
     if (e2e) {
       auto j = nlohmann::ordered_json::parse(text);
       j["e2e"] = e2eJson(*e2e, *result);
-      text = j.dump(2) + "\n";
+      text = jsonText(j);
     }
     if (Status st = writeOutput(o.json, text); !st.isOk()) return fail(st);
     return kExitOk;
@@ -213,7 +227,7 @@ Expected<SearchOptions> searchOptions(const Options& o, const DumpInfo& info) {
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("dump", o->dump, "the KV dump (HDF5, with queries)")->required();
+  addInputOption(sub, "dump", o->dump, "the KV dump (HDF5, with queries)")->required();
   sub.add_option("--key-budget", o->keyBudget,
                  "bound on a key_only metric, e.g. kl_mean=1e-3 (top1_agreement is a minimum)");
   sub.add_option("--value-budget", o->valueBudget,
@@ -222,21 +236,21 @@ CommandSetup setup = [](CLI::App& sub) {
                  "without --key-budget: store keys under this spec or plan in the joint result (default: exact)");
   sub.add_option("--value", o->value,
                  "without --value-budget: store values under this spec or plan in the joint result (default: exact)");
-  sub.add_option("--candidates", o->candidates,
+  addInputOption(sub, "--candidates", o->candidates,
                  "'default' or a file of spec strings, one per line, # comments");
   sub.add_flag("--per-layer", o->perLayer, "choose a spec per layer");
   sub.add_option("--layers", o->layers, "layers to search: all (default) or a list like 0,2,5-7");
   sub.add_option("--queries", o->queries, "queries for the metrics: all (default) or last:N");
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
-  sub.add_option("--json", o->json, "write JSON to FILE ('-' = standard output)");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addOutputOption(sub, "--json", o->json, "write JSON to FILE ('-' = standard output)");
   sub.add_option("--preset", o->baseline.preset, "a named K/V setting the choice must beat (a baseline)");
   addEngineOptions(sub, o->baseline);
   sub.add_flag("--plan", o->plan,
                "the cheapest plan (a K and a V spec per layer) within the budgets; with --engine NAME only "
                "plans that engine's flags express (llama.cpp, ik_llama.cpp, vllm)");
   sub.add_flag("--e2e", o->e2e, "with --plan: replay the plan and the uniform pair of its bytes through the model");
-  sub.add_option("--model", o->model, "with --e2e: the llama2.c checkpoint (default: the dump's model_path)");
+  addInputOption(sub, "--model", o->model, "with --e2e: the llama2.c checkpoint (default: the dump's model_path)");
   return [o]() -> int {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());

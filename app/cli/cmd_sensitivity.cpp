@@ -43,7 +43,11 @@ Expected<std::vector<std::string>> candidateList(const std::string& text, const 
   while (pos <= text.size()) {
     const size_t semi = text.find(';', pos);
     const std::string item = text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
-    if (!item.empty()) {
+    if (item.empty()) {
+      return Status::invalidArgument("--candidates '" + text + "': an empty candidate (allowed: default, search, a "
+                                     "file of specs, or SPEC;SPEC;… with a spec between every two ';')");
+    }
+    {
       auto spec = parseSpec(item);
       if (!spec) {
         return Status::invalidArgument("--candidates '" + text + "': '" + item +
@@ -85,8 +89,8 @@ Expected<SensitivityOptions> sensitivityOptions(const Options& o, const DumpInfo
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("dump", o->dump, "the KV dump (HDF5, with queries)")->required();
-  sub.add_option("--candidates", o->candidates,
+  addInputOption(sub, "dump", o->dump, "the KV dump (HDF5, with queries)")->required();
+  addInputOption(sub, "--candidates", o->candidates,
                  "default (an 8-to-2-bit ladder), search (the budget search's set), a file of "
                  "specs (one per line, # comments) or SPEC;SPEC;…");
   sub.add_option("--metric", o->metric,
@@ -96,9 +100,9 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--layers", o->layers, "layers to map: all (default) or a list like 0,2,5-7");
   sub.add_option("--queries", o->queries, "queries for the metrics: all (default) or last:N");
   sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
-  sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
-  sub.add_option("--json", o->json, "write the map as JSON to FILE ('-' = standard output)");
-  sub.add_option("--csv", o->csv, "write one CSV row per (side, layer, kv head, candidate) to FILE ('-' = standard output)");
+  addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
+  addOutputOption(sub, "--json", o->json, "write the map as JSON to FILE ('-' = standard output)");
+  addOutputOption(sub, "--csv", o->csv, "write one CSV row per (side, layer, kv head, candidate) to FILE ('-' = standard output)");
   sub.add_flag("--progress", o->progress, "print the fraction done to standard error");
   return [o]() -> int {
     if (o->json == "-" && o->csv == "-") {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `kvscope-cli synth OUT.h5`: writes a synthetic dump shaped like a real LLM's (core/synth).
 #include <iostream>
+#include <limits>
 
 #include "app/cli/command.h"
 #include "core/synth/synth.h"
@@ -14,7 +15,7 @@ std::function<int()> setupSynth(CLI::App& sub) {
   auto dtype = std::make_shared<std::string>("fp16");
   auto rope = std::make_shared<std::string>("half");
   auto quiet = std::make_shared<bool>(false);
-  sub.add_option("out", *out, "Output dump (.h5), written atomically")->required();
+  addOutputOption(sub, "out", *out, "Output dump (.h5), written atomically", false)->required();
   sub.add_option("--layers", options->layers, "Layers L")->capture_default_str();
   sub.add_option("--kv-heads", options->kvHeads, "KV heads KVH")->capture_default_str();
   sub.add_option("--heads", options->heads, "Query heads H (a multiple of KVH)")
@@ -25,13 +26,17 @@ std::function<int()> setupSynth(CLI::App& sub) {
   sub.add_option("--head-dim", options->headDim, "Head dim D (even, >= 8)")->capture_default_str();
   sub.add_option("--sequences", options->sequences, "Sequences B (batch axis when > 1)")
       ->capture_default_str();
-  sub.add_option("--seed", options->seed, "Seed (same seed, same file)")->capture_default_str();
+  sub.add_option("--seed", options->seed, "Seed (same seed, same file)")
+      ->capture_default_str()
+      ->check(wholeNumberCheck(0, std::numeric_limits<uint64_t>::max()));
   sub.add_option("--dtype", *dtype, "Element type on disk: fp16 or fp32")->capture_default_str();
   sub.add_option("--profile", options->profile,
                  "llama, bias-outlier, qwen2-bias, massive-sinks or low-entropy")->capture_default_str();
   sub.add_option("--model", options->model, "Model name attribute")->capture_default_str();
   sub.add_option("--rope-style", *rope, "half or interleaved")->capture_default_str();
-  sub.add_option("--rope-theta", options->ropeTheta, "RoPE base")->capture_default_str();
+  sub.add_option("--rope-theta", options->ropeTheta, "RoPE base")
+      ->capture_default_str()
+      ->check(numberCheck("a finite number > 0", [](double v) { return v > 0; }));
   sub.add_flag("--quiet,-q", *quiet, "Print nothing on success");
   return [=]() -> int {
     SynthOptions o = *options;
@@ -48,7 +53,8 @@ std::function<int()> setupSynth(CLI::App& sub) {
     else
       return fail(
           Status::invalidArgument("--rope-style '" + *rope + "': expected half or interleaved"));
-    Status st = writeSynthDump(*out, o, cancellationProgress());
+    // Many layers take long (docs/reliability.md: about 0.5 s per 1000 small layers): progress.
+    Status st = writeSynthDump(*out, o, *quiet ? cancellationProgress() : terminalProgress("synth " + *out));
     if (!st) return fail(st);
     if (!*quiet)
       std::cout << *out << ": " << o.layers << " layers, " << o.kvHeads << " kv heads, " << o.heads

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/layer_list.h"
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"
@@ -57,6 +58,16 @@ Expected<std::shared_ptr<const Dump>> openDump(const std::string& path, const st
 /// Writes `text` to `path`: "-" is standard output, anything else is written atomically.
 Status writeOutput(const std::string& path, const std::string& text);
 
+/// Adds an option (or, for a name without dashes, a positional) naming a file the command
+/// writes. Before the command runs, main refuses it when given empty (`--json ''`), naming a
+/// folder, in a folder that does not exist or cannot be written, or naming the same file as one
+/// of the command's inputs (addInputOption), so that no work is done for an output that would be
+/// lost or would destroy its input. "-" is standard output when `stdoutAllowed`.
+CLI::Option* addOutputOption(CLI::App& sub, const std::string& name, std::string& path, const std::string& help,
+                             bool stdoutAllowed = true);
+/// Adds an option (or positional) naming a file the command reads; no output may be that file.
+CLI::Option* addInputOption(CLI::App& sub, const std::string& name, std::string& path, const std::string& help);
+
 /// Where a command's K and V plans come from: `--key PLAN --value PLAN`, `--preset NAME` or
 /// `--engine "ENGINE FLAGS…"` (exactly one way), and `--explain`.
 struct SpecChoice {
@@ -76,12 +87,20 @@ std::string explainText(const SpecChoice& choice, const ResolvedPlans& resolved,
 /// Prints the resolution's notes to standard error ("kvscope-cli: note: …").
 void printNotes(const ResolvedPlans& resolved);
 
-/// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
-Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);
+/// A CLI11 check for a number flag: the value must read as a number for which `ok` holds;
+/// otherwise "FLAG: 'inf' is not allowed (allowed: ALLOWED)". NaN and ±inf never pass.
+CLI::Validator numberCheck(const std::string& allowed, std::function<bool(double)> ok);
+/// A CLI11 check for a whole-number flag: digits only, within [min, max], so that a value beyond
+/// the flag's type (2^64 for a 64-bit seed) is refused instead of wrapping.
+CLI::Validator wholeNumberCheck(long long min, unsigned long long max);
 
 /// True once SIGINT was received; long commands pass cancellationProgress() to core.
 bool interrupted();
 /// A Progress that returns false after SIGINT (and prints nothing).
 Progress cancellationProgress();
+/// A Progress for long work that also shows where it is: when standard error is a terminal,
+/// "LABEL: 37% WHAT" on one line there (redrawn at most four times a second, cleared when the
+/// Progress is destroyed); false after SIGINT/SIGTERM, like cancellationProgress.
+Progress terminalProgress(const std::string& label);
 
 }  // namespace kvscope::cli

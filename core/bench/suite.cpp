@@ -18,6 +18,7 @@
 #include "core/bench/workloads.h"
 #include "core/quant/format_table.h"
 #include "core/quant/spec.h"
+#include "core/util/json_text.h"
 
 namespace kvscope::bench {
 
@@ -563,7 +564,7 @@ std::string suiteToJson(const SuiteResult& result) {
                     {"note", r.note}});
   }
   json doc = {{"kvscope_bench", 1}, {"quick", result.quick}, {"machine", machine}, {"rows", rows}};
-  return doc.dump(2) + "\n";
+  return jsonText(doc);
 }
 
 }  // namespace kvscope::bench

@@ -18,6 +18,7 @@
 #include "core/metrics/outliers.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 namespace {
@@ -506,7 +507,7 @@ std::string diagnosisToJson(const Diagnosis& dx) {
   }
   j["findings"] = findings;
   j["notes"] = dx.notes;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 std::string diagnosisToText(const Diagnosis& dx) {

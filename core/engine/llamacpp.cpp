@@ -158,7 +158,9 @@ Expected<LlamacppFlags> parseLlamacppFlags(const EngineArgs& args) {
   for (size_t i = 0; i < w.size(); ++i) {
     std::string flag = w[i];
     std::optional<std::string> inlineValue;
-    if (flag.rfind("--", 0) == 0) {
+    // "-ctk=q4_0" as "--cache-type-k=q4_0": both spellings are read (issue 33: the short one was
+    // ignored, so every figure was fp16), and both get the note below.
+    if (flag.rfind("-", 0) == 0) {
       const auto eq = flag.find('=');
       if (eq != std::string::npos) {
         inlineValue = flag.substr(eq + 1);
@@ -172,6 +174,10 @@ Expected<LlamacppFlags> parseLlamacppFlags(const EngineArgs& args) {
       std::string value;
       if (inlineValue) {
         value = *inlineValue;
+        // common/arg.cpp, common_params_parse_ex: argv[i] is looked up whole, so llama.cpp itself
+        // stops at "error: invalid argument: -ctk=q4_0"; its value is the next word.
+        f.notes.push_back(w[i] + ": read as " + flag + " " + value + "; llama.cpp itself refuses the '=' spelling "
+                          "(\"error: invalid argument: " + w[i] + "\"), write " + flag + " " + value + " on its command line");
       } else if (i + 1 < w.size()) {
         value = w[++i];
       } else {

@@ -3,6 +3,7 @@
 // src/transformers/cache_utils.py (`QuantizedLayer`, `QuantoQuantizedLayer`) and optimum-quanto
 // store it (docs/engines.md names the files, functions and commits).
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/engine/engine.h"
@@ -16,14 +17,17 @@ constexpr std::string_view kExample =
     "transformers cache_implementation=quantized backend=quanto nbits=4 q_group_size=64 residual_length=128";
 constexpr std::array<std::string_view, 4> kImplementations{"dynamic", "static", "offloaded", "quantized"};
 constexpr std::array<std::string_view, 2> kBackends{"quanto", "HQQ"};
+/// More tokens than any model's context window: a residual this long never fills.
+constexpr long kLongestContext = 1L << 20;
 
 Status refuse(const std::string& message) { return Status::invalidArgument("transformers: " + message); }
 
 std::optional<long> wholeNumber(const std::string& s) {
   if (s.empty()) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   const long v = std::strtol(s.c_str(), &end, 10);
-  if (end != s.c_str() + s.size()) return std::nullopt;
+  if (end != s.c_str() + s.size() || errno == ERANGE) return std::nullopt;  // no silent clamp to LONG_MAX
   return v;
 }
 
@@ -94,6 +98,12 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
                       "reports Qwen2.5-7B scoring 0/120 with this)");
     r.notes.push_back("the prompt's own forward pass attends to the exact K/V; kvscope's metrics describe attention "
                       "over the cache from the first decode step on");
+    if (residual > kLongestContext) {
+      // Issue 33: accepted as transformers accepts it, but said: nothing after the prompt is quantized.
+      r.notes.push_back("residual_length=" + std::to_string(residual) + " is longer than any context (2^20 tokens): "
+                        "a generation with this cache keeps every decode-time token in full precision and "
+                        "quantizes only the prompt");
+    }
     if (!dtypeGiven) {
       r.notes.push_back("no dtype= given: the scales are stored in the model dtype, assumed bfloat16 (give "
                         "dtype=float16 for an fp16 model)");

@@ -2,6 +2,7 @@
 #include "core/io/dataset_tree.h"
 
 #include "core/io/h5.h"
+#include "core/util/input_file.h"
 
 namespace kvscope {
 
@@ -46,6 +47,7 @@ herr_t visitLink(hid_t group, const char* name, const H5L_info_t* info, void* da
 }  // namespace
 
 Expected<DatasetTree> listDatasets(const std::string& path, size_t maxEntries) {
+  KVS_RETURN_IF_ERROR(checkRegularFile(path));  // a FIFO would block HDF5's open forever
   h5::Lock lock;
   h5::Id file = h5::fileId(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file) {

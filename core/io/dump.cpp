@@ -3,6 +3,8 @@
 // sequence) at a time by hyperslab, so dumps larger than memory open instantly.
 #include "core/io/dump.h"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 
 #include "core/io/h5.h"
 #include "core/io/isolated_reader.h"
+#include "core/util/input_file.h"
 #include "core/util/small_float.h"
 
 namespace kvscope {
@@ -77,6 +80,23 @@ int64_t memAvailableBytes() {
   return 0;
 }
 
+/// What this process may still allocate: MemAvailable, or less under an address-space limit
+/// (`ulimit -v`), which fails allocations long before the machine runs out. 0 when unknown.
+int64_t availableMemoryBytes() {
+  int64_t available = memAvailableBytes();
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    // VmSize: the address space this process already uses (first field of statm, in pages).
+    std::ifstream statm("/proc/self/statm");
+    int64_t pages = 0;
+    statm >> pages;
+    const int64_t used = pages * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+    const int64_t left = std::max<int64_t>(0, static_cast<int64_t>(limit.rlim_cur) - used);
+    available = available > 0 ? std::min(available, left) : left;
+  }
+  return available;
+}
+
 }  // namespace
 
 /// Where one tensor of every layer lives, and how its axes map onto [head, token, dim].
@@ -102,6 +122,7 @@ struct Dump::Impl {
   std::string logitsPath;
   std::vector<hsize_t> logitsDims, tokensDims, tokenTextDims;
   std::shared_ptr<IsolatedReader> reader;  ///< set: every read goes to the reader process
+  int64_t sizeAtOpen = -1;                 ///< the file's size when it was opened (checkNotShrunk)
 
   [[nodiscard]] Status bad(const std::string& what, const std::string& problem) const {
     return Status::invalidData(info.path + ": " + what + ": " + problem);
@@ -261,6 +282,21 @@ Expected<std::optional<double>> numberAttribute(const Impl& impl, hid_t obj, con
   return std::optional<double>{v};
 }
 
+/// An integer attribute's value exactly as stored (signed or unsigned 64-bit; a double would round
+/// 2^63 − 1 and a cast of it to int64 would overflow), for messages. Empty when unreadable.
+std::string integerAttributeText(hid_t obj, const char* name) {
+  h5::Id attr = h5::attrId(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr) return {};
+  h5::Id type = h5::typeId(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return {};
+  if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    unsigned long long v = 0;
+    return H5Aread(attr.get(), H5T_NATIVE_ULLONG, &v) < 0 ? std::string() : std::to_string(v);
+  }
+  long long v = 0;
+  return H5Aread(attr.get(), H5T_NATIVE_LLONG, &v) < 0 ? std::string() : std::to_string(v);
+}
+
 /// Reads a scalar string attribute (fixed or variable length); nullopt when absent.
 Expected<std::optional<std::string>> stringAttribute(const Impl& impl, hid_t obj,
                                                      const char* name) {
@@ -313,14 +349,32 @@ Status checkSource(const Impl& impl, const OpenOptions& options, TensorSource& s
   return Status::ok();
 }
 
-Status checkMemory(const Impl& impl, const TensorSource& src, int64_t availableBytes) {
+/// Memory that reading and using one layer takes, from the declared shapes (docs/dump-format.md,
+/// "Memory check"): every tensor of the layer as float32 (commands hold K, V, Q and pre-RoPE K
+/// together), a second copy of K and V (their quantized reconstructions), the transposing copy
+/// of a mapped tensor in another axis order and the 16-bit staging of a half-precision read.
+/// Only the shapes count, never the bytes the file stores: a sparse file declaring 2 GiB
+/// tensors costs 2 GiB each once read.
+Status checkMemory(const Impl& impl, int64_t availableBytes) {
   if (availableBytes <= 0) return Status::ok();
-  const double elems = double(src.extent(src.headAxis)) * double(src.extent(src.tokenAxis)) *
-                       double(src.extent(src.dimAxis));
-  const double bytes = elems * 4.0 * (src.inOrder() ? 1.0 : 2.0);
-  if (bytes > double(availableBytes))
-    return Status::resourceLimit(impl.info.path + ": " + src.pathFor(0) + ": one layer needs " +
-                                 gib(bytes) + " as float32, more than the " +
+  double total = 0, staging = 0;
+  std::string parts;
+  for (size_t k = 0; k < impl.sources.size(); ++k) {
+    const auto& src = impl.sources[k];
+    if (!src) continue;
+    const double elems = double(src->extent(src->headAxis)) * double(src->extent(src->tokenAxis)) *
+                         double(src->extent(src->dimAxis));
+    const bool quantized = kKinds[k] == TensorKind::Key || kKinds[k] == TensorKind::Value;
+    const double bytes = elems * 4.0 * (quantized ? 2.0 : 1.0);
+    total += bytes;
+    staging = std::max(staging, elems * ((src->inOrder() ? 0.0 : 4.0) + (impl.info.dtype == "float16" ? 2.0 : 0.0)));
+    parts += std::string(parts.empty() ? "" : ", ") + tensorKindName(kKinds[k]) + " " + gib(bytes);
+  }
+  total += staging;
+  if (total > double(availableBytes))
+    return Status::resourceLimit(impl.info.path + ": " + impl.sources[0]->pathFor(0) + " and the rest of layer 0: one layer needs " + gib(total) + " as float32 (" + parts +
+                                 (staging > 0 ? ", read staging " + gib(staging) : std::string()) +
+                                 "; K and V twice, for their quantized copies), more than the " +
                                  gib(double(availableBytes)) + " of memory available");
   return Status::ok();
 }
@@ -440,8 +494,7 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
                     "attribute missing: not a canonical dump (read it with a mapping "
                     "file, see docs/mapping.md)");
   if (**version != 1.0)
-    return Status::unsupported(info.path + ": kvdump_version: version " +
-                               std::to_string(int64_t(**version)) +
+    return Status::unsupported(info.path + ": kvdump_version: version " + integerAttributeText(f, "kvdump_version") +
                                " is not supported (this kvscope reads version 1)");
   auto model = stringAttribute(impl, f, "model");
   if (!model) return model.status();
@@ -575,11 +628,15 @@ int axisIndex(const std::vector<std::string>& axes, const char* name) {
 }
 
 std::string substituteLayer(const std::string& pattern, int layer) {
-  std::string out = pattern;
-  const std::string token = "{layer}";
-  for (size_t pos = out.find(token); pos != std::string::npos; pos = out.find(token, pos))
-    out.replace(pos, token.size(), std::to_string(layer));
-  return out;
+  // One pass, linear in the pattern's length (replacing in place would be quadratic in it).
+  const std::string token = "{layer}", number = std::to_string(layer);
+  std::string out;
+  size_t from = 0;
+  for (size_t pos = pattern.find(token); pos != std::string::npos; pos = pattern.find(token, from)) {
+    out.append(pattern, from, pos - from).append(number);
+    from = pos + token.size();
+  }
+  return out.append(pattern, from, std::string::npos);
 }
 
 std::string normalizedPath(const std::string& p) { return p.empty() || p[0] == '/' ? p : "/" + p; }
@@ -615,15 +672,21 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
     src.dimAxis = axisIndex(tm->axes, "dim");
     const std::string pattern = normalizedPath(tm->path);
     int n = 0;
+    const std::string declared =
+        m.layers ? " (the mapping says \"layers\": " + std::to_string(*m.layers) + ")" : std::string();
     if (src.layerAxis >= 0) {
       src.paths.push_back(pattern);
-    } else if (m.layers) {
-      n = *m.layers;
-      for (int l = 0; l < n; ++l) src.paths.push_back(substituteLayer(pattern, l));
     } else {
-      while (h5::exists(f, substituteLayer(pattern, n)))
+      // Layers 0, 1, 2, … while they exist: each path is made once the one before it was found,
+      // so memory follows what the file holds, never a declared count ("layers": 100000000).
+      while ((!m.layers || n < *m.layers) && h5::exists(f, substituteLayer(pattern, n)))
         src.paths.push_back(substituteLayer(pattern, n++));
-      if (n == 0) return impl.bad(substituteLayer(pattern, 0), "missing" + suffix);
+      if (n == 0 || (m.layers && n < *m.layers))
+        return impl.bad(substituteLayer(pattern, n), "missing" + declared + suffix);
+      // "layers" must count the file's layers (docs/mapping.md), not pick the first few.
+      if (m.layers && h5::exists(f, substituteLayer(pattern, n)))
+        return impl.bad(substituteLayer(pattern, n), "exists, but the mapping says \"layers\": " +
+                                                          std::to_string(*m.layers) + "; it must count every layer" + suffix);
     }
     KVS_RETURN_IF_ERROR(checkSource(impl, options, src, n, suffix));
     if (src.dims.size() != tm->axes.size())
@@ -631,7 +694,15 @@ Status openMapped(Impl& impl, const OpenOptions& options) {
                                         shapeText(src.dims) + " but the mapping names " +
                                         std::to_string(tm->axes.size()) + " (mapping " + origin +
                                         ", key '" + std::string(tensorKindName(kind)) + ".axes')");
-    if (src.layerAxis >= 0) n = static_cast<int>(src.dims[static_cast<size_t>(src.layerAxis)]);
+    if (src.layerAxis >= 0) {
+      const hsize_t stacked = src.dims[static_cast<size_t>(src.layerAxis)];
+      if (stacked > static_cast<hsize_t>(kMaxMappingLayers))
+        return impl.bad(src.paths[0], "has " + std::to_string(stacked) + " layers on its 'layer' axis (at most " +
+                                          std::to_string(kMaxMappingLayers) + " are read)" + suffix);
+      n = static_cast<int>(stacked);
+      if (m.layers && n != *m.layers)
+        return impl.bad(src.paths[0], "has " + std::to_string(n) + " layers on its 'layer' axis" + declared + suffix);
+    }
     if (layers < 0) {
       layers = n;
       layersFrom = src.paths[0];
@@ -666,6 +737,9 @@ const DumpInfo& Dump::info() const { return impl_->info; }
 
 Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
                                                  const OpenOptions& options) {
+  // A FIFO or a device would block the open (or the reader's) forever: refused up front.
+  auto input = InputFile::open(path);
+  if (!input) return input.status();
   if (!options.isolation.executable.empty()) {
     auto reader = IsolatedReader::start(path, options);
     if (!reader) return reader.status();
@@ -674,16 +748,11 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
     impl->reader = std::move(*reader);
     return std::shared_ptr<const Dump>(new Dump(std::move(impl)));
   }
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return Status::ioError(path + ": cannot open: no such file");
-  if (fs::is_directory(path, ec)) return Status::ioError(path + ": cannot open: is a folder");
-  if (::access(path.c_str(), R_OK) != 0)
-    return Status::ioError(path + ": cannot open: " + std::strerror(errno));
   h5::Lock lock;
   if (H5Fis_hdf5(path.c_str()) <= 0) return Status::invalidData(path + ": not an HDF5 file");
   auto impl = std::make_unique<Impl>();
   impl->info.path = path;
+  impl->sizeAtOpen = input->size();
   // No file locks for reading: a read-only open needs none, and HDF5 1.10's locking fails
   // outright on file systems without flock (some NFS mounts).
   h5::Id fapl = h5::plistId(H5Pcreate(H5P_FILE_ACCESS));
@@ -694,19 +763,34 @@ Expected<std::shared_ptr<const Dump>> Dump::open(const std::string& path,
   if (!st) return st;
   DumpInfo& info = impl->info;
   if (info.softmaxScale <= 0) info.softmaxScale = 1.0 / std::sqrt(double(info.headDim));
-  const int64_t available = memAvailableBytes();
-  for (const auto& src : impl->sources)
-    if (src) KVS_RETURN_IF_ERROR(checkMemory(*impl, *src, available));
+  KVS_RETURN_IF_ERROR(checkMemory(*impl, availableMemoryBytes()));
   return std::shared_ptr<const Dump>(new Dump(std::move(impl)));
 }
 
 namespace {
+
+/// Refuses data read after the file shrank: HDF5's sec2 driver fills a read past the end of the
+/// file with zeros (H5FD__sec2_read, "end of file but not end of format address space"), so a
+/// dump truncated while it is read would give layers of zeros, which quantize perfectly. Called
+/// after every read: a truncation before or during the read is seen.
+Status checkNotShrunk(const Impl& impl, const std::string& what) {
+  void* handle = nullptr;
+  if (impl.sizeAtOpen < 0 || H5Fget_vfd_handle(impl.file.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr)
+    return Status::ok();
+  struct stat st {};
+  if (::fstat(*static_cast<int*>(handle), &st) != 0 || st.st_size >= impl.sizeAtOpen) return Status::ok();
+  return Status::ioError(impl.info.path + ": " + what + ": the file shrank from " + std::to_string(impl.sizeAtOpen) +
+                         " to " + std::to_string(st.st_size) +
+                         " bytes while it was open (truncated or rewritten by another program); data past its "
+                         "new end would read as zeros, so nothing read from it is used");
+}
 
 /// Reads the hyperslab of one layer and sequence of `src`, heads [firstHead, firstHead + heads)
 /// (heads < 0: all of them), into `dest` ([head, token, dim] order, room for every element).
 Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int sequence,
                     float* dest, int64_t firstHead = 0, int64_t heads = -1) {
   const std::string& path = src.pathFor(layer);
+  KVS_RETURN_IF_ERROR(checkNotShrunk(impl, path));  // its object header may be past the new end
   h5::Id ds = h5::datasetId(H5Dopen2(impl.file.get(), path.c_str(), H5P_DEFAULT));
   if (!ds)
     return Status::ioError(impl.info.path + ": " + path + ": cannot open: " + h5::lastErrorText());
@@ -765,6 +849,7 @@ Status readSlabInto(const Impl& impl, const TensorSource& src, int layer, int se
   if (rc < 0)
     return Status::ioError(impl.info.path + ": " + path + ": cannot read layer " +
                            std::to_string(layer) + ": " + h5::lastErrorText());
+  KVS_RETURN_IF_ERROR(checkNotShrunk(impl, path));
   if (!src.inOrder()) {
     // Strides of the three kept axes in the order they appear in the file.
     std::array<std::pair<int, int64_t>, 3> order = {
@@ -1018,6 +1103,7 @@ Expected<std::vector<int64_t>> Dump::tokens(int sequence) const {
   std::vector<int64_t> out(static_cast<size_t>(n));
   if (H5Dread(ds.get(), H5T_NATIVE_INT64, mem.get(), space.get(), H5P_DEFAULT, out.data()) < 0)
     return Status::ioError(info.path + ": /tokens: cannot read: " + h5::lastErrorText());
+  KVS_RETURN_IF_ERROR(checkNotShrunk(*impl_, "/tokens"));
   return out;
 }
 
@@ -1061,6 +1147,7 @@ Expected<std::vector<std::string>> Dump::tokenText(int sequence) const {
       out[i].assign(s, strnlen(s, width));
     }
   }
+  KVS_RETURN_IF_ERROR(checkNotShrunk(*impl_, "/token_text"));
   return out;
 }
 
@@ -1086,6 +1173,7 @@ Expected<std::vector<float>> Dump::logits(int sequence) const {
   std::vector<float> out(static_cast<size_t>(n));
   if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, out.data()) < 0)
     return Status::ioError(info.path + ": /logits: cannot read: " + h5::lastErrorText());
+  KVS_RETURN_IF_ERROR(checkNotShrunk(*impl_, "/logits"));
   return out;
 }
 

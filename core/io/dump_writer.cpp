@@ -130,6 +130,7 @@ struct DumpWriter::Impl {
     h5::Lock lock;
     closeAll();
     if (!finished && !tmp.empty()) ::unlink(tmp.c_str());
+    if (!tmp.empty()) forgetTemporaryFile(tmp);
   }
 
   Status writeStringAttribute(const char* name, const std::string& value) {
@@ -199,6 +200,9 @@ struct DumpWriter::Impl {
     datasets.resize(static_cast<size_t>(o.layers));
     written.resize(static_cast<size_t>(o.layers));
     for (int l = 0; l < o.layers; ++l) {
+      // 100 000 layers take a while to create: the caller may stop it (and sees it move). Not
+      // at layer 0: a small file's writes ask once per block only.
+      if (l > 0 && l % 256 == 0 && !report(o.cancel, 0.0, "creating layer " + std::to_string(l))) return Status::cancelled();
       const std::string g = "/layers/" + std::to_string(l);
       h5::Id group =
           h5::groupId(H5Gcreate2(file.get(), g.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT));
@@ -206,9 +210,10 @@ struct DumpWriter::Impl {
       for (TensorKind kind :
            {TensorKind::Key, TensorKind::Value, TensorKind::Query, TensorKind::KeyPreRope}) {
         if (!hasKind(kind)) continue;
+        // Created and closed: write() opens a dataset while it is written (an open dataset
+        // costs HDF5 tens of KiB, 4 GiB for 100 000 layers kept open).
         auto ds = createDataset(g + "/" + tensorKindName(kind), elemType.get(), shapeOf(kind));
         if (!ds) return ds.status();
-        datasets[static_cast<size_t>(l)][static_cast<size_t>(kind)] = std::move(*ds);
         written[static_cast<size_t>(l)][static_cast<size_t>(kind)].assign(
             static_cast<size_t>(o.sequences), false);
       }
@@ -315,7 +320,11 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
   const int64_t blocks = h * ((n + rowsPerBlock - 1) / rowsPerBlock);
   std::vector<uint16_t> bits;
   h5::Lock lock;
-  const h5::Id& ds = im.datasets[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
+  h5::Id& ds = im.datasets[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
+  if (!ds) {
+    ds = h5::datasetId(H5Dopen2(im.file.get(), what.c_str(), H5P_DEFAULT));
+    if (!ds) return im.ioFail(what, "cannot open");
+  }
   h5::Id fileSpace = h5::spaceId(H5Dget_space(ds.get()));
   h5::Id memType = half ? h5::halfType(H5Tget_order(H5T_NATIVE_UINT16))
                         : h5::typeId(H5Tcopy(H5T_NATIVE_FLOAT));
@@ -345,8 +354,9 @@ Status DumpWriter::write(int layer, TensorKind kind, const Tensor3& t, int seque
                    buffer) < 0)
         return im.ioFail(what, "cannot write", h5::lastErrorText());
     }
-  im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)][static_cast<size_t>(sequence)] =
-      true;
+  auto& done = im.written[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
+  done[static_cast<size_t>(sequence)] = true;
+  if (std::all_of(done.begin(), done.end(), [](bool b) { return b; })) ds.reset();  // all written: closed
   return Status::ok();
 }
 

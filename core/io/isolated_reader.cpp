@@ -501,6 +501,9 @@ Status IsolatedReader::spawnAndOpen() {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, childSocket, kSocketFd);
   posix_spawn_file_actions_adddup2(&actions, childMemory, kMemoryFd);
+  // The reader reads no standard input; a terminal there means someone typed the internal
+  // argument by hand, which kvscope-cli refuses (app/cli/main.cpp, startedAsReader).
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/util/atomic_file.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 
@@ -46,6 +47,9 @@ std::string joinAxes(const std::vector<std::string>& axes) {
 
 Status validateTensor(const TensorMapping& t, const std::string& origin, const std::string& name) {
   if (t.path.empty()) return bad(origin, name + ".path", "empty; expected a dataset path");
+  // HDF5 takes paths as C strings: everything after a NUL would be silently dropped.
+  if (t.path.find('\0') != std::string::npos)
+    return bad(origin, name + ".path", "contains a NUL character (\\u0000); a dataset path cannot");
   const std::string axesKey = name + ".axes";
   std::set<std::string> seen;
   for (const auto& a : t.axes) {
@@ -105,7 +109,8 @@ Status validateMapping(const Mapping& m, const std::string& origin) {
   KVS_RETURN_IF_ERROR(validateTensor(m.value, origin, "value"));
   if (m.query) KVS_RETURN_IF_ERROR(validateTensor(*m.query, origin, "query"));
   if (m.keyPreRope) KVS_RETURN_IF_ERROR(validateTensor(*m.keyPreRope, origin, "key_pre_rope"));
-  if (m.layers && *m.layers <= 0) return bad(origin, "layers", "must be a positive integer");
+  if (m.layers && (*m.layers <= 0 || *m.layers > kMaxMappingLayers))
+    return bad(origin, "layers", "must be an integer from 1 to " + std::to_string(kMaxMappingLayers));
   if (m.ropeStyle && *m.ropeStyle != "half" && *m.ropeStyle != "interleaved")
     return bad(origin, "rope_style", "'" + *m.ropeStyle + "'; expected 'half' or 'interleaved'");
   if (m.ropeTheta && !(*m.ropeTheta > 0))
@@ -115,13 +120,10 @@ Status validateMapping(const Mapping& m, const std::string& origin) {
   return Status::ok();
 }
 
-Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(jsonText);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
-    return Status::invalidArgument(origin + ": not valid JSON: " + e.what());
-  }
+Expected<Mapping> parseMapping(const std::string& text, const std::string& origin) {
+  auto parsed = parseJsonText(text, origin);
+  if (!parsed) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object())
     return Status::invalidArgument(origin + ": expected a JSON object at the top level");
   for (auto it = j.begin(); it != j.end(); ++it)
@@ -151,8 +153,14 @@ Expected<Mapping> parseMapping(const std::string& jsonText, const std::string& o
     m.keyPreRope = *k;
   }
   if (j.contains("layers")) {
-    if (!j["layers"].is_number_integer()) return bad(origin, "layers", "expected an integer");
-    m.layers = j["layers"].get<int>();
+    const json& l = j["layers"];
+    if (!l.is_number_integer()) return bad(origin, "layers", "expected an integer");
+    // Compared as the JSON integer it is: get<int>() would wrap 99999999999 into another count.
+    const bool inRange = l.is_number_unsigned() ? l.get<uint64_t>() >= 1 && l.get<uint64_t>() <= kMaxMappingLayers
+                                                : l.get<int64_t>() >= 1 && l.get<int64_t>() <= kMaxMappingLayers;
+    if (!inRange)
+      return bad(origin, "layers", l.dump() + " is out of range (allowed: 1 to " + std::to_string(kMaxMappingLayers) + ")");
+    m.layers = static_cast<int>(l.get<int64_t>());
   }
   if (j.contains("model")) {
     if (!j["model"].is_string()) return bad(origin, "model", "expected a string");
@@ -193,7 +201,7 @@ std::string mappingToJson(const Mapping& m) {
   if (m.ropeTheta) j["rope_theta"] = *m.ropeTheta;
   if (m.ropeStyle) j["rope_style"] = *m.ropeStyle;
   if (m.softmaxScale) j["softmax_scale"] = *m.softmaxScale;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 }  // namespace kvscope

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <initializer_list>
 
+#include "core/util/input_file.h"
+
 namespace kvscope {
 namespace {
 
@@ -201,6 +203,7 @@ Expected<std::vector<std::string>> loadTokenizer(const std::string& path, int vo
     return Status::invalidData(path + ": not a llama2.c tokenizer for a vocabulary of " +
                                std::to_string(vocabSize) + " tokens: " + what);
   };
+  KVS_RETURN_IF_ERROR(checkRegularFile(path));  // a FIFO would block the open below forever
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::ioError(path + ": cannot open: " + errnoText());
   int32_t maxLen = 0;

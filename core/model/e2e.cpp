@@ -14,6 +14,7 @@
 #include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/util/atomic_file.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 namespace {
@@ -107,11 +108,23 @@ Expected<E2eBaseline> e2eBaseline(const std::shared_ptr<const Checkpoint>& model
       b.warnings.push_back("the dump's /logits have " + std::to_string(recording.logits.size()) +
                            " values, the replay " + std::to_string(b.logits.size()) + ": not compared");
     } else {
+      // std::max(worst, NaN) keeps `worst`: all-NaN /logits would compare as a difference of 0.
       double worst = 0;
-      for (size_t i = 0; i < b.logits.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(b.logits[i]) - recording.logits[i]));
+      int64_t nonFinite = 0;
+      for (size_t i = 0; i < b.logits.size(); ++i) {
+        const double diff = std::abs(static_cast<double>(b.logits[i]) - recording.logits[i]);
+        if (!std::isfinite(diff)) ++nonFinite;
+        else worst = std::max(worst, diff);
+      }
+      if (nonFinite > 0) {
+        worst = std::numeric_limits<double>::quiet_NaN();
+        b.warnings.push_back("the dump's /logits hold " + std::to_string(nonFinite) + " of " +
+                             std::to_string(b.logits.size()) +
+                             " values that are NaN or infinite (or the replay does there): not compared, so "
+                             "nothing says the dump came from this model");
+      }
       b.dumpLogitsMaxAbsDiff = worst;
-      if (!(worst <= 1e-3)) {
+      if (nonFinite == 0 && !(worst <= 1e-3)) {
         std::ostringstream os;
         os << "the dump's /logits differ from this model's exact replay by up to " << worst
            << " (> 1e-3): the dump probably came from another model";
@@ -368,7 +381,7 @@ std::string e2eToJson(const E2eResult& r) {
            {"layers", layers}};
   if (!r.preset.empty()) out["preset"] = r.preset;
   if (!r.engine.empty()) out["engine"] = r.engine;
-  return out.dump(2) + "\n";
+  return jsonText(out);
 }
 
 Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvShape& shape) {

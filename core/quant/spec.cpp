@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -387,9 +388,15 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
         return bad("'" + key + "=' does not apply to " + formatName + " (allowed with " + where + ")");
       }
       double v = 0;
-      if (!parseDouble(value, v) || !(v > 0) || v > 1e30) {
-        return bad("'" + key + "=" + std::string(value) + "' is not a positive number (allowed: " + key +
-                   (key == "div" ? "=N with N > 0, e.g. div=200)" : "=S with S > 0, e.g. " + key + "=1e-6)"));
+      const bool number = parseDouble(value, v);
+      if (!number || !(v > 0) || v > 1e30) {
+        // 1e30 bounds the scale arithmetic (a larger divisor or scale underflows every code to zero).
+        const std::string problem = !number   ? "is not a number"
+                                    : v > 1e30 ? "is larger than 1e30"
+                                               : "is not a positive number";
+        return bad("'" + key + "=" + std::string(value) + "' " + problem + " (allowed: " + key +
+                   (key == "div" ? "=N with 0 < N ≤ 1e30, e.g. div=200)"
+                                 : "=S with 0 < S ≤ 1e30, e.g. " + key + "=1e-6)"));
       }
       (key == "div" ? spec.divisor : key == "minscale" ? spec.minScale : spec.globalScale) = v;
     } else if (key == "codes") {
@@ -511,7 +518,28 @@ Rotation effectiveRotation(const QuantSpec& spec, int64_t headDim) {
 
 Status checkRotation(const QuantSpec& spec, int64_t headDim) {
   const std::string d = std::to_string(headDim);
+  if (effectiveRotation(spec, headDim) == Rotation::Random && headDim > kMaxRandomRotationDim) {
+    // Refused before anything is allocated: the matrix is D² doubles and its QR O(D³) work
+    // (D = 20000: 3 GiB and hours; D = 100000: 75 GiB).
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.3g", double(headDim) * double(headDim) * 8.0 / double(1 << 30));
+    return Status::invalidArgument(std::string(isVectorFormat(spec) && spec.rotation == Rotation::None
+                                                   ? "tq formats rotate by rot=random when D is not a power of two; "
+                                                   : "") +
+                                   "rot=random at D = " + d + " would draw a " + d + "×" + d + " orthogonal matrix (" +
+                                   gib + " GiB in float64, O(D³) work); kvscope draws random rotations up to D = " +
+                                   std::to_string(kMaxRandomRotationDim) +
+                                   " (allowed: rot=hadamard:N with N a power of two dividing D, or no rotation)");
+  }
   if (isVectorFormat(spec)) {
+    if (spec.format == FormatId::Tqp && headDim > kMaxRandomRotationDim) {
+      // The QJL projection is a seeded Gaussian D×D matrix (and its transpose) in float.
+      char gib[32];
+      std::snprintf(gib, sizeof gib, "%.3g", double(headDim) * double(headDim) * 8.0 / double(1 << 30));
+      return Status::invalidArgument("tqp's QJL projection at D = " + d + " is a " + d + "×" + d + " matrix (" + gib +
+                                     " GiB with its transpose); kvscope builds it up to D = " +
+                                     std::to_string(kMaxRandomRotationDim) + " (allowed: tq formats without the QJL bit)");
+    }
     if (formatInfo(spec.format).hadamardOnly && !isPowerOfTwo(headDim)) {
       return Status::invalidArgument("D = " + d + " is not a power of two: LMDeploy's TurboQuant refuses it "
                                      "(\"TurboQuant K requires power-of-2 raw dim, got " + d + "\")");

@@ -85,8 +85,13 @@ Expected<QuantSpec> parseSpec(std::string_view text);
 /// Checks the rules that depend on the tensor (prerope on values or without key_pre_rope,
 /// rot=hadamard with D not a power of two, block formats whose row KVH*D does not divide).
 Status validateSpec(const QuantSpec& spec, const SpecContext& context);
+/// The largest head dim rot=random is drawn for (also the tq formats' rotation when D is not a
+/// power of two): the matrix costs 8·D² bytes and its QR about (8/3)·D³ flops, 32 MiB and a few
+/// seconds at 2048.
+inline constexpr int64_t kMaxRandomRotationDim = 2048;
 /// Checks a spec's rotation against head dim D: rot=hadamard and rot=rht need D a power of two,
-/// rot=hadamard:N needs N to divide D. The message says what is allowed.
+/// rot=hadamard:N needs N to divide D, rot=random D ≤ kMaxRandomRotationDim. The message says
+/// what is allowed.
 Status checkRotation(const QuantSpec& spec, int64_t headDim);
 /// The canonical spec string: the format first, then every option that differs from the
 /// format's default, in the order of §1 (see docs/spec-strings.md).

@@ -2,6 +2,7 @@
 #include "core/report/comparison.h"
 
 #include "core/report/report_format.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 
@@ -86,7 +87,7 @@ Json comparisonJson(const EvalReport& a, const EvalReport& b) {
 }
 
 std::string toComparisonJson(const EvalReport& a, const EvalReport& b) {
-  return comparisonJson(a, b).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return jsonText(comparisonJson(a, b));
 }
 
 }  // namespace kvscope

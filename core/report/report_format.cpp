@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The §8 JSON report, the CSV table and the terminal summary of an EvalReport.
 #include "core/report/report_format.h"
+#include "core/util/json_text.h"
 
 #include <charconv>
 #include <cmath>
@@ -149,7 +150,7 @@ Json reportJson(const EvalReport& r) {
 
 std::string toJson(const EvalReport& report) {
   // Shortest round-trip doubles; invalid UTF-8 in a model name is replaced, never thrown on.
-  return reportJson(report).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return jsonText(reportJson(report));
 }
 
 std::string toCsv(const EvalReport& r) {

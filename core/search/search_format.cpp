@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/report/report_format.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 namespace {
@@ -172,7 +173,7 @@ nlohmann::ordered_json searchJson(const SearchResult& r) {
   return j;
 }
 
-std::string searchToJson(const SearchResult& result) { return searchJson(result).dump(2) + "\n"; }
+std::string searchToJson(const SearchResult& result) { return jsonText(searchJson(result)); }
 
 std::string searchToText(const SearchResult& r) {
   std::ostringstream out;

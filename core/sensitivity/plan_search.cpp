@@ -15,6 +15,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/llamacpp.h"
 #include "core/report/report_format.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 
@@ -1014,7 +1015,7 @@ std::string planSearchToJson(const PlanSearchResult& r) {
   j["engine_flags"] = flags;
   j["joint"] = r.joint ? reportJson(*r.joint) : nlohmann::ordered_json(nullptr);
   j["notes"] = r.notes;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 std::string planSearchToText(const PlanSearchResult& r) {

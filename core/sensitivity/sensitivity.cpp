@@ -14,6 +14,7 @@
 #include "core/metrics/dump_layer.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
+#include "core/util/json_text.h"
 
 namespace kvscope {
 namespace {
@@ -285,7 +286,7 @@ std::string sensitivityToJson(const SensitivityMap& map) {
     j[name] = s;
   }
   j["notes"] = map.notes;
-  return j.dump(2) + "\n";
+  return jsonText(j);
 }
 
 std::string sensitivityToCsv(const SensitivityMap& map) {

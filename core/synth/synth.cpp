@@ -420,6 +420,9 @@ void oneHotQuery(const SynthOptions& o, const HeadModel& m, int layer, int seque
   rope(q, d, cosv, sinv, o.ropeStyle);
 }
 
+/// Elements of a tensor below which a layer is generated on one thread.
+constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+
 SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCancel& cancel) {
   const int kvh = o.kvHeads, t = o.tokens, d = o.headDim, h = o.heads, tq = o.queries;
   const int group = h / kvh;
@@ -433,8 +436,11 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
 
   SynthLayer out{Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3(kvh, t, d), Tensor3()};
   const std::vector<double> freq = ropeFrequencies(d, o.ropeTheta);
-  // Tokens in parallel, heads inside, so each token's RoPE angles are computed once.
-#pragma omp parallel for schedule(static)
+  // Tokens in parallel, heads inside, so each token's RoPE angles are computed once. A small
+  // layer runs on one thread: starting the team costs more than its work, and on a busy machine
+  // a barrier can cost a scheduler tick (synth --layers 100000 of tiny layers, issue 33).
+  const bool parallel = int64_t(t) * kvh * d >= kMinParallelElements;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int j = 0; j < t; ++j) {
     cancel.poll(j);
     if (cancel.stopped()) continue;
@@ -482,7 +488,7 @@ SynthLayer generateLayer(const SynthOptions& o, int layer, int sequence, LayerCa
   if (tq > 0 && !cancel.stopped()) {
     out.query = Tensor3(h, tq, d);
     const double logT = std::log(double(t));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (int64_t(h) * tq * d >= kMinParallelElements)
     for (int64_t row = 0; row < int64_t(h) * tq; ++row) {
       const int qh = int(row / tq), i = int(row % tq);
       const int g = qh / group;

@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
+#include <set>
+
+#include "core/util/input_file.h"
 
 namespace kvscope {
 namespace fs = std::filesystem;
@@ -39,7 +43,31 @@ Status writeAll(int fd, std::string_view content, const std::string& shownPath) 
   return Status::ok();
 }
 
+/// The temporary files in flight. Never destroyed: a thread ending the process may still use it
+/// while static destructors run.
+struct InFlight {
+  std::mutex mutex;
+  std::set<std::string> paths;
+};
+InFlight& inFlight() {
+  static InFlight* registry = new InFlight;
+  return *registry;
+}
+
 }  // namespace
+
+void forgetTemporaryFile(const std::string& path) {
+  InFlight& r = inFlight();
+  std::lock_guard lock(r.mutex);
+  r.paths.erase(path);
+}
+
+void removeTemporaryFiles() {
+  InFlight& r = inFlight();
+  std::lock_guard lock(r.mutex);
+  for (const std::string& p : r.paths) ::unlink(p.c_str());
+  r.paths.clear();
+}
 
 std::string temporaryPathFor(const std::string& path) {
   fs::path p(path);
@@ -48,7 +76,11 @@ std::string temporaryPathFor(const std::string& path) {
   std::string name(1, '.');
   name += p.filename().string();
   name += ".kvscope-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  return (p.parent_path() / name).string();
+  std::string tmp = (p.parent_path() / name).string();
+  InFlight& r = inFlight();
+  std::lock_guard lock(r.mutex);
+  r.paths.insert(tmp);
+  return tmp;
 }
 
 Status writeViaTemporary(const std::string& path,
@@ -75,6 +107,7 @@ Status writeViaTemporary(const std::string& path,
   if (st.isOk() && ::rename(tmp.c_str(), path.c_str()) != 0)
     st = Status::ioError(path + ": cannot rename temporary file into place: " + errnoText(errno));
   if (!st.isOk()) ::unlink(tmp.c_str());
+  forgetTemporaryFile(tmp);
   return st;
 }
 
@@ -92,22 +125,25 @@ Status writeFileAtomic(const std::string& path, std::string_view content) {
 }
 
 Expected<std::string> readTextFile(const std::string& path, size_t maxBytes) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status::ioError(path + ": cannot open: " + errnoText(errno));
+  auto file = InputFile::open(path);  // a FIFO or a device would block or never end
+  if (!file) return file.status();
+  auto tooLarge = [&] {
+    return Status::resourceLimit(path + ": larger than " + std::to_string(maxBytes) +
+                                 " bytes; not a text file kvscope reads");
+  };
+  if (static_cast<uint64_t>(file->size()) > maxBytes) return tooLarge();
   std::string out;
   char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    out.append(buf, n);
-    if (out.size() > maxBytes) {
-      std::fclose(f);
-      return Status::resourceLimit(path + ": larger than " + std::to_string(maxBytes) +
-                                   " bytes; not a text file kvscope reads");
+  for (;;) {
+    const ssize_t n = ::read(file->fd(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::ioError(path + ": cannot read: " + errnoText(errno));
     }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > maxBytes) return tooLarge();
   }
-  bool err = std::ferror(f) != 0;
-  std::fclose(f);
-  if (err) return Status::ioError(path + ": read error");
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "app/cli/layer_list.h"
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
@@ -207,6 +208,70 @@ inline std::string fuzzEngine(const uint8_t* data, size_t size) {
       if (!st.isOk()) return "engine gave '" + spec + "', invalid for its shape: " + st.message();
     }
   }
+  return "";
+}
+
+
+/// Parses the bytes as a --layers list against 1, 7 and 100 layers: refusals name --layers and
+/// say what is allowed; an accepted list is a non-empty set (strictly increasing, every layer
+/// below the count) and, written back as "a,b,c", parses to itself. The text is never expanded
+/// beyond the layer count ("0-999999999" against 7 layers is refused, not walked).
+inline std::string fuzzLayerList(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  for (int layers : {1, 7, 100}) {
+    auto list = cli::parseLayerList(text, layers);
+    if (!list) {
+      if (auto bad = checkFailure(list.status(), "parseLayerList", "--layers"); !bad.empty()) return bad;
+      if (list.status().message().find("allowed:") == std::string::npos) return "refusal without what is allowed";
+      continue;
+    }
+    if (list->empty()) return "accepted an empty layer list";
+    std::string back;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const int l = (*list)[i];
+      if (l < 0 || l >= layers) return "layer " + std::to_string(l) + " outside 0.." + std::to_string(layers - 1);
+      if (i > 0 && (*list)[i - 1] >= l) return "not strictly increasing";
+      if (i > 0) back.push_back(',');
+      back += std::to_string(l);
+    }
+    auto again = cli::parseLayerList(back, layers);
+    if (!again || *again != *list) return back + ": does not parse to the same layers";
+  }
+  return "";
+}
+
+/// The engine-string splitter (splitEngineString): refusals explain themselves (empty strings,
+/// unclosed quotes, no engine name); an accepted string has an engine name and environment
+/// words NAME=VALUE before it, and its words, quoted back one by one (single quotes; a quote
+/// character inside as "'"), split to the same EngineArgs.
+inline std::string fuzzEngineWords(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto args = splitEngineString(text);
+  if (!args) return checkFailure(args.status(), "splitEngineString", "engine string");
+  if (args->name.empty() && args->words.empty() && args->env.empty()) return "accepted with nothing in it";
+  auto quoteWord = [](const std::string& w) {
+    std::string out(1, '\'');  // appended piecewise: GCC 12's -Wrestrict misreads "'" + std::string
+    for (char c : w) {
+      if (c == '\'') out.append("'\"'\"'");
+      else out.push_back(c);
+    }
+    out.push_back('\'');
+    return out;
+  };
+  std::string back;
+  for (const auto& [name, value] : args->env) {
+    back += quoteWord(name + "=" + value);
+    back.push_back(' ');
+  }
+  back += quoteWord(args->name);
+  for (const std::string& w : args->words) {
+    back.push_back(' ');
+    back += quoteWord(w);
+  }
+  auto again = splitEngineString(back);
+  if (!again) return "the words quoted back do not split: " + again.status().message();
+  if (again->env != args->env || again->name != args->name || again->words != args->words)
+    return "the words quoted back split differently: " + back;
   return "";
 }
 

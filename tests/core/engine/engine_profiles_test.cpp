@@ -333,6 +333,21 @@ TEST(Transformers, QuantoGroupsOf64ChannelsRoundToEven) {
   EXPECT_EQ(resolved("transformers").key, "none");
 }
 
+// Issue 33: residual_length=999999999 was accepted without a word; transformers accepts it too,
+// and then quantizes only the prompt (cache_utils.py QuantizedLayer.update: the residual is
+// re-quantized only when it reaches residual_length). Said in a note; a number beyond a long is
+// refused rather than clamped.
+TEST(Transformers, AResidualLongerThanAnyContextIsSaid) {
+  const Specs s = resolved("transformers cache_implementation=quantized residual_length=999999999");
+  EXPECT_TRUE(hasNote(s, "residual_length=999999999 is longer than any context (2^20 tokens): a generation with "
+                         "this cache keeps every decode-time token in full precision and quantizes only the prompt"));
+  EXPECT_FALSE(hasNote(resolved("transformers cache_implementation=quantized residual_length=128"),
+                       "longer than any context"));
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized residual_length=99999999999999999999")
+                .find("residual_length takes a whole number"),
+            std::string::npos);
+}
+
 TEST(Transformers, RefusalsUseQuantosMessages) {
   EXPECT_NE(errorOf("transformers cache_implementation=quantized nbits=3")
                 .find("\"`nbits` for `quanto` backend has to be one of [`2`, `4`] but got 3\""),

@@ -171,5 +171,22 @@ TEST(Llamacpp, WithoutAShapeTheFlagsAreCheckedAndTheRuleIsNoted) {
   EXPECT_FALSE(resolveEngine("llama.cpp -ctk q3_K", {}).hasValue());
 }
 
+
+// Issue 33: "llama.cpp -ctk=q4_0" was ignored ("ignored -ctk=q4_0"), so every figure was fp16.
+// It is read as -ctk q4_0, with a note: llama.cpp's common/arg.cpp (common_params_parse_ex)
+// looks argv[i] up whole in its option table and refuses it ("error: invalid argument").
+TEST(Llamacpp, TheEqualsSpellingOfShortFlagsIsReadAndNoted) {
+  auto r = resolveEngine("llama.cpp -ctk=q4_0 -ctv=q8_0 -fa=on", kD128);
+  ASSERT_TRUE(r.hasValue()) << r.status().message();
+  EXPECT_EQ(r->key, "q4_0,rot=hadamard:128");
+  EXPECT_EQ(r->value, "q8_0,rot=hadamard:64");
+  EXPECT_TRUE(hasNote(*r, "-ctk=q4_0: read as -ctk q4_0; llama.cpp itself refuses the '=' spelling"));
+  EXPECT_TRUE(hasNote(*r, "-ctv=q8_0: read as -ctv q8_0"));
+  EXPECT_NE(errorOf("llama.cpp -ctk=q3_K").find("-ctk q3_K is not a KV cache type"), std::string::npos);
+  EXPECT_NE(errorOf("llama.cpp -fa=off -ctv=q4_0").find("flash attention off"), std::string::npos);
+  // Another flag's value after '=' is its own: "-c=4096 q4_0" does not take q4_0 as -c's value.
+  EXPECT_NE(errorOf("llama.cpp -c=4096 q4_0").find("'q4_0' is not a flag"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -490,5 +490,47 @@ TEST_F(DumpValidation, TruncatedFilesAreRefusedOrFailOnReadWithoutCrashing) {
   }
 }
 
+
+// Issue 33: kvdump_version 2^63 − 1 was printed negative (a double cast back to int64).
+TEST_F(DumpValidation, AHugeVersionIsPrintedAsStored) {
+  expectRefused(
+      [](H5Builder& b) {
+        b.intAttr("kvdump_version", INT64_MAX);
+        addLayer(b, 0);
+      },
+      StatusCode::Unsupported, {"kvdump_version: version 9223372036854775807 is not supported"});
+}
+
+// Issue 33: a dump truncated while eval ran read its missing layers as zeros (HDF5's sec2
+// driver fills a read past the end of the file with zeros), which quantize perfectly: eval
+// reported them as undamaged. Every read after the file shrank is refused.
+TEST_F(DumpValidation, AFileThatShrinksWhileOpenIsRefusedNotReadAsZeros) {
+  {
+    H5Builder b(path_);
+    b.intAttr("kvdump_version", 1);
+    std::vector<double> v(2 * 64 * 64);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0 + double(i % 7);
+    for (int l = 0; l < 4; ++l) {
+      const std::string g = "/layers/" + std::to_string(l);
+      b.floats(g + "/key", {2, 64, 64}, v);
+      b.floats(g + "/value", {2, 64, 64}, v);
+    }
+  }
+  auto dump = Dump::open(path_);
+  ASSERT_TRUE(dump) << dump.status().message();
+  ASSERT_TRUE((*dump)->read(0, TensorKind::Key));
+  const auto size = std::filesystem::file_size(path_);
+  std::filesystem::resize_file(path_, size / 2);  // layers 2 and 3 are now past the end
+  for (int layer : {3, 0}) {
+    auto t = (*dump)->read(layer, TensorKind::Value);
+    ASSERT_FALSE(t) << "layer " << layer << " read from a truncated file";
+    EXPECT_EQ(t.status().code(), StatusCode::IoError);
+    EXPECT_NE(t.status().message().find("the file shrank from " + std::to_string(size) + " to " +
+                                        std::to_string(size / 2) + " bytes while it was open"),
+              std::string::npos)
+        << t.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -88,7 +88,9 @@ TEST_P(MappingErrors, NameTheFileAndTheKey) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, MappingErrors,
     ::testing::Values(
-        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"},)", "not valid JSON"},
+        // Issue 33: where and what, not the JSON library's "[json.exception.parse_error.101]".
+        BadMapping{R"({"key": {"path": "/k", "axes": "layer,head,token,dim"},)",
+                   "line 1, column 56: unexpected end of input; expected a name in double quotes"},
         BadMapping{R"([1, 2])", "object"},
         BadMapping{R"({"value": {"path": "/v", "axes": "layer,head,token,dim"}})", "key"},
         BadMapping{
@@ -326,6 +328,104 @@ TEST(MappedDump, LayerCountsMustAgree) {
   auto dump = Dump::open(path, options);
   ASSERT_FALSE(dump);
   EXPECT_NE(dump.status().message().find("layers"), std::string::npos) << dump.status().message();
+}
+
+
+// Issue 33: "layers": 99999999999 was read with get<int>() and wrapped into another count, later
+// blamed on libhdf5; 0 and negatives, and anything above kMaxMappingLayers, are refused by name.
+TEST(MappingParse, LayersOutOfRangeIsRefusedNotWrapped) {
+  for (const std::string value : {"99999999999", "18446744073709551615", "0", "-3", "1000001"}) {
+    auto m = parseMapping(R"({"key": {"path": "/k/{layer}", "axes": "head,token,dim"},
+                              "value": {"path": "/v/{layer}", "axes": "head,token,dim"}, "layers": )" +
+                              value + "}",
+                          "map.json");
+    ASSERT_FALSE(m) << value;
+    EXPECT_EQ(m.status().message(), "map.json: layers: " + value + " is out of range (allowed: 1 to 1000000)");
+  }
+  EXPECT_TRUE(parseMapping(R"({"key": {"path": "/k/{layer}", "axes": "head,token,dim"},
+                               "value": {"path": "/v/{layer}", "axes": "head,token,dim"}, "layers": 1000000})",
+                           "map.json"));
+}
+
+// Issue 33: a NUL in a dataset path was accepted; HDF5 would have read the path up to the NUL.
+TEST(MappingParse, ANulCharacterInAPathIsRefused) {
+  auto m = parseMapping(R"({"key": {"path": "/k/{layer}\u0000/x", "axes": "head,token,dim"},
+                            "value": {"path": "/v/{layer}", "axes": "head,token,dim"}})",
+                        "map.json");
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.status().message().rfind("map.json: key.path: contains a NUL character", 0), 0u) << m.status().message();
+}
+
+// Issue 33: a syntax error showed "[json.exception.parse_error.101] parse error at line 1, …".
+TEST(MappingParse, SyntaxErrorsSayLineColumnAndWhatWasExpected) {
+  auto m = parseMapping("{\n  \"key\": {\"path\": \"/k\"},\n  \"value\" {}\n}", "map.json");
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.status().message().rfind("map.json: line 3, column 11: unexpected '{'; expected ':'", 0), 0u)
+      << m.status().message();
+  EXPECT_EQ(m.status().message().find("json.exception"), std::string::npos);
+}
+
+// Issue 33: `layers` must count the file's layers (docs/mapping.md): a stacked dataset with
+// another count, or per-layer datasets beyond it, were accepted (the extra layers silently
+// dropped); "layers": 100000000 made 10^8 paths (8.9 GB) before the first missing one.
+TEST(MappedDump, DeclaredLayersMustMatchTheFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("m.h5");
+  {
+    test::H5Builder b(path);
+    b.floats("/k", {kL, kH, kT, kD}, std::vector<double>(kL * kH * kT * kD, 0.0));
+    for (int l = 0; l < kL; ++l)
+      b.floats("/v" + std::to_string(l), {kH, kT, kD}, std::vector<double>(kH * kT * kD, 0.0));
+  }
+  auto open = [&](const TensorMapping& key, int layers) {
+    Mapping m;
+    m.key = key;
+    m.value = {"/v{layer}", {"head", "token", "dim"}};
+    m.layers = layers;
+    m.origin = "map.json";
+    OpenOptions options;
+    options.mapping = m;
+    return Dump::open(path, options);
+  };
+  const TensorMapping stacked{"/k", {"layer", "head", "token", "dim"}};
+  const TensorMapping perLayer{"/v{layer}", {"head", "token", "dim"}};
+  ASSERT_TRUE(open(stacked, kL)) << open(stacked, kL).status().message();
+  const auto more = open(stacked, kL + 1);
+  ASSERT_FALSE(more);
+  EXPECT_NE(more.status().message().find("/k: has 3 layers on its 'layer' axis (the mapping says \"layers\": 4)"),
+            std::string::npos)
+      << more.status().message();
+  const auto fewer = open(perLayer, kL - 1);
+  ASSERT_FALSE(fewer);
+  EXPECT_NE(fewer.status().message().find("/v2: exists, but the mapping says \"layers\": 2; it must count every layer"),
+            std::string::npos)
+      << fewer.status().message();
+  const auto huge = open(perLayer, kMaxMappingLayers);
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.status().message().find("/v3: missing (the mapping says \"layers\": 1000000)"), std::string::npos)
+      << huge.status().message();
+}
+
+// Issue 33: a 100 KB dataset path cost 2.7 GB (every prefix of it kept at once) and its
+// "{layer}" replacement was quadratic; both are linear now, and the path is simply missing.
+TEST(MappedDump, AVeryLongDatasetPathIsJustMissing) {
+  test::TempDir dir;
+  const std::string path = dir.file("m.h5");
+  {
+    test::H5Builder b(path);
+    b.floats("/k", {kL, kH, kT, kD}, std::vector<double>(kL * kH * kT * kD, 0.0));
+  }
+  std::string longPath = "/k";
+  while (longPath.size() < 1'000'000) longPath += "/{layer}";
+  Mapping m;
+  m.key = {longPath, {"head", "token", "dim"}};
+  m.value = {"/k", {"layer", "head", "token", "dim"}};
+  m.origin = "map.json";
+  OpenOptions options;
+  options.mapping = m;
+  auto dump = Dump::open(path, options);
+  ASSERT_FALSE(dump);
+  EXPECT_NE(dump.status().message().find("missing (mapping map.json, key 'key.path')"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/model/checkpoint.h"
 #include "core/model/e2e.h"
@@ -176,6 +177,31 @@ TEST(E2e, ExactReplayReproducesTheRecordedLogits) {
   ASSERT_TRUE(f.baseline.dumpLogitsMaxAbsDiff.has_value());
   EXPECT_EQ(*f.baseline.dumpLogitsMaxAbsDiff, 0.0) << "same model, same tokens, same arithmetic";
   EXPECT_TRUE(f.baseline.warnings.empty());
+}
+
+// Issue 33: a dump whose /logits were all NaN reported a difference of 0.0 from the replay
+// (std::max(worst, NaN) keeps `worst`), i.e. "the same model". Not a number, and said.
+TEST(E2e, NonFiniteDumpLogitsAreNotADifferenceOfZero) {
+  REQUIRE_STORIES();
+  const Fixture& f = fixture();
+  Recording nan = f.rec;
+  std::fill(nan.logits.begin(), nan.logits.end(), std::numeric_limits<float>::quiet_NaN());
+  auto b = e2eBaseline(f.model, nan);
+  ASSERT_TRUE(b) << b.status().message();
+  ASSERT_TRUE(b->dumpLogitsMaxAbsDiff.has_value());
+  EXPECT_TRUE(std::isnan(*b->dumpLogitsMaxAbsDiff)) << *b->dumpLogitsMaxAbsDiff;
+  ASSERT_EQ(b->warnings.size(), 1u);
+  EXPECT_NE(b->warnings[0].find("the dump's /logits hold " + std::to_string(nan.logits.size()) + " of " +
+                                std::to_string(nan.logits.size()) + " values that are NaN or infinite"),
+            std::string::npos)
+      << b->warnings[0];
+  // One infinite value is enough; the finite rest is not compared as if it were all.
+  Recording one = f.rec;
+  one.logits[7] = std::numeric_limits<float>::infinity();
+  auto c = e2eBaseline(f.model, one);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(std::isnan(*c->dumpLogitsMaxAbsDiff));
+  EXPECT_NE(c->warnings.back().find("hold 1 of"), std::string::npos) << c->warnings.back();
 }
 
 TEST(E2e, NoneIsExactlyLossless) {

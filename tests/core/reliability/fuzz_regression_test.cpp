@@ -53,6 +53,52 @@ TEST(FuzzRegressions, EngineInputsAreHandled) {
   std::printf("[ replayed ] %d engine inputs\n", replay("engine", fuzz::fuzzEngine));
 }
 
+TEST(FuzzRegressions, LayerListInputsAreHandled) {
+  std::printf("[ replayed ] %d layer-list inputs\n", replay("layers", fuzz::fuzzLayerList));
+}
+
+TEST(FuzzRegressions, EngineWordInputsAreHandled) {
+  std::printf("[ replayed ] %d engine-word inputs\n", replay("words", fuzz::fuzzEngineWords));
+}
+
+// Issue 33: layer lists are sets ("0,0,0" ran the work three times) and '' is refused; the
+// splitter's words survive quoting. Good and bad inputs alike keep the properties.
+TEST(FuzzEntries, LayerListsAndEngineWordsPassEveryProperty) {
+  for (const char* text : {"all", "0", "0,0,0", "0-3,0-3", "5-7,1", "", ",", "0,", "1-0", "0-999999999",
+                           "99999999999999999999", "-1", "0--2", " 1", "\xff", "0-6"})
+    EXPECT_EQ(run(fuzz::fuzzLayerList, text), "") << text;
+  auto repeated = cli::parseLayerList("0,0,0,2-3,3-2", 7);
+  EXPECT_FALSE(repeated) << "3-2 is a reversed range";
+  auto set = cli::parseLayerList("3,0-1,1,0,3", 7);
+  ASSERT_TRUE(set);
+  EXPECT_EQ(*set, (std::vector<int>{0, 1, 3}));
+  for (const char* text : {"llama.cpp -ctk q4_0", "A=1 B='x y' vllm --kv-cache-dtype \"fp8\"", "x ''", "'", "",
+                           "A=1", "  llama.cpp   'it'\"'\"'s'  ", "\"a'b\" c"})
+    EXPECT_EQ(run(fuzz::fuzzEngineWords, text), "") << text;
+}
+
+// Deterministic mutations of layer lists and engine strings, as for the other parsers.
+TEST(FuzzEntries, MutatedLayerListsAndEngineWordsKeepEveryProperty) {
+  const std::vector<std::string> layerSeeds = {"0,2,5-7", "all", "0-99", "3,3,3"};
+  const std::vector<std::string> wordSeeds = {"LLAMA_ATTN_ROT_DISABLE=1 llama.cpp -ctk q4_0", "vllm --kv-cache-dtype=fp8",
+                                              "transformers backend='HQQ' nbits=\"4\""};
+  const std::vector<std::string> pieces = {",", "-", "0", "9", "all", " ", "'", "\"", "=", "99999999999", "\t"};
+  std::mt19937 rng(33);
+  for (int i = 0; i < 5000; ++i) {
+    const bool layers = i % 2 == 0;
+    std::string s = layers ? layerSeeds[rng() % layerSeeds.size()] : wordSeeds[rng() % wordSeeds.size()];
+    for (int e = 0, edits = 1 + static_cast<int>(rng() % 4); e < edits; ++e) {
+      const size_t at = s.empty() ? 0 : rng() % (s.size() + 1);
+      switch (rng() % 3) {
+        case 0: if (at < s.size()) s[at] = static_cast<char>(rng() % 256); break;
+        case 1: s.insert(at, pieces[rng() % pieces.size()]); break;
+        default: if (at < s.size()) s.erase(at, 1 + rng() % 3); break;
+      }
+    }
+    ASSERT_EQ(run(layers ? fuzz::fuzzLayerList : fuzz::fuzzEngineWords, s), "") << "input: '" << s << "'";
+  }
+}
+
 TEST(FuzzEntries, EngineStringsPassEveryProperty) {
   // Accepted and refused strings alike: the property is about how each is handled.
   for (const char* text : {"llama.cpp", "llama.cpp -ctk q4_0 -ctv q8_0", "llama-server --cache-type-k=q5_1 -fa on",

@@ -69,6 +69,12 @@ TEST(EngineOptions, RefusalsNameWhatIsAllowed) {
             std::string::npos);
   EXPECT_NE(errorOf("fp8_e4m3,div=0").find("is not a positive number"), std::string::npos);
   EXPECT_NE(errorOf("fp8_e4m3,div=-3").find("is not a positive number"), std::string::npos);
+  // Issue 33: "'div=1e308' is not a positive number" said the wrong thing; the bound is 1e30.
+  EXPECT_NE(errorOf("fp8_e4m3,div=1e308").find("'div=1e308' is larger than 1e30 (allowed: div=N with 0 < N ≤ 1e30"),
+            std::string::npos)
+      << errorOf("fp8_e4m3,div=1e308");
+  EXPECT_NE(errorOf("fp8_e4m3,div=abc").find("'div=abc' is not a number"), std::string::npos);
+  EXPECT_TRUE(parseSpec("fp8_e4m3,div=1e30").hasValue()) << "the bound itself is allowed";
   EXPECT_NE(errorOf("fp8_e4m3,div").find("needs a value"), std::string::npos);
   EXPECT_NE(errorOf("fp8_e4m3,unitscale,div=200").find("unitscale fixes it at 1"), std::string::npos);
   EXPECT_NE(errorOf("nf4,minscale=1").find("allowed with int1 … int8, fp8_e4m3 and fp8_e5m2 only"), std::string::npos);

@@ -244,5 +244,33 @@ TEST(ZeroInt, ParserRules) {
   EXPECT_FALSE(parseSpec("int4,zero=half").hasValue());
 }
 
+
+// Issue 33: `search` on a dump with D = 100000 aborted with std::bad_alloc, and D = 20000 grew to
+// 9.4 GB without answering SIGTERM: rot=random (and the tq formats' rotation when D is not a
+// power of two) draws a D×D matrix. Refused by checkRotation before anything is allocated.
+TEST(RotationSpec, RandomRotationsAreBoundedByTheHeadDim) {
+  auto spec = [](const std::string& text) { return *parseSpec(text); };
+  EXPECT_TRUE(checkRotation(spec("int4,rot=random"), kMaxRandomRotationDim).isOk());
+  const Status wide = checkRotation(spec("int4,rot=random"), 100000);
+  ASSERT_FALSE(wide.isOk());
+  EXPECT_NE(wide.message().find("rot=random at D = 100000 would draw a 100000×100000 orthogonal matrix (74.5 GiB"),
+            std::string::npos)
+      << wide.message();
+  EXPECT_NE(wide.message().find("up to D = 2048"), std::string::npos);
+  // tq4 rotates by rot=random when D is not a power of two, and by Hadamard when it is.
+  const Status tq = checkRotation(spec("tq4"), 20000);
+  ASSERT_FALSE(tq.isOk());
+  EXPECT_NE(tq.message().find("tq formats rotate by rot=random when D is not a power of two"), std::string::npos)
+      << tq.message();
+  EXPECT_TRUE(checkRotation(spec("tq4"), 16384).isOk()) << "a power of two: Hadamard, no matrix";
+  EXPECT_TRUE(checkRotation(spec("int4"), 100000).isOk()) << "no rotation, no limit";
+  // tqp's QJL projection is a D×D Gaussian matrix at any D, a power of two or not.
+  const Status qjl = checkRotation(spec("tqp4"), 16384);
+  ASSERT_FALSE(qjl.isOk());
+  EXPECT_NE(qjl.message().find("tqp's QJL projection at D = 16384 is a 16384×16384 matrix (2 GiB"), std::string::npos)
+      << qjl.message();
+  EXPECT_TRUE(checkRotation(spec("tqp4"), 2048).isOk());
+}
+
 }  // namespace
 }  // namespace kvscope
