@@ -11,6 +11,13 @@
 
 namespace kvscope {
 
+/// RMSNorm epsilon of llama2.c (run.c).
+inline constexpr float kRmsNormEps = 1e-5f;
+/// RoPE base of llama2.c.
+inline constexpr double kLlamaRopeTheta = 10000.0;
+/// BOS of llama2.c's tokenizer.
+inline constexpr int kLlama2cBos = 1;
+
 /// The seven int32 of a llama2.c header, validated.
 struct ModelConfig {
   int dim = 0;         ///< width of the residual stream

@@ -7,7 +7,9 @@
 #include <random>
 
 #include "core/model/checkpoint.h"
-#include "core/model/transformer.h"
+#include "core/model/forward.h"
+#include "core/model/logits.h"
+#include "core/model/model.h"
 #include "tests/core/model/reference_model.h"
 #include "tests/support/test_support.h"
 
@@ -72,14 +74,21 @@ TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   EXPECT_NE((*cp)->classifier(), (*cp)->tokenEmbedding());
   test::ReferenceModel ref;
   ASSERT_TRUE(ref.load(path));
-  Transformer tf(*cp);
-  const int tokens[] = {1, 4, 10, 0, 7, 3};
+  auto model = Model::load(path);
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_FALSE((*model)->hparams().tiedEmbeddings);
+  Forward forward(*model);
+  Stream stream;
+  const std::vector<int> tokens = {1, 4, 10, 0, 7, 3};
+  ASSERT_TRUE(forward.run(stream, tokens).isOk());
+  std::vector<float> logits;
+  ASSERT_TRUE(allLogits(forward, stream, logits).isOk());
   for (int pos = 0; pos < 6; ++pos) {
-    ASSERT_TRUE(tf.step(tokens[pos], pos).isOk());
-    std::vector<double> expected = ref.step(tokens[pos]);
-    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(tf.logits()[i], expected[i], 1e-4) << pos;
+    std::vector<double> expected = ref.step(tokens[static_cast<size_t>(pos)]);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(logits[static_cast<size_t>(pos) * 11 + i], expected[i], 1e-4) << pos;
   }
-  EXPECT_FALSE(tf.step(1, 6).isOk()) << "position 6 is beyond seq_len 6";
+  const int one[1] = {1};
+  EXPECT_FALSE(forward.run(stream, one).isOk()) << "position 6 is beyond seq_len 6";
 }
 
 TEST(Checkpoint, TruncatedFileNamesExpectedAndFoundSizes) {
