@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/modelfile/mapped_file.h"
 #include "core/util/status.h"
 
 namespace kvscope {
@@ -53,7 +54,6 @@ class Checkpoint {
  public:
   /// Maps and validates `path`: the header's values, and the file's exact size for them.
   static Expected<std::shared_ptr<const Checkpoint>> load(const std::string& path);
-  ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
 
@@ -71,8 +71,7 @@ class Checkpoint {
   Checkpoint() = default;
   std::string path_;
   ModelConfig config_;
-  void* mapping_ = nullptr;
-  size_t mappingSize_ = 0;
+  std::shared_ptr<const MappedFile> file_;  ///< the weights point into its mapping
   const float* tokenEmbedding_ = nullptr;
   std::vector<LayerWeights> layers_;
   const float* rmsFinal_ = nullptr;
