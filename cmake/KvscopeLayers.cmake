@@ -5,6 +5,7 @@
 # module is one line here.
 set(KVSCOPE_CORE_LAYERS
   "util:"
+  "tokenize:util"
   "io:util"
   "quant:util"
   "attention:util"
@@ -12,10 +13,10 @@ set(KVSCOPE_CORE_LAYERS
   "capacity:quant util"
   "synth:io quant util"
   "modelfile:quant util"
-  "model:engine io modelfile quant util"
+  "model:engine io modelfile quant tokenize util"
   "metrics:attention io quant util"
   "report:attention io metrics quant util"
   "search:attention engine io metrics quant report util"
   "sensitivity:attention engine io metrics quant report search util"
   "diagnose:attention io metrics quant util"
-  "bench:attention capacity diagnose engine io metrics model modelfile quant report search sensitivity synth util")
+  "bench:attention capacity diagnose engine io metrics model modelfile quant report search sensitivity synth tokenize util")
