@@ -165,7 +165,7 @@ Expected<std::vector<E2eResult>> runE2e(const std::shared_ptr<const Model>& mode
     }
     E2eResult& r = results[i];
     r.model = info.model.empty() ? model->name() : info.model;
-    r.modelFormat = modelFormatName(model->format());
+    r.modelFormat = modelFormatKey(model->format());
     r.architecture = std::string(model->architecture().name);
     r.tokens = T;
     r.label = s.label;

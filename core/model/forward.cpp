@@ -330,6 +330,17 @@ Status Forward::layerWeights(int layer, const LayerWeightsF32*& out) {
 
 namespace {
 
+/// A sequence of `positions` fits the model: its context, and a sliding window it would cross.
+Status checkLength(const ModelHparams& hp, int positions) {
+  if (positions > hp.contextLength)
+    return Status::invalidArgument(std::to_string(positions) + " positions exceed the model's context length " +
+                                   std::to_string(hp.contextLength));
+  if (hp.slidingWindow > 0 && positions > hp.slidingWindow)
+    return Status::unsupported(std::to_string(positions) + " positions exceed the model's sliding attention window " +
+                               std::to_string(hp.slidingWindow) + " (kvscope runs full causal attention only)");
+  return Status::ok();
+}
+
 /// Embedding rows of `tokens` into hidden [n, dim].
 Status embed(const Model& m, std::span<const int> tokens, std::vector<float>& hidden) {
   const ModelHparams& hp = m.hparams();
@@ -428,9 +439,7 @@ Status Forward::run(Stream& stream, std::span<const int> tokens,
     stream.values.assign(static_cast<size_t>(L), {});
   }
   const int first = static_cast<int>(stream.keys[0].size() / static_cast<size_t>(kvDim));
-  if (first + n > hp.contextLength)
-    return Status::invalidArgument(std::to_string(first + n) + " positions exceed the model's context length " +
-                                   std::to_string(hp.contextLength));
+  KVS_RETURN_IF_ERROR(checkLength(hp, first + n));
   KVS_RETURN_IF_ERROR(embed(*model_, tokens, stream.hidden));
   std::vector<float> normed, qkv, q, kPre, k, v, attn, gateUp, act, proj;
   for (int l = 0; l < L; ++l) {
@@ -470,9 +479,7 @@ Status Forward::runLockstep(std::span<Stream*> streams, std::span<const CacheSto
   const ModelHparams& hp = model_->hparams();
   const int n = static_cast<int>(tokens.size()), L = hp.layers, qDim = hp.qDim();
   if (stores.size() != streams.size()) return Status::internal("runLockstep: one store per stream");
-  if (n > hp.contextLength)
-    return Status::invalidArgument(std::to_string(n) + " positions exceed the model's context length " +
-                                   std::to_string(hp.contextLength));
+  KVS_RETURN_IF_ERROR(checkLength(hp, n));
   figures.assign(streams.size(), std::vector<AttentionFigures>(static_cast<size_t>(L)));
   std::vector<float> first;
   KVS_RETURN_IF_ERROR(embed(*model_, tokens, first));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/model/architecture.h"
+#include "core/modelfile/model_format.h"
 #include "core/util/status.h"
 #include "core/util/vocabulary.h"
 
@@ -18,10 +19,9 @@ namespace kvscope {
 
 class Tokenizer;
 
-/// The file a model came from.
-enum class ModelFormat { Gguf, HuggingFace, Llama2c };
-/// "gguf", "huggingface", "llama2.c".
-const char* modelFormatName(ModelFormat format);
+/// The short name of a model's format stored in dumps (`model_format`) and JSON: "gguf",
+/// "huggingface", "llama2.c".
+const char* modelFormatKey(ModelFormat format);
 
 /// RoPE as this model applies it: the pairing and each pair's inverse frequency after scaling.
 struct ModelRope {
@@ -47,6 +47,7 @@ struct ModelHparams {
   bool qkvBias = false;       ///< q/k/v biases present (added before RoPE)
   bool qkNorm = false;        ///< per-head RMSNorm of q and k before RoPE
   bool tiedEmbeddings = true; ///< the embedding table is the classifier
+  int slidingWindow = 0;      ///< > 0: attention sees only this many positions (refused beyond it)
 
   [[nodiscard]] int qDim() const { return heads * headDim; }
   [[nodiscard]] int kvDim() const { return kvHeads * headDim; }

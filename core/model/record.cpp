@@ -162,7 +162,7 @@ Expected<RecordSummary> recordDump(const std::shared_ptr<const Model>& model, co
   std::error_code ec;
   auto absolute = std::filesystem::absolute(model->path(), ec);
   o.stringAttributes["model_path"] = ec ? model->path() : absolute.lexically_normal().string();
-  o.stringAttributes["model_format"] = modelFormatName(model->format());
+  o.stringAttributes["model_format"] = modelFormatKey(model->format());
   o.stringAttributes["architecture"] = std::string(model->architecture().name);
   o.stringAttributes["rope_scaling"] = hp.rope.scaling;
   double done = sampleShare;  // the last fraction reported, for the writer's cancellation checks
