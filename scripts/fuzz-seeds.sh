@@ -6,7 +6,9 @@
 #   mapping/  mapping files, good and bad
 #   spec/     spec strings: every preset's K and V spec and one per format and option
 #   engine/   engine strings (docs/engines.md): llama.cpp flags, good and refused
-# Needs a normal build with kvscope-cli and test_core_reliability (build/rel or $KVSCOPE_BUILD).
+#   gguf/ safetensors/   small model files written by test_core_modelfile (ModelfileCorpus.*)
+# Needs a normal build with kvscope-cli, test_core_reliability and test_core_modelfile (build/rel
+# or $KVSCOPE_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/fuzz/seeds}
@@ -15,7 +17,7 @@ if [ -z "$bin" ]; then
   for b in build/rel build/release build/core; do [ -x "$b/app/kvscope-cli" ] && { bin=$b; break; }; done
 fi
 [ -n "$bin" ] || { echo "no normal build with kvscope-cli found; set KVSCOPE_BUILD" >&2; exit 2; }
-mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine"
+mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine" "$out/gguf" "$out/safetensors"
 
 # Dumps: synth (shapes kept tiny so libFuzzer's mutations reach the structure, not the data).
 cli="$bin/app/kvscope-cli"
@@ -107,3 +109,10 @@ llama.cpp --cache-type-k q3_K
 vllm --kv-cache-dtype fp8
 ENGINES
 echo "engine: $i seeds"
+
+# Model files: the writers of tests/support, through the corpus test.
+if [ -x "$bin/tests/test_core_modelfile" ]; then
+  KVSCOPE_MODELFILE_CORPUS_OUT="$(realpath "$out")" \
+    "$bin/tests/test_core_modelfile" --gtest_filter='ModelfileCorpus.*' >/dev/null || true
+fi
+echo "gguf: $(ls "$out/gguf" | wc -l) seeds, safetensors: $(ls "$out/safetensors" | wc -l) seeds"

@@ -18,6 +18,8 @@
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/modelfile/gguf.h"
+#include "core/modelfile/safetensors.h"
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
 
@@ -207,6 +209,82 @@ inline std::string fuzzEngine(const uint8_t* data, size_t size) {
       if (!st.isOk()) return "engine gave '" + spec + "', invalid for its shape: " + st.message();
     }
   }
+  return "";
+}
+
+/// Reads an accepted model file's weights: every tensor must lie inside the file with as many
+/// bytes as its shape and type need; readable types dequantize (up to 2^20 values each), the
+/// others are refused as Unsupported naming the file.
+inline std::string checkWeight(const WeightSource& source, const std::string& name, size_t fileSize) {
+  auto w = source.weight(name);
+  if (!w) return checkFailure(w.status(), "weight '" + name + "'", source.path());
+  if (w->bytes > fileSize) return "tensor '" + name + "' claims more bytes than the file has";
+  const GgmlTypeInfo& info = ggmlTypeInfo(w->type);
+  const int64_t n = w->elements();
+  if (static_cast<uint64_t>(n / info.blockSize * info.typeSize) != w->bytes)
+    return "tensor '" + name + "': " + std::to_string(w->bytes) + " bytes for " + std::to_string(n) + " values of " + info.name;
+  if (info.dequantize == nullptr) {
+    float one = 0;
+    const Status st = dequantizeRows(*w, 0, 0, &one);
+    if (st.code() != StatusCode::Unsupported) return "tensor '" + name + "' of an unreadable type was not refused";
+    return checkFailure(st, "dequantizeRows", source.path());
+  }
+  if (n > (1 << 20)) return "";
+  auto values = dequantize(*w);
+  if (!values) return checkFailure(values.status(), "dequantize '" + name + "'", source.path());
+  if (values->size() != static_cast<size_t>(n)) return "dequantize gave the wrong count";
+  (void)countNonFinite(values->data(), n);
+  return "";
+}
+
+/// Opens the bytes as a GGUF file; an accepted file must answer every typed getter for every
+/// key (a value or a refusal naming the file and the key) and pass checkWeight for every tensor.
+inline std::string fuzzGguf(const uint8_t* data, size_t size) {
+  MemoryFile file(data, size);
+  if (file.path().empty()) return "";
+  auto g = GgufFile::open(file.path());
+  if (!g) return checkFailure(g.status(), "GgufFile::open", file.path());
+  const GgufFile& f = **g;
+  if (f.version() != 2 && f.version() != 3) return "accepted version " + std::to_string(f.version());
+  if (f.alignment() == 0 || (f.alignment() & (f.alignment() - 1)) != 0) return "accepted a bad alignment";
+  for (const GgufEntry& e : f.entries()) {
+    if (f.find(e.key) != &e.value) return "find('" + e.key + "') does not give its entry";
+    const std::string& k = e.key;
+    for (const Status& st : {f.getString(k).status(), f.getInt(k).status(), f.getFloat(k).status(), f.getBool(k).status(),
+                             f.getStringArray(k).status(), f.getIntArray(k).status(), f.getFloatArray(k).status()}) {
+      if (auto bad = checkFailure(st, "getter of '" + k + "'", file.path()); !bad.empty()) return bad;
+      if (!st.isOk() && st.message().find("'" + k + "'") == std::string::npos)
+        return "a getter's refusal does not name the key: " + st.message();
+    }
+  }
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.fileOffset < f.dataOffset() || t.fileOffset > size || t.bytes > size - t.fileOffset)
+      return "tensor '" + t.name + "' lies outside the file";
+    if (auto bad = checkWeight(f, t.name, size); !bad.empty()) return bad;
+  }
+  return "";
+}
+
+/// Opens the bytes as a .safetensors file; an accepted file's tensors must tile its data
+/// section and pass checkWeight (F32/F16/BF16) or be refused as Unsupported.
+inline std::string fuzzSafetensors(const uint8_t* data, size_t size) {
+  MemoryFile file(data, size);
+  if (file.path().empty()) return "";
+  auto s = SafetensorsFile::open(file.path());
+  if (!s) return checkFailure(s.status(), "SafetensorsFile::open", file.path());
+  uint64_t expected = 0;
+  for (const SafetensorsTensorInfo& t : (*s)->tensors()) {
+    if (t.begin != expected || t.end < t.begin) return "accepted tensors that do not tile the data section";
+    expected = t.end;
+    auto w = (*s)->weight(t.name);
+    if (!w) {
+      if (w.status().code() != StatusCode::Unsupported) return "weight '" + t.name + "': " + w.status().message();
+      if (auto bad = checkFailure(w.status(), "weight", file.path()); !bad.empty()) return bad;
+      continue;
+    }
+    if (auto bad = checkWeight(**s, t.name, size); !bad.empty()) return bad;
+  }
+  if ((*s)->dataOffset() + expected != size) return "accepted a data section the tensors do not cover";
   return "";
 }
 

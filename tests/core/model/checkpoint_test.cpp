@@ -2,8 +2,14 @@
 // Checkpoints generated in the test: a tiny model with random weights, and broken variants of it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <future>
 #include <random>
 
 #include "core/model/checkpoint.h"
@@ -151,6 +157,28 @@ TEST(Checkpoint, TinyAndMissingFiles) {
   EXPECT_EQ(missing.status().code(), StatusCode::IoError);
   EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
   EXPECT_EQ(Checkpoint::load(dir.path().string()).status().code(), StatusCode::InvalidData) << "a folder";
+}
+
+TEST(Checkpoint, FifoIsRefusedWithoutWaitingForAWriter) {
+  // Issue 28, bad input: the loader checks the file kind before any read (MappedFile opens with
+  // O_NONBLOCK), so a FIFO with no writer is refused at once. The tokenizer reads the same way.
+  test::TempDir dir;
+  const std::string fifo = dir.file("pipe.bin");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto done = std::async(std::launch::async, [&] {
+    return std::make_pair(Checkpoint::load(fifo).status(), loadTokenizer(fifo, 3).status());
+  });
+  if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    for (int i = 0; i < 2; ++i) {  // unblock the waiting open so that the test can end
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    }
+    done.wait();
+    FAIL() << "a FIFO blocked the llama2.c loader";
+  }
+  const auto [model, tokenizer] = done.get();
+  EXPECT_NE(model.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << model.message();
+  EXPECT_NE(tokenizer.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << tokenizer.message();
 }
 
 TEST(Tokenizer, ParsesPiecesAndRejectsBrokenFiles) {

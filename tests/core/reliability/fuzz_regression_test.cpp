@@ -53,6 +53,14 @@ TEST(FuzzRegressions, EngineInputsAreHandled) {
   std::printf("[ replayed ] %d engine inputs\n", replay("engine", fuzz::fuzzEngine));
 }
 
+TEST(FuzzRegressions, GgufInputsAreHandled) {
+  std::printf("[ replayed ] %d gguf inputs\n", replay("gguf", fuzz::fuzzGguf));
+}
+
+TEST(FuzzRegressions, SafetensorsInputsAreHandled) {
+  std::printf("[ replayed ] %d safetensors inputs\n", replay("safetensors", fuzz::fuzzSafetensors));
+}
+
 TEST(FuzzEntries, EngineStringsPassEveryProperty) {
   // Accepted and refused strings alike: the property is about how each is handled.
   for (const char* text : {"llama.cpp", "llama.cpp -ctk q4_0 -ctv q8_0", "llama-server --cache-type-k=q5_1 -fa on",
