@@ -184,7 +184,7 @@ class Reader {
 
 // nlohmann's parse error as "line L, column C: what was expected".
 Status jsonSyntaxError(std::string_view origin, std::string_view text, const json::exception& e) {
-  std::string detail = e.what();
+  std::string detail = displayableText(e.what());  // nlohmann quotes what it read, bad bytes too
   size_t line = 1, column = 0;
   if (const auto* pe = dynamic_cast<const json::parse_error*>(&e)) {
     // pe->byte counts the bytes read, the offending one included.
