@@ -8,9 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -184,7 +182,7 @@ class Reader {
 
 // nlohmann's parse error as "line L, column C: what was expected".
 Status jsonSyntaxError(std::string_view origin, std::string_view text, const json::exception& e) {
-  std::string detail = e.what();
+  std::string detail = displayableText(e.what());  // nlohmann quotes what it read, bad bytes too
   size_t line = 1, column = 0;
   if (const auto* pe = dynamic_cast<const json::parse_error*>(&e)) {
     // pe->byte counts the bytes read, the offending one included.
@@ -273,8 +271,7 @@ class HfTokenizer final : public Tokenizer {
   Status preTokenize(const PreStep& step, const Piece& in, std::vector<Piece>& out) const;
   void bpe(const std::string& word, std::vector<int>& out) const;
 
-  std::string summary_;  // normalizer / pre-tokenizer / decoder names for describe()
-  std::vector<std::string> normNames_, preNames_, postNames_;
+  std::vector<std::string> normNames_, preNames_, postNames_;  // component names for describe()
   // model
   tok::StringMap vocab_;
   std::vector<std::string> pieces_;  // id → the model's token string
@@ -1099,7 +1096,8 @@ std::string HfTokenizer::describe() const {
     return id ? std::to_string(*id) + " '" + displayableText(tokenPiece(*id)) + "'" : std::string("none");
   };
   std::string s = "tokenizer.json BPE (Hugging Face tokenizers semantics), normalizer " + join(normNames_) +
-                  ", pre-tokenizer " + join(preNames_) + ", " + std::to_string(vocab_.size()) + " tokens + " +
+                  ", pre-tokenizer " + join(preNames_) + ", post-processor " + join(postNames_) + ", " +
+                  std::to_string(vocab_.size()) + " tokens + " +
                   std::to_string(added_.size()) + " added, " + std::to_string(mergeCount_) + " merges";
   if (byteFallback_) s += ", byte_fallback";
   if (ignoreMerges_) s += ", ignore_merges";

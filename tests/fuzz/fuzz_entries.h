@@ -22,6 +22,8 @@
 #include "core/modelfile/safetensors.h"
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
+#include "core/tokenize/tokenizer.h"
+#include "tests/support/vocabulary_fixtures.h"
 
 namespace kvscope::fuzz {
 
@@ -286,6 +288,145 @@ inline std::string fuzzSafetensors(const uint8_t* data, size_t size) {
   }
   if ((*s)->dataOffset() + expected != size) return "accepted a data section the tensors do not cover";
   return "";
+
+/// Checks one encode() of `text`: invalid UTF-8 is refused naming the first bad offset; valid
+/// text gives ids inside the vocabulary whose tokenText() is valid UTF-8 without NUL; when
+/// `roundTrip` is set the tokens' bytes put together are exactly *roundTrip; with addSpecial a
+/// tokenizer that adds BOS puts it first. `mayRefuse`: the vocabulary may lack what the text
+/// needs (a refusal is then fine if it explains itself).
+inline std::string checkEncode(const Tokenizer& t, std::string_view text, bool addSpecial, bool parseSpecial,
+                               const std::string* roundTrip, bool mayRefuse) {
+  auto ids = t.encode(text, addSpecial, parseSpecial);
+  const Status utf8 = checkUtf8(text, "text to tokenize");
+  if (!utf8.isOk()) {
+    if (ids) return "accepted invalid UTF-8";
+    if (ids.status().message() != utf8.message()) return "invalid UTF-8 refused as: " + ids.status().message();
+    return "";
+  }
+  if (!ids) {
+    if (!mayRefuse) return "refused valid text: " + ids.status().message();
+    return checkFailure(ids.status(), "encode", "");
+  }
+  std::string bytes;
+  for (int id : *ids) {
+    if (id < 0 || id >= t.vocabSize()) return "id " + std::to_string(id) + " outside the vocabulary";
+    const std::string shown = t.tokenText(id);
+    if (!checkUtf8(shown, "tokenText").isOk() || shown.find('\0') != std::string::npos)
+      return "tokenText(" + std::to_string(id) + ") is not displayable UTF-8";
+    bytes += t.tokenBytes(id);
+  }
+  if (addSpecial && t.addsBos() && (ids->empty() || ids->front() != *t.bos())) return "BOS missing";
+  if (roundTrip && bytes != *roundTrip) return "the tokens do not spell the text again";
+  return "";
+}
+
+/// A fixed `llama` vocabulary (byte tokens, no user-defined ones) and a fixed `gpt2` one for
+/// each pre-tokenizer, built once.
+inline const Tokenizer& fuzzLlama() {
+  static const std::unique_ptr<Tokenizer> t = std::move(tokenizerFromGguf(
+      test::llamaVocabulary({{" ", -9}, {"  ", -3}, {"a", -5}, {"b", -5}, {"ab", -2}, {" a", -1}, {"he", -4},
+                             {"ll", -4}, {"hell", -3}, {"hello", -1}, {" hello", -0.5f}, {"\xC3\xA9", -2}}),
+      kOrigin)).value();
+  return *t;
+}
+inline constexpr const char* kFuzzPre[] = {"default", "gpt-2", "llama-bpe", "qwen2", "smollm"};
+inline const Tokenizer& fuzzGpt2(size_t pre) {
+  static const std::vector<std::unique_ptr<Tokenizer>> all = [] {
+    std::vector<std::unique_ptr<Tokenizer>> v;
+    for (const char* p : kFuzzPre)
+      v.push_back(std::move(tokenizerFromGguf(
+          test::gpt2Vocabulary(p, {"hello", " world"},
+                               {{" ", "w"}, {"o", "r"}, {"l", "d"}, {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"1", "2"},
+                                {"12", "3"}, {"'", "s"}, {"\n", "\n"}, {" ", " "}, {"\xE4", "\xBD"}},
+                               {{"<|endoftext|>", 3}}),
+          kOrigin)).value());
+    return v;
+  }();
+  return *all[pre % all.size()];
+}
+
+/// A GGUF vocabulary from lines: the model, the pre-tokenizer, then tokens; "m a b" is a
+/// merge, "c x" a control token, "u x" a user-defined one.
+inline VocabularyData fuzzVocabularyFromLines(std::string_view text) {
+  VocabularyData v;
+  size_t line = 0;
+  for (size_t start = 0; start <= text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string s(text.substr(start, end - start));
+    start = end + 1;
+    if (line == 0) v.model = s;
+    else if (line == 1) v.pre = s;
+    else if (s.rfind("m ", 0) == 0) v.merges.push_back(s.substr(2));
+    else if (s.rfind("c ", 0) == 0 || s.rfind("u ", 0) == 0) {
+      v.tokens.push_back(s.substr(2));
+      v.tokenTypes.push_back(s[0] == 'c' ? 3 : 4);
+      continue;
+    } else v.tokens.push_back(s);
+    if (line >= 2 && s.rfind("m ", 0) != 0) v.tokenTypes.push_back(1);
+  }
+  return v;
+}
+
+inline constexpr const char* kFuzzText = "Hello w\xC3\xB6rld! 12345 <s> it's IT'S\n\n  tab\t\xF0\x9F\x98\x80 "
+                                         "\xE4\xBD\xA0\xE5\xA5\xBD\xC2\x85<|endoftext|> end  ";
+
+/// Tokenizes the bytes. The first byte picks the tokenizer: 0 the fixed `llama` vocabulary and
+/// 1 the fixed `gpt2` one (the rest is the text: invalid UTF-8 must be refused naming its
+/// offset, and the tokens must spell the text again), 2 a tokenizer.json read from the rest and
+/// 3 a GGUF vocabulary read from the rest's lines (each must be refused with a message or
+/// tokenize a fixed text and the rest into valid ids and displayable texts).
+inline std::string fuzzTokenizer(const uint8_t* data, size_t size) {
+  if (size == 0) return "";
+  const unsigned mode = data[0] % 4, sub = data[0] / 4;
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  switch (mode) {
+    case 0: {
+      // SentencePiece: a space in front, and '▁' typed in the text reads back as a space.
+      std::string expected = rest.empty() ? "" : " ";
+      for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest.compare(i, 3, "\xE2\x96\x81") == 0) {
+          expected += ' ';
+          i += 2;
+        } else {
+          expected += rest[i];
+        }
+      }
+      for (bool add : {false, true}) {
+        const std::string bad = checkEncode(fuzzLlama(), rest, add, false, add ? nullptr : &expected, false);
+        if (!bad.empty()) return bad;
+      }
+      return checkEncode(fuzzLlama(), rest, true, true, nullptr, false);
+    }
+    case 1: {
+      const std::string expected(rest);
+      for (bool parse : {false, true}) {
+        const std::string bad = checkEncode(fuzzGpt2(sub), rest, false, parse, &expected, false);
+        if (!bad.empty()) return std::string(kFuzzPre[sub % 5]) + ": " + bad;
+      }
+      return "";
+    }
+    case 2: {
+      auto t = tokenizerFromJson(rest, kOrigin, sub % 2 ? R"({"add_bos_token": true})" : "", "config");
+      if (!t) return checkFailure(t.status(), "tokenizerFromJson", "");
+      for (std::string_view text : {std::string_view(kFuzzText), rest}) {
+        const std::string bad = checkEncode(**t, text, true, sub % 4 < 2, nullptr, true);
+        if (!bad.empty()) return bad;
+      }
+      (void)(*t)->describe();
+      return "";
+    }
+    default: {
+      auto t = tokenizerFromGguf(fuzzVocabularyFromLines(rest), kOrigin);
+      if (!t) return checkFailure(t.status(), "tokenizerFromGguf", kOrigin);
+      for (std::string_view text : {std::string_view(kFuzzText), rest}) {
+        const std::string bad = checkEncode(**t, text, true, sub % 2 == 0, nullptr, true);
+        if (!bad.empty()) return bad;
+      }
+      (void)(*t)->describe();
+      return "";
+    }
+  }
 }
 
 }  // namespace kvscope::fuzz

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -97,21 +98,19 @@ inline VocabularyData gpt2Vocabulary(std::string pre, const std::vector<std::str
   VocabularyData v;
   v.model = "gpt2";
   v.pre = std::move(pre);
-  auto has = [&](const std::string& s) {
-    for (const std::string& t : v.tokens)
-      if (t == s) return true;
-    return false;
+  std::unordered_set<std::string> known;
+  auto add = [&](const std::string& s) {
+    if (known.insert(s).second) v.tokens.push_back(s);
   };
   for (int b = 0; b < 256; ++b) {
     std::string s;
     appendCodePoint(s, byteLevelCodePoint(static_cast<unsigned char>(b)));
-    v.tokens.push_back(s);
+    add(s);
   }
-  for (const std::string& t : tokens)
-    if (!has(byteLevel(t))) v.tokens.push_back(byteLevel(t));
+  for (const std::string& t : tokens) add(byteLevel(t));
   for (const auto& [a, b] : merges) {
     v.merges.push_back(byteLevel(a) + " " + byteLevel(b));
-    if (!has(byteLevel(a + b))) v.tokens.push_back(byteLevel(a + b));
+    add(byteLevel(a + b));
   }
   v.tokenTypes.assign(v.tokens.size(), 1);
   for (const auto& [text, type] : special) {
