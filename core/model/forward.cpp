@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/modelfile/model_format.h"
 #include "core/quant/rope.h"
+#include "core/util/small_float.h"
 
 namespace kvscope {
 namespace {
@@ -24,8 +26,20 @@ constexpr int kRowBlock = 512;
 /// Queries per block of attention scores ([block, T] per head and thread).
 constexpr int kQueryBlock = 64;
 
-/// out[n, rows] = x[n, cols] · w[rows, cols]ᵀ (+ bias).
-void project(const float* x, int n, int cols, const float* w, int rows, const float* bias, float* out) {
+/// out[n, rows] = x[n, cols] · w[rows, cols]ᵀ (+ bias), x rounded first as `round` says.
+void project(const float* x, int n, int cols, const float* w, int rows, const float* bias, float* out,
+             ActivationRounding round = ActivationRounding::None) {
+  std::vector<float> rounded;
+  if (round != ActivationRounding::None) {
+    rounded.resize(static_cast<size_t>(n) * cols);
+    const size_t count = rounded.size();
+    if (round == ActivationRounding::Fp16) {
+      for (size_t i = 0; i < count; ++i) rounded[i] = roundFp16(x[i]);
+    } else {
+      for (size_t i = 0; i < count; ++i) rounded[i] = roundBf16(x[i]);
+    }
+    x = rounded.data();
+  }
   MatrixMap o(out, n, rows);
   o.noalias() = ConstMatrixMap(x, n, cols) * ConstMatrixMap(w, rows, cols).transpose();
   if (bias != nullptr) o.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias, rows);
@@ -81,7 +95,6 @@ struct AttentionArgs {
 
 void attention(const AttentionArgs& a) {
   const int D = a.d, qDim = a.heads * a.d, kvDim = a.kvHeads * a.d, group = a.heads / a.kvHeads;
-  const int keys = a.p0 + a.n;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool stored = a.kStored != nullptr || a.vStored != nullptr;
   const bool kAll = a.kStored == nullptr || a.kStored->everyVisibleRowStored();
@@ -223,6 +236,14 @@ void attention(const AttentionArgs& a) {
 
 }  // namespace
 
+ActivationRounding activationRounding(const Model& model, TensorRole role, int layer) {
+  if (model.format() != ModelFormat::Gguf) return ActivationRounding::None;
+  const std::string type = model.info(role, layer).type;
+  if (type == "f16") return ActivationRounding::Fp16;
+  if (type == "bf16") return ActivationRounding::Bf16;
+  return ActivationRounding::None;
+}
+
 size_t LayerWeightsF32::bytes() const {
   size_t n = 0;
   for (const auto* v : {&attnNorm, &wqkv, &bqkv, &qNorm, &kNorm, &wo, &ffnNorm, &wGateUp, &wDown}) n += v->size();
@@ -290,6 +311,16 @@ Status loadLayerWeights(const Model& model, int l, LayerWeightsF32& w) {
   KVS_RETURN_IF_ERROR(roleRows(model, TensorRole::FfnUp, l, ffn, dim, w.wGateUp.data() + static_cast<size_t>(ffn) * dim));
   w.wDown.resize(static_cast<size_t>(dim) * ffn);
   KVS_RETURN_IF_ERROR(roleRows(model, TensorRole::FfnDown, l, dim, ffn, w.wDown.data()));
+  w.qkvRound[0] = activationRounding(model, TensorRole::AttnQ, l);
+  w.qkvRound[1] = activationRounding(model, TensorRole::AttnK, l);
+  w.qkvRound[2] = activationRounding(model, TensorRole::AttnV, l);
+  w.woRound = activationRounding(model, TensorRole::AttnOutput, l);
+  const ActivationRounding gate = activationRounding(model, TensorRole::FfnGate, l);
+  if (gate != activationRounding(model, TensorRole::FfnUp, l))
+    return Status::unsupported(model.path() + ": layer " + std::to_string(l) +
+                               ": ffn_gate and ffn_up of different float types are not supported");
+  w.gateUpRound = gate;
+  w.downRound = activationRounding(model, TensorRole::FfnDown, l);
   // A weight that is not finite makes every later figure NaN: refuse it by name.
   for (const auto& [v, what] : {std::pair{&w.wqkv, "attn_q/k/v"}, std::pair{&w.wo, "attn_output"},
                                 std::pair{&w.wGateUp, "ffn_gate/up"}, std::pair{&w.wDown, "ffn_down"},
@@ -364,10 +395,28 @@ void attentionInputs(const ModelHparams& hp, const LayerWeightsF32& w, const flo
   normed.resize(static_cast<size_t>(n) * dim);
   rmsNormRows(hidden, w.attnNorm.data(), n, dim, hp.rmsEps, normed.data());
   qkv.resize(static_cast<size_t>(n) * width);
+  const bool fused = w.qkvRound[0] == w.qkvRound[1] && w.qkvRound[1] == w.qkvRound[2];
   for (int r0 = 0; r0 < n; r0 += kRowBlock) {
     const int rows = std::min(kRowBlock, n - r0);
-    project(normed.data() + static_cast<size_t>(r0) * dim, rows, dim, w.wqkv.data(), width,
-            w.bqkv.empty() ? nullptr : w.bqkv.data(), qkv.data() + static_cast<size_t>(r0) * width);
+    const float* in = normed.data() + static_cast<size_t>(r0) * dim;
+    float* out = qkv.data() + static_cast<size_t>(r0) * width;
+    if (fused) {
+      project(in, rows, dim, w.wqkv.data(), width, w.bqkv.empty() ? nullptr : w.bqkv.data(), out, w.qkvRound[0]);
+      continue;
+    }
+    // Weights of different float types round the activations differently: one product each.
+    std::vector<float> part;
+    const int widths[3] = {qDim, kvDim, kvDim};
+    int offset = 0;
+    for (int i = 0; i < 3; ++i) {
+      part.resize(static_cast<size_t>(rows) * widths[i]);
+      project(in, rows, dim, w.wqkv.data() + static_cast<size_t>(offset) * dim, widths[i],
+              w.bqkv.empty() ? nullptr : w.bqkv.data() + offset, part.data(), w.qkvRound[i]);
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(out + static_cast<size_t>(r) * width + offset, part.data() + static_cast<size_t>(r) * widths[i],
+                    sizeof(float) * static_cast<size_t>(widths[i]));
+      offset += widths[i];
+    }
   }
   q.resize(static_cast<size_t>(n) * qDim);
   kPre.resize(static_cast<size_t>(n) * kvDim);
@@ -405,7 +454,7 @@ void finishLayer(const ModelHparams& hp, const LayerWeightsF32& w, float* hidden
   proj.resize(static_cast<size_t>(std::min(n, kRowBlock)) * dim);
   for (int r0 = 0; r0 < n; r0 += kRowBlock) {
     const int rows = std::min(kRowBlock, n - r0);
-    project(attn + static_cast<size_t>(r0) * qDim, rows, qDim, w.wo.data(), dim, nullptr, proj.data());
+    project(attn + static_cast<size_t>(r0) * qDim, rows, qDim, w.wo.data(), dim, nullptr, proj.data(), w.woRound);
     MatrixMap(hidden + static_cast<size_t>(r0) * dim, rows, dim) += MatrixMap(proj.data(), rows, dim);
   }
   normed.resize(static_cast<size_t>(n) * dim);
@@ -414,7 +463,7 @@ void finishLayer(const ModelHparams& hp, const LayerWeightsF32& w, float* hidden
     const int rows = std::min(kRowBlock, n - r0);
     gateUp.resize(static_cast<size_t>(rows) * 2 * ffn);
     project(normed.data() + static_cast<size_t>(r0) * dim, rows, dim, w.wGateUp.data(), 2 * ffn, nullptr,
-            gateUp.data());
+            gateUp.data(), w.gateUpRound);
     act.resize(static_cast<size_t>(rows) * ffn);
 #pragma omp parallel for schedule(static) if (static_cast<int64_t>(rows) * ffn > 65536)
     for (int r = 0; r < rows; ++r) {
@@ -422,7 +471,7 @@ void finishLayer(const ModelHparams& hp, const LayerWeightsF32& w, float* hidden
       float* a = act.data() + static_cast<size_t>(r) * ffn;
       for (int i = 0; i < ffn; ++i) a[i] = silu(g[i]) * g[ffn + i];
     }
-    project(act.data(), rows, ffn, w.wDown.data(), dim, nullptr, proj.data());
+    project(act.data(), rows, ffn, w.wDown.data(), dim, nullptr, proj.data(), w.downRound);
     MatrixMap(hidden + static_cast<size_t>(r0) * dim, rows, dim) += MatrixMap(proj.data(), rows, dim);
   }
 }
@@ -545,7 +594,7 @@ Status Forward::logitsBlock(const float* normed, int rows, int firstVocab, int c
   weights.resize(static_cast<size_t>(count) * hp.dim);
   const TensorRole role = hp.tiedEmbeddings ? TensorRole::TokenEmbedding : TensorRole::Output;
   KVS_RETURN_IF_ERROR(model_->rows(role, 0, firstVocab, count, weights.data()));
-  project(normed, rows, hp.dim, weights.data(), count, nullptr, out);
+  project(normed, rows, hp.dim, weights.data(), count, nullptr, out, activationRounding(*model_, role));
   return Status::ok();
 }
 
@@ -553,7 +602,8 @@ Status Forward::logitsWith(const float* normed, int rows, int count, const std::
                            float* out) const {
   const ModelHparams& hp = model_->hparams();
   if (weights.size() != static_cast<size_t>(count) * hp.dim) return Status::internal("logitsWith: weights of another block");
-  project(normed, rows, hp.dim, weights.data(), count, nullptr, out);
+  const TensorRole role = hp.tiedEmbeddings ? TensorRole::TokenEmbedding : TensorRole::Output;
+  project(normed, rows, hp.dim, weights.data(), count, nullptr, out, activationRounding(*model_, role));
   return Status::ok();
 }
 

@@ -19,11 +19,24 @@
 
 namespace kvscope {
 
+/// What a matrix multiply does to its activations before the products. llama.cpp's CPU backend
+/// converts them to the weight type's dot-product type (ggml-cpu's vec_dot_type): f16 for F16
+/// weights, bf16 for BF16 ones; kvscope does the same for GGUF files so that it computes what
+/// llama.cpp computes (docs/real-models.md, "The forward pass"). Quantized weights keep float32
+/// activations (llama.cpp's q8 activations are not emulated).
+enum class ActivationRounding { None, Fp16, Bf16 };
+
 /// One layer's weights in float32, row-major [out, in] (vectors: their values).
 struct LayerWeightsF32 {
   std::vector<float> attnNorm, wqkv, bqkv, qNorm, kNorm, wo, ffnNorm, wGateUp, wDown;
+  /// The activations' rounding for q/k/v (one rule: the fused product is split when they differ,
+  /// see qkvSplit), the output, gate/up and down projections.
+  ActivationRounding qkvRound[3] = {}, woRound{}, gateUpRound{}, downRound{};
   [[nodiscard]] size_t bytes() const;
 };
+
+/// The rounding llama.cpp applies to the activations of a matmul with `model`'s weight of `role`.
+ActivationRounding activationRounding(const Model& model, TensorRole role, int layer = 0);
 
 /// Dequantizes layer `layer` of `model` (wq, wk, wv stacked into one [qDim + 2·kvDim, dim] matrix).
 Status loadLayerWeights(const Model& model, int layer, LayerWeightsF32& out);

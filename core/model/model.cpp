@@ -292,7 +292,9 @@ Expected<std::shared_ptr<const Model>> ModelLoader::llama2c(const std::string& p
   if (!c.sharedClassifier) add(TensorRole::Output, 0, (*cp)->classifier(), c.vocabSize, dim, "wcls");
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = (*cp)->layer(l);
-    const std::string at = "[" + std::to_string(l) + "]";
+    std::string at = std::to_string(l);  // "[l]" (built so that GCC 12 sees no overlapping copy)
+    at.insert(at.begin(), '[');
+    at.push_back(']');
     add(TensorRole::AttnNorm, l, w.rmsAtt, 1, dim, "rms_att_weight" + at);
     add(TensorRole::AttnQ, l, w.wq, qDim, dim, "wq" + at);
     add(TensorRole::AttnK, l, w.wk, kvDim, dim, "wk" + at);

@@ -33,6 +33,7 @@ async function model(file) {
 
 for (const run of job.runs) {
   logLines = [];
+  console.error(`run ${run.id}`);
   const result = {id: run.id, ok: false, error: null, log: []};
   try {
     const m = await model(run.model);
@@ -44,8 +45,8 @@ for (const run of job.runs) {
     } else {
       const T = run.tokens.length;
       const ctx = await m.createContext({
-        contextSize: Math.max(T, 32),
-        batchSize: Math.max(T, 32),
+        contextSize: Math.ceil(Math.max(T, 1) / 256) * 256,
+        batchSize: Math.ceil(Math.max(T, 1) / 256) * 256,
         sequences: 1,
         threads: 2,
         flashAttention: run.flashAttention,

@@ -71,6 +71,10 @@ std::vector<std::string> tinyVocabulary(int vocab) {
     std::snprintf(buf, sizeof buf, "<0x%02X>", i);
     t.push_back(buf);
   }
+  // "▁", the letters, "▁a" … "▁z": a text of one-letter words segments into whole tokens.
+  t.push_back("\xE2\x96\x81");
+  for (char c = 'a'; c <= 'z'; ++c) t.push_back(std::string(1, c));
+  for (char c = 'a'; c <= 'z'; ++c) t.push_back("\xE2\x96\x81" + std::string(1, c));
   while (static_cast<int>(t.size()) < vocab) t.push_back("\xE2\x96\x81t" + std::to_string(t.size()));
   t.resize(static_cast<size_t>(vocab));
   return t;
@@ -241,12 +245,31 @@ void writeTinyHf(const TinyModelSpec& s, const TinyWeights& w, const std::string
   if (!hf.write(folder, shards)) throw std::runtime_error("cannot write " + folder);
 }
 
+/// x rounded to nearest-even onto a float type of `bits` significant bits and smallest normal
+/// exponent `emin` (f16: 11, −14; bf16: 8, −126), written plainly with frexp-style arithmetic.
+double roundTo(double x, int bits, int emin) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const int e = std::max(std::ilogb(x), emin);
+  const double step = std::ldexp(1.0, e - (bits - 1));
+  return std::nearbyint(x / step) * step;
+}
+
 ReferenceOutput referenceForward(const TinyModelSpec& s, const TinyWeights& w, const std::vector<int>& tokens,
-                                 bool interleaved) {
+                                 bool interleaved, bool llamaCpp) {
   const int T = static_cast<int>(tokens.size()), dim = s.dim, D = headDimOf(s), H = s.heads, KVH = s.kvHeads;
   const int q = H * D, kv = KVH * D, group = H / KVH;
   const std::vector<double> freq = referenceInvFreq(s);
-  auto matVec = [](const std::vector<double>& m, const std::vector<double>& x, int rows) {
+  // The activations of a product with F16 / BF16 weights, as llama.cpp's CPU backend takes them.
+  auto activations = [&](const std::vector<double>& x, GgmlType type) {
+    if (!llamaCpp || (type != GgmlType::F16 && type != GgmlType::Bf16)) return x;
+    std::vector<double> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      r[i] = type == GgmlType::F16 ? roundTo(static_cast<float>(x[i]), 11, -14) : roundTo(static_cast<float>(x[i]), 8, -126);
+    return r;
+  };
+  auto matVec = [&](const std::vector<double>& m, const std::vector<double>& xIn, int rows,
+                    GgmlType type = GgmlType::F32) {
+    const std::vector<double> x = activations(xIn, type);
     const size_t cols = x.size();
     std::vector<double> y(static_cast<size_t>(rows), 0.0);
     for (int r = 0; r < rows; ++r)
@@ -284,8 +307,9 @@ ReferenceOutput referenceForward(const TinyModelSpec& s, const TinyWeights& w, c
         V(static_cast<size_t>(T));
     for (int p = 0; p < T; ++p) {
       const std::vector<double> xn = rms(x[static_cast<size_t>(p)], w.at(b + "attn_norm.weight"));
-      std::vector<double> qv = matVec(w.at(b + "attn_q.weight"), xn, q), kv_ = matVec(w.at(b + "attn_k.weight"), xn, kv),
-                          vv = matVec(w.at(b + "attn_v.weight"), xn, kv);
+      std::vector<double> qv = matVec(w.at(b + "attn_q.weight"), xn, q, s.matrixType),
+                          kv_ = matVec(w.at(b + "attn_k.weight"), xn, kv, s.matrixType),
+                          vv = matVec(w.at(b + "attn_v.weight"), xn, kv, s.matrixType);
       if (bias) {
         for (int i = 0; i < q; ++i) qv[static_cast<size_t>(i)] += w.at(b + "attn_q.bias")[static_cast<size_t>(i)];
         for (int i = 0; i < kv; ++i) {
@@ -335,23 +359,24 @@ ReferenceOutput referenceForward(const TinyModelSpec& s, const TinyWeights& w, c
             attn[static_cast<size_t>(h * D + i)] +=
                 sc[static_cast<size_t>(j)] / sum * V[static_cast<size_t>(j)][static_cast<size_t>(g * D + i)];
       }
-      const std::vector<double> o = matVec(w.at(b + "attn_output.weight"), attn, dim);
+      const std::vector<double> o = matVec(w.at(b + "attn_output.weight"), attn, dim, s.matrixType);
       for (int i = 0; i < dim; ++i) x[static_cast<size_t>(p)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
       const std::vector<double> xn = rms(x[static_cast<size_t>(p)], w.at(b + "ffn_norm.weight"));
-      const std::vector<double> gate = matVec(w.at(b + "ffn_gate.weight"), xn, s.ffn),
-                                up = matVec(w.at(b + "ffn_up.weight"), xn, s.ffn);
+      const std::vector<double> gate = matVec(w.at(b + "ffn_gate.weight"), xn, s.ffn, s.matrixType),
+                                up = matVec(w.at(b + "ffn_up.weight"), xn, s.ffn, s.matrixType);
       std::vector<double> act(static_cast<size_t>(s.ffn));
       for (int i = 0; i < s.ffn; ++i) {
         const double a = gate[static_cast<size_t>(i)];
         act[static_cast<size_t>(i)] = a / (1.0 + std::exp(-a)) * up[static_cast<size_t>(i)];
       }
-      const std::vector<double> d = matVec(w.at(b + "ffn_down.weight"), act, dim);
+      const std::vector<double> d = matVec(w.at(b + "ffn_down.weight"), act, dim, s.matrixType);
       for (int i = 0; i < dim; ++i) x[static_cast<size_t>(p)][static_cast<size_t>(i)] += d[static_cast<size_t>(i)];
     }
   }
   const std::vector<double>& cls = s.tied ? w.at("token_embd.weight") : w.at("output.weight");
   for (int p = 0; p < T; ++p)
-    out.logits.push_back(matVec(cls, rms(x[static_cast<size_t>(p)], w.at("output_norm.weight")), s.vocab));
+    out.logits.push_back(matVec(cls, rms(x[static_cast<size_t>(p)], w.at("output_norm.weight")), s.vocab,
+                                s.tied ? s.embeddingType : s.matrixType));
   return out;
 }
 

@@ -48,7 +48,7 @@ struct TinyWeights {
 };
 
 /// The tokenizer written with the model: `llama` (SentencePiece) pieces <unk>, <s>, </s>, 256
-/// byte tokens, then "▁t<i>" words; BOS 1.
+/// byte tokens, "▁" (259), "a"-"z" (260-285), "▁a"-"▁z" (286-311), then "▁t<i>" fillers; BOS 1.
 std::vector<std::string> tinyVocabulary(int vocab);
 
 /// Writes a GGUF model of `spec` (llama: RoPE on adjacent pairs, unpermuted; qwen2/3: half split).
@@ -68,9 +68,11 @@ struct ReferenceOutput {
   /// Per layer [T][...]: q after q-norm and RoPE [H·D], k before and after RoPE, v [KVH·D].
   std::vector<std::vector<std::vector<double>>> query, keyPreRope, key, value;
 };
-/// `interleaved`: RoPE on adjacent pairs (GGUF llama) instead of half split.
+/// `interleaved`: RoPE on adjacent pairs (GGUF llama) instead of half split. `llamaCpp`: as
+/// llama.cpp's CPU backend multiplies by F16 and BF16 weights, the activations are rounded to
+/// that type first (GGUF files; ggml-cpu's vec_dot_type).
 ReferenceOutput referenceForward(const TinyModelSpec& spec, const TinyWeights& weights, const std::vector<int>& tokens,
-                                 bool interleaved);
+                                 bool interleaved, bool llamaCpp = false);
 
 /// Each RoPE pair's inverse frequency of `spec` (scaling applied), computed plainly in double.
 std::vector<double> referenceInvFreq(const TinyModelSpec& spec);
