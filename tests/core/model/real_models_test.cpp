@@ -21,7 +21,7 @@
 #include "core/modelfile/gguf.h"
 #include "core/quant/rope.h"
 #include "core/tokenize/tokenizer.h"
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/tiny_models.h"
@@ -269,7 +269,7 @@ TinyModelSpec storiesSpec() {
 /// Writes `w` as a llama GGUF (unpermuted, as convert-llama2c-to-ggml writes llama2.c).
 void writeStoriesGguf(const TinyWeights& w, const std::string& path) {
   const TinyModelSpec s = storiesSpec();
-  test::GgufWriter g;
+  GgufWriter g;
   g.set("general.architecture", "llama");
   g.set("general.name", "stories260K");
   g.set("llama.context_length", uint32_t{512});
@@ -370,13 +370,13 @@ TEST(RealModels, RecordFromAGgufFileUsesItsTokenizerAndRope) {
 
 /// A GGUF of `s` with `edit` applied to its writer before writing.
 std::string edited(const test::TempDir& dir, const std::string& name, const TinyModelSpec& s,
-                   const std::function<void(test::GgufWriter&)>& edit) {
+                   const std::function<void(GgufWriter&)>& edit) {
   // Written twice: once to get the tensors, then re-emitted through a writer the test can edit.
   const std::string plain = dir.file(name + ".plain.gguf");
   test::writeTinyGguf(s, plain);
   auto f = GgufFile::open(plain);
   EXPECT_TRUE(f);
-  test::GgufWriter g;
+  GgufWriter g;
   for (const GgufEntry& e : (*f)->entries()) {
     const GgufValue& v = e.value;
     if (v.isArray() && v.elementType() == GgufType::String) {
@@ -410,33 +410,33 @@ std::string edited(const test::TempDir& dir, const std::string& name, const Tiny
 TEST(RealModels, FilesKvscopeCannotRunAreRefusedByName) {
   test::TempDir dir;
   const TinyModelSpec s;
-  auto refusal = [&](const std::string& name, const std::function<void(test::GgufWriter&)>& edit) {
+  auto refusal = [&](const std::string& name, const std::function<void(GgufWriter&)>& edit) {
     auto m = Model::load(edited(dir, name, s, edit));
     EXPECT_FALSE(m) << name;
     return m ? std::string() : m.status().message();
   };
-  std::string msg = refusal("gemma", [](test::GgufWriter& g) { g.set("general.architecture", "gemma2"); });
+  std::string msg = refusal("gemma", [](GgufWriter& g) { g.set("general.architecture", "gemma2"); });
   EXPECT_NE(msg.find("architecture 'gemma2' is not supported"), std::string::npos) << msg;
   EXPECT_NE(msg.find("soft-caps"), std::string::npos) << msg;
   EXPECT_NE(msg.find("qwen3"), std::string::npos) << "the message lists what kvscope runs: " << msg;
-  msg = refusal("unknown", [](test::GgufWriter& g) { g.set("general.architecture", "mamba"); });
+  msg = refusal("unknown", [](GgufWriter& g) { g.set("general.architecture", "mamba"); });
   EXPECT_NE(msg.find("'mamba'"), std::string::npos) << msg;
-  msg = refusal("yarn", [](test::GgufWriter& g) { g.set("llama.rope.scaling.type", "yarn"); });
+  msg = refusal("yarn", [](GgufWriter& g) { g.set("llama.rope.scaling.type", "yarn"); });
   EXPECT_NE(msg.find("'yarn' is not supported"), std::string::npos) << msg;
-  msg = refusal("partial", [](test::GgufWriter& g) { g.set("llama.rope.dimension_count", uint32_t{8}); });
+  msg = refusal("partial", [](GgufWriter& g) { g.set("llama.rope.dimension_count", uint32_t{8}); });
   EXPECT_NE(msg.find("partial RoPE"), std::string::npos) << msg;
-  msg = refusal("vlen", [](test::GgufWriter& g) { g.set("llama.attention.value_length", uint32_t{8}); });
+  msg = refusal("vlen", [](GgufWriter& g) { g.set("llama.attention.value_length", uint32_t{8}); });
   EXPECT_NE(msg.find("value head dim 8"), std::string::npos) << msg;
-  msg = refusal("heads", [](test::GgufWriter& g) { g.set("llama.attention.head_count_kv", uint32_t{3}); });
+  msg = refusal("heads", [](GgufWriter& g) { g.set("llama.attention.head_count_kv", uint32_t{3}); });
   EXPECT_NE(msg.find("does not divide"), std::string::npos) << msg;
-  msg = refusal("noeps", [](test::GgufWriter& g) { g.erase("llama.attention.layer_norm_rms_epsilon"); });
+  msg = refusal("noeps", [](GgufWriter& g) { g.erase("llama.attention.layer_norm_rms_epsilon"); });
   EXPECT_NE(msg.find("layer_norm_rms_epsilon"), std::string::npos) << msg;
   // A tensor whose shape disagrees with the hyperparameters is named with both shapes.
-  msg = refusal("ffn", [](test::GgufWriter& g) { g.set("llama.feed_forward_length", uint32_t{95}); });
+  msg = refusal("ffn", [](GgufWriter& g) { g.set("llama.feed_forward_length", uint32_t{95}); });
   EXPECT_NE(msg.find("tensor 'blk.0.ffn_gate.weight' has shape [96, 64]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("needs [95, 64]"), std::string::npos) << msg;
   // A missing layer tensor.
-  msg = refusal("blocks", [](test::GgufWriter& g) { g.set("llama.block_count", uint32_t{3}); });
+  msg = refusal("blocks", [](GgufWriter& g) { g.set("llama.block_count", uint32_t{3}); });
   EXPECT_NE(msg.find("'blk.2.attn_norm.weight' is missing"), std::string::npos) << msg;
   // A non-finite weight is refused when its layer is read, naming the layer.
   TinyModelSpec inf = s;
