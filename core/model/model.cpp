@@ -72,6 +72,12 @@ std::vector<WeightInfo> Model::weights() const {
 
 uint64_t Model::fileBytes() const { return weights_->fileBytes; }
 
+void Model::setTokenizer(std::unique_ptr<Tokenizer> tokenizer) {
+  tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(tokenizer));
+  bos_ = tokenizer_->bos();
+  addsBos_ = tokenizer_->addsBos();
+}
+
 bool Model::hasTokenText() const { return tokenizer_ != nullptr || !llama2cPieces_.empty(); }
 
 std::string Model::tokenText(int id) const {
@@ -460,9 +466,7 @@ Expected<std::shared_ptr<const Model>> ModelLoader::gguf(const std::string& path
   if (f.find("tokenizer.ggml.model") != nullptr) {
     auto tok = ggufTokenizer(f);
     if (!tok) return tok.status();
-    m->tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(*tok));
-    m->bos_ = m->tokenizer_->bos();
-    m->addsBos_ = m->tokenizer_->addsBos();
+    m->setTokenizer(std::move(*tok));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }
@@ -646,9 +650,7 @@ Expected<std::shared_ptr<const Model>> ModelLoader::huggingFace(const std::strin
   if (std::filesystem::exists(tokenizerJson, ec)) {
     auto tok = loadTokenizerJson(path);
     if (!tok) return tok.status();
-    m->tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(*tok));
-    m->bos_ = m->tokenizer_->bos();
-    m->addsBos_ = m->tokenizer_->addsBos();
+    m->setTokenizer(std::move(*tok));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

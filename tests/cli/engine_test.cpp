@@ -181,11 +181,12 @@ TEST_F(CliEngine, LlamacppRefusesBlocksThatDoNotDivideTheHeadDim) {
 }
 
 // --explain names what the CPU attention rounds Q to (ggml-cpu.c type_traits_cpu vec_dot_type:
-// q8_0 for a q4_0 K) and says eval keeps Q exact.
+// q8_0 for a q4_0 K), in the basis K is stored in (llama.cpp rotates Q with K before the kernel
+// converts it), and says eval keeps Q exact.
 TEST_F(CliEngine, ExplainNamesTheQuerySpec) {
   auto r = test::runCli("eval '" + d128_ + "' --engine 'llama.cpp -ctk q4_0' --explain");
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.out.find("query: q8_0 (what the engine rounds Q to; e2e applies it, eval keeps Q exact)"),
+  EXPECT_NE(r.out.find("query: q8_0,rot=hadamard:128 (what the engine rounds Q to; e2e applies it, eval keeps Q exact)"),
             std::string::npos)
       << r.out;
   auto f = test::runCli("eval '" + d128_ + "' --engine 'llama.cpp -ctk f32 -fa off' --explain");
