@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Runs one libFuzzer target for N seconds:
-#   scripts/fuzz.sh <dump|mapping|spec|engine|words|layers> [seconds] [jobs]
+#   scripts/fuzz.sh <dump|mapping|spec|engine|words|layers|gguf|safetensors|tokenize> [seconds] [jobs]
 # (words: the engine-string splitter alone; layers: the --layers parser, app/cli/layer_list.h)
 # (extra libFuzzer flags in $FUZZ_FLAGS).
 # Builds it with the 'fuzz' preset (clang, ASan + UBSan), seeds it from scripts/fuzz-seeds.sh,
@@ -10,11 +10,11 @@
 # tests/fuzz/regressions/<target>/, which the normal build's test_core_reliability replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine|words|layers> [seconds] [jobs]}
+target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine|words|layers|gguf|safetensors|tokenize> [seconds] [jobs]}
 seconds=${2:-60}
 jobs=${3:-1}
-case "$target" in dump|mapping|spec|engine|words|layers) ;;
-  *) echo "unknown target '$target' (dump, mapping, spec, engine, words, layers)" >&2; exit 2 ;; esac
+case "$target" in dump|mapping|spec|engine|words|layers|gguf|safetensors|tokenize) ;;
+  *) echo "unknown target '$target' (dump, mapping, spec, engine, words, layers, gguf, safetensors, tokenize)" >&2; exit 2 ;; esac
 
 build=build/fuzz
 [ -f "$build/build.ninja" ] || cmake --preset fuzz >/dev/null

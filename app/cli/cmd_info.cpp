@@ -53,7 +53,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
     std::vector<std::string> warnings = info.warnings;
     std::vector<ScanRow> scan;
     // --scan reads every tensor: minutes on a large dump (docs/reliability.md), so it shows progress.
-    const Progress progress = a->scan ? terminalProgress("info --scan " + a->dump) : cancellationProgress();
+    const Progress progress = a->scan ? cliProgress("info --scan " + a->dump, true) : cancellationProgress();
     if (a->scan) {
       std::vector<TensorKind> kinds = {TensorKind::Key, TensorKind::Value};
       if (info.hasQuery) kinds.push_back(TensorKind::Query);
@@ -140,6 +140,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
       j["has_logits"] = info.hasLogits;
       j["rope_style"] = ropeStyleName(info.ropeStyle);
       j["rope_theta"] = info.ropeTheta;
+      if (!info.ropeInvFreq.empty()) j["rope_inv_freq"] = info.ropeInvFreq;
       j["softmax_scale"] = info.softmaxScale;
       j["model_path"] = info.modelPath;
       j["bytes_per_token_fp16"] = perToken;
@@ -184,6 +185,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
     line("datasets", datasets + (info.canonical ? "" : " (through a mapping)"));
     std::ostringstream rope;
     rope << ropeStyleName(info.ropeStyle) << ", theta " << info.ropeTheta;
+    if (!info.ropeInvFreq.empty()) rope << ", the model's frequencies (rope_inv_freq)";
     line("rope", rope.str());
     std::ostringstream scale;
     scale << info.softmaxScale;

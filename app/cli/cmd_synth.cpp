@@ -54,7 +54,7 @@ std::function<int()> setupSynth(CLI::App& sub) {
       return fail(
           Status::invalidArgument("--rope-style '" + *rope + "': expected half or interleaved"));
     // Many layers take long (docs/reliability.md: about 0.5 s per 1000 small layers): progress.
-    Status st = writeSynthDump(*out, o, *quiet ? cancellationProgress() : terminalProgress("synth " + *out));
+    Status st = writeSynthDump(*out, o, *quiet ? cancellationProgress() : cliProgress("synth " + *out, true));
     if (!st) return fail(st);
     if (!*quiet)
       std::cout << *out << ": " << o.layers << " layers, " << o.kvHeads << " kv heads, " << o.heads

@@ -98,9 +98,10 @@ CLI::Validator wholeNumberCheck(long long min, unsigned long long max);
 bool interrupted();
 /// A Progress that returns false after SIGINT (and prints nothing).
 Progress cancellationProgress();
-/// A Progress for long work that also shows where it is: when standard error is a terminal,
-/// "LABEL: 37% WHAT" on one line there (redrawn at most four times a second, cleared when the
-/// Progress is destroyed); false after SIGINT/SIGTERM, like cancellationProgress.
-Progress terminalProgress(const std::string& label);
+/// A Progress that also shows the work on standard error ("record: layer 3 of 24 12%"): one
+/// line on a terminal, redrawn at most four times a second; elsewhere a line per phase or tenth,
+/// or nothing when `terminalOnly` (commands whose logs stay clean: synth, info --scan). False
+/// after SIGINT/SIGTERM, like cancellationProgress.
+Progress cliProgress(const std::string& command, bool terminalOnly = false);
 
 }  // namespace kvscope::cli

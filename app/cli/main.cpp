@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "app/cli/command.h"
 #include "core/io/isolated_reader.h"
 #include "core/util/atomic_file.h"
+#include "core/util/temporary_files.h"
 
 namespace kvscope::cli {
 
@@ -106,6 +108,7 @@ std::string explainText(const SpecChoice& c, const ResolvedPlans& r, const KvSha
          std::to_string(shape.layers) + " layers:\n";
   out += "key:   " + toString(r.plans.key) + "\n";
   out += "value: " + toString(r.plans.value) + "\n";
+  if (!r.strings.query.empty()) out += "query: " + r.strings.query + " (what the engine rounds Q to; e2e applies it, eval keeps Q exact)\n";
   for (const std::string& n : r.strings.notes) out += "  " + n + "\n";
   return out;
 }
@@ -364,28 +367,41 @@ Progress cancellationProgress() {
   return [](double, std::string_view) { return !interrupted(); };
 }
 
-Progress terminalProgress(const std::string& label) {
-  if (::isatty(STDERR_FILENO) == 0) return cancellationProgress();
+Progress cliProgress(const std::string& command, bool terminalOnly) {
+  // On a terminal one line, rewritten as the work goes on (at most four times a second: synth
+  // --layers 100000 reports per layer); elsewhere one line each time the phase or the tenth of
+  // the work changes, so a log shows progress without flooding.
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  if (!tty && terminalOnly) return cancellationProgress();
   struct Line {
-    std::string label;
-    std::chrono::steady_clock::time_point last{};
-    bool shown = false;
+    std::string what;
+    int tenth = -1;
+    std::chrono::steady_clock::time_point drawn{};
+    bool open = false;  // a terminal line drawn and not yet ended
     ~Line() {
-      if (shown) std::fputs("\r\033[K", stderr);
+      if (open) std::cerr << "\r\033[K" << std::flush;
     }
   };
-  auto line = std::make_shared<Line>();
-  line->label = label;
-  return [line](double fraction, std::string_view what) {
+  auto last = std::make_shared<Line>();
+  return [command, tty, last](double fraction, std::string_view what) {
+    if (interrupted()) return false;
+    if (fraction < 0) return true;
+    const int percent = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100));
+    const int tenth = percent / 10;
     const auto now = std::chrono::steady_clock::now();
-    if (!line->shown || now - line->last >= std::chrono::milliseconds(250)) {
-      line->last = now;
-      line->shown = true;
-      std::fprintf(stderr, "\r\033[K%s: %3d%% %.*s", line->label.c_str(),
-                   static_cast<int>(std::clamp(fraction, 0.0, 1.0) * 100), static_cast<int>(what.size()), what.data());
-      std::fflush(stderr);
+    if (tty) {
+      if (!last->open || percent >= 100 || now - last->drawn >= std::chrono::milliseconds(250)) {
+        std::cerr << "\r\033[K" << command << ": " << what << " " << percent << "%" << (percent >= 100 ? "\n" : "")
+                  << std::flush;
+        last->drawn = now;
+        last->open = percent < 100;
+      }
+    } else if (last->what != what || last->tenth != tenth) {
+      std::cerr << command << ": " << what << " " << percent << "%\n";
     }
-    return !interrupted();
+    last->what = std::string(what);
+    last->tenth = tenth;
+    return true;
   };
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/io/mapping_limits.h"
 #include "core/util/atomic_file.h"
 #include "core/util/json_text.h"
 

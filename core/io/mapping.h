@@ -10,10 +10,6 @@
 
 namespace kvscope {
 
-/// The most layers a mapping's `layers` may declare: more than any model has, and well inside an
-/// int (a larger count is refused, not wrapped).
-inline constexpr int kMaxMappingLayers = 1'000'000;
-
 /// Where one tensor lives in a non-canonical file.
 struct TensorMapping {
   /// Dataset path. Contains `{layer}` when each layer has its own dataset; otherwise the dataset

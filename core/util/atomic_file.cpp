@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "core/util/atomic_file.h"
+#include "core/util/temporary_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -23,14 +23,8 @@ Status writeViaTemporary(const std::string& path,
                          const std::function<Status(const std::string& temporaryPath)>& writer);
 
 /// A fresh hidden temporary path beside `path` (".NAME.kvscope-tmp-PID-N"), for writers that
-/// manage the temporary file themselves (the HDF5 dump writer). It is registered as a temporary
-/// file in flight until forgetTemporaryFile.
+/// manage the temporary file themselves (the HDF5 dump writer).
 std::string temporaryPathFor(const std::string& path);
-/// The temporary file was renamed into place or removed: no longer one to clean up.
-void forgetTemporaryFile(const std::string& path);
-/// Removes every temporary file in flight: for a process about to be ended by a signal whose work
-/// did not stop in time (app/cli/main.cpp). Any thread may call it, a signal handler may not.
-void removeTemporaryFiles();
 
 /// Reads a whole file (for mappings, sessions, candidate lists); errors name the file.
 Expected<std::string> readTextFile(const std::string& path, size_t maxBytes = size_t{64} << 20);

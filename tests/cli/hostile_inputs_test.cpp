@@ -195,11 +195,9 @@ TEST(CliHostileInputs, SigtermEndsAProcessBlockedInASystemCall) {
   EXPECT_EQ(listDir(dir.path()), (std::vector<std::string>{"err", "out", "report-pipe", "small.h5"}));
 }
 
-// record fifo / e2e fifo … / search … --plan --e2e with a model_path naming a FIFO blocked in
-// Checkpoint::load's open(). Enabled when modelfile lands: the checkpoint loader is being
-// rewritten on its own branch (core/modelfile, MappedFile), which refuses non-regular files
-// through core/util/input_file.h.
-TEST(CliHostileInputs, DISABLED_AFifoGivenAsTheModelIsRefusedAtOnce) {
+// record fifo / e2e fifo … blocked in the model loader's open(). Model::load opens every model
+// file through MappedFile, which refuses non-regular files through core/util/input_file.h.
+TEST(CliHostileInputs, AFifoGivenAsTheModelIsRefusedAtOnce) {
   test::TempDir dir;
   const std::string dump = smallDump(dir);
   const std::string fifo = dir.file("model-fifo");
@@ -474,7 +472,11 @@ TEST(CliHostileInputs, TheInternalReaderModeTypedByHandSaysSoAndExits2) {
 // `--engine "llama.cpp -ctk=q4_0"` was ignored ("ignored -ctk=q4_0"), so every figure was fp16.
 TEST(CliHostileInputs, TheEqualsSpellingOfLlamacppCacheFlagsIsReadAndNoted) {
   test::TempDir dir;
-  const std::string dump = smallDump(dir);
+  // D = 32: llama.cpp refuses a quantized cache type whose block (32) does not divide D.
+  test::hostile::Shape shape;
+  shape.dim = 32;
+  const std::string dump = dir.file("d32.h5");
+  ASSERT_TRUE(test::hostile::writeDump(dump, shape));
   const RunResult r = run("eval " + quote(dump) + " --engine 'llama.cpp -ctk=q4_0 -ctv=q8_0' --explain");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_TRUE(has(r.out, "key:   q4_0")) << r.out;

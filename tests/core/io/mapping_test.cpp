@@ -8,6 +8,7 @@
 
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
+#include "core/io/mapping_limits.h"
 #include "tests/core/io/h5_builder.h"
 #include "tests/core/io/read_heads_check.h"
 #include "tests/support/test_support.h"

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "core/util/atomic_file.h"
+#include "core/util/temporary_files.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {

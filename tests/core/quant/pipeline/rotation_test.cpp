@@ -250,7 +250,8 @@ TEST(ZeroInt, ParserRules) {
 // power of two) draws a D×D matrix. Refused by checkRotation before anything is allocated.
 TEST(RotationSpec, RandomRotationsAreBoundedByTheHeadDim) {
   auto spec = [](const std::string& text) { return *parseSpec(text); };
-  EXPECT_TRUE(checkRotation(spec("int4,rot=random"), kMaxRandomRotationDim).isOk());
+  // 2048: core/quant/spec.cpp, kMaxRandomRotationDim.
+  EXPECT_TRUE(checkRotation(spec("int4,rot=random"), 2048).isOk());
   const Status wide = checkRotation(spec("int4,rot=random"), 100000);
   ASSERT_FALSE(wide.isOk());
   EXPECT_NE(wide.message().find("rot=random at D = 100000 would draw a 100000×100000 orthogonal matrix (74.5 GiB"),
