@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "core/attention/engine.h"
+#include "core/attention/softmax_rows.h"
+#include "core/util/simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,6 +32,12 @@
 
 namespace kvscope {
 namespace attention_engine {
+
+std::atomic<bool>& fusedRows() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
 namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -148,6 +156,23 @@ int64_t exactArgmax(const double* approx, int64_t n, double tol, const float* q,
   return best;
 }
 
+// exactArgmax over candidates already picked (ascending indices within the error bound of the
+// maximum): the same float64 dot products, the same tie rule.
+int64_t exactArgmaxOf(const std::vector<int64_t>& candidates, const float* q, const float* keys, int64_t d) {
+  int64_t best = -1;
+  double bestDot = 0;
+  for (const int64_t j : candidates) {
+    double dot = 0;
+    const float* k = keys + j * d;
+    for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+    if (best < 0 || dot > bestDot) {
+      best = j;
+      bestDot = dot;
+    }
+  }
+  return best;
+}
+
 // A bound on |float GEMM dot − exact dot| for vectors of norms a and b in d dimensions (the
 // classic γ_d·‖a‖‖b‖ with unit roundoff 2^-24, doubled for margin).
 double gemmErrorBound(double a, double b, int64_t d) {
@@ -171,6 +196,7 @@ struct Workspace {
   std::vector<float> qc, scores, deltaK, deltaScores, prob, deltaProb, probHat, out, deltaV;
   std::vector<float> diffKey, diffValue, diffJoint;
   std::vector<double> sd, dd, shat, p, phat, rowKl;
+  std::vector<int64_t> candidates;  // argmax candidates of one row
 };
 
 template <class T>
@@ -207,6 +233,29 @@ WorkspacePool& workspaces() {
   static WorkspacePool pool;
   return pool;
 }
+
+// Flush-to-zero and denormals-are-zero while the output GEMMs run (x86 MXCSR). Their left
+// factors are probabilities and their changes, spread over a hundred orders of magnitude: the
+// products below 2^-126 (and P, ΔP, P̂ there, which gemmFloat already sets to zero) would be
+// subnormal, and every one costs a microcode assist, which made these GEMMs run at half the
+// speed of the score GEMMs. What they could add is below 2^-126 per product, invisible next to
+// outputs of ordinary size (docs/performance.md, section 2, has the measurement and the reading).
+class FlushSubnormals {
+ public:
+#if KVSCOPE_HAS_SSE_STREAMING
+  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushSubnormals() { _mm_setcsr(saved_); }
+#else
+  FlushSubnormals() = default;
+#endif
+  FlushSubnormals(const FlushSubnormals&) = delete;
+  FlushSubnormals& operator=(const FlushSubnormals&) = delete;
+
+ private:
+#if KVSCOPE_HAS_SSE_STREAMING
+  unsigned saved_;
+#endif
+};
 
 using MapF = Eigen::Map<RowMatF>;
 using MapA = Eigen::Map<Eigen::ArrayXd>;
@@ -261,13 +310,16 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     // The float P the softmax below would write: the same float64 values, rounded the same way.
     MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
     prob = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-               base->prob.data(), rows, ncol).cast<float>();
+               base->prob.data(), rows, ncol).unaryExpr([](double x) { return gemmFloat(x); });
     ConstMapF out(base->out.data(), rows, d);
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
     MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
     deltaV = vhAll.topRows(ncol) - vg;
     MapF diffValue(grow(ws.diffValue, rows * d), rows, d);
-    diffValue.noalias() = prob * deltaV;
+    {
+      const FlushSubnormals flush;
+      diffValue.noalias() = prob * deltaV;
+    }
     Partial part;
     for (int64_t r = 0; r < rows; ++r) {
       const double rv = relativeError(diffValue.row(r).data(), out.row(r).data(), d);
@@ -301,10 +353,11 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   std::fill(rowKl, rowKl + rows, 0.0);
   if (fill) fill->prob.assign(static_cast<size_t>(rows * ncol), 0.0);
   const bool storedProb = base && !base->prob.empty();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (r % 32 == 31 && stop()) return {};
-    const int64_t i = i0 + r % nq;
-    const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
+  const double maxKeyTol = maxKeyNorm, maxDeltaTol = maxDeltaNorm;
+
+  // One row through Eigen's expressions: the definition the fused passes below reproduce bit for
+  // bit (softmax_rows.h), and the path of rows with a non-finite score.
+  auto eigenRow = [&](int64_t r, int64_t nk) {
     auto sdh = sd.head(nk);
     sdh = scores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
     double m1 = 0, z1 = 0;
@@ -332,8 +385,8 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
       fill->rowSum[static_cast<size_t>(r)] = z1;
       std::copy(phData, phData + nk, fill->prob.data() + r * ncol);
     }
-    if (writeProb) prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
-    if (!needKeys) continue;
+    if (writeProb) prob.row(r).head(nk) = ph.unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+    if (!needKeys) return;
 
     auto ddh = dd.head(nk);
     ddh = deltaScores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
@@ -359,21 +412,92 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     {
       const float* qr = qc.row(r).data();
       const double qNorm = static_cast<double>(qc.row(r).norm()) * 1.001;
-      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyNorm, d);
+      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyTol, d);
       // ŝ = s + Δs carries the errors of both products.
-      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaNorm, d) +
+      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaTol, d) +
                             4.0 * std::numeric_limits<double>::epsilon() * std::fabs(m2);
       const int64_t top = exactArgmax(sdh.data(), nk, tolS, qr, in.key->row(g, 0), d);
       const int64_t topHat = exactArgmax(shh.data(), nk, tolHat, qr, in.keyHat->row(g, 0), d);
       if (top == topHat) ++part.top1;
     }
-    deltaProb.row(r).head(nk) = (phh - ph).cast<float>().matrix().transpose();
-    if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
+    deltaProb.row(r).head(nk) = (phh - ph).unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+    if (which.joint) probHat.row(r).head(nk) = phh.unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+  };
+
+  std::vector<int64_t>& candidates = ws.candidates;
+  const bool fused = fusedRows().load(std::memory_order_relaxed);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 32 == 31 && stop()) return {};
+    const int64_t i = i0 + r % nq;
+    const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
+    const float* sRow = scores.row(r).data();
+    const float* dRow = needKeys ? deltaScores.row(r).data() : nullptr;
+    const RowScan scan = fused ? scanScores(sRow, dRow, nk, s.scale) : RowScan{0, 0, 0, 0, false};
+    if (!scan.finite) {
+      eigenRow(r, nk);
+      continue;
+    }
+    // The same values as eigenRow, in four passes over the row: scan, exp (and Σ), normalize
+    // (with the float P, ΔP, P̂ and Σ P·δ), and the argmax candidates.
+    double m1 = 0, z1 = 0;
+    const double* pRow = p.data();
+    bool divide = true;
+    if (storedProb) {
+      m1 = base->rowMax[static_cast<size_t>(r)];
+      z1 = base->rowSum[static_cast<size_t>(r)];
+      pRow = base->prob.data() + r * ncol;
+      divide = false;
+    } else if (base) {
+      m1 = base->rowMax[static_cast<size_t>(r)];
+      (void)expScores(sRow, nullptr, nk, s.scale, m1, p.data());
+      z1 = base->rowSum[static_cast<size_t>(r)];
+    } else {
+      m1 = scan.maxScore;
+      z1 = expScores(sRow, nullptr, nk, s.scale, m1, p.data());
+    }
+    RowOutputs outs;
+    outs.prob = writeProb ? prob.row(r).data() : nullptr;
+    if (!needKeys) {
+      normalizeRow(pRow, p.data(), divide, z1, nullptr, 0.0, nullptr, s.scale, nk, outs);
+      if (divide) pRow = p.data();
+    } else {
+      const double m2 = scan.maxScoreHat;
+      const double z2 = expScores(sRow, dRow, nk, s.scale, m2, phat.data());
+      outs.deltaProb = deltaProb.row(r).data();
+      outs.probHat = which.joint ? probHat.row(r).data() : nullptr;
+      const double weighted = normalizeRow(pRow, p.data(), divide, z1, phat.data(), z2, dRow, s.scale, nk, outs);
+      if (divide) pRow = p.data();
+      const double lseDiff = (m2 + std::log(z2)) - (m1 + std::log(z1));
+      double kl = lseDiff - weighted;
+      if (kl < 0) kl = 0;
+      rowKl[r] = kl;
+      part.klSum += kl;
+      part.klMax = std::max(part.klMax, kl);
+      part.scoreAbsSum += scan.absDeltaSum;
+      part.scoreMax = std::max(part.scoreMax, scan.absDeltaMax);
+      part.scoreCount += nk;
+      const float* qr = qc.row(r).data();
+      const double qNorm = static_cast<double>(qc.row(r).norm()) * 1.001;
+      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyTol, d);
+      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaTol, d) +
+                            4.0 * std::numeric_limits<double>::epsilon() * std::fabs(m2);
+      candidatesAtLeast(sRow, nullptr, nk, s.scale, scan.maxScore - 2.0 * tolS, candidates);
+      const int64_t top = exactArgmaxOf(candidates, qr, in.key->row(g, 0), d);
+      candidatesAtLeast(sRow, dRow, nk, s.scale, m2 - 2.0 * tolHat, candidates);
+      const int64_t topHat = exactArgmaxOf(candidates, qr, in.keyHat->row(g, 0), d);
+      if (top == topHat) ++part.top1;
+    }
+    if (fill) {
+      fill->rowMax[static_cast<size_t>(r)] = m1;
+      fill->rowSum[static_cast<size_t>(r)] = z1;
+      std::copy(pRow, pRow + nk, fill->prob.data() + r * ncol);
+    }
   }
 
   float* ownOut = nullptr;
   if (!base) {
     ownOut = grow(ws.out, rows * d);
+    const FlushSubnormals flush;
     MapF(ownOut, rows, d).noalias() = prob * vg;
   }
   if (stop()) return {};
@@ -385,11 +509,15 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   MapF diffKey(needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
   MapF diffValue(which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr, which.valueOnly ? rows : 0, d);
   MapF diffJoint(which.joint ? grow(ws.diffJoint, rows * d) : nullptr, which.joint ? rows : 0, d);
-  if (needKeys) diffKey.noalias() = deltaProb * vg;
+  if (needKeys) {
+    const FlushSubnormals flush;
+    diffKey.noalias() = deltaProb * vg;
+  }
   if (needValues) {
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
     MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
     deltaV = vhAll.topRows(ncol) - vg;
+    const FlushSubnormals flush;
     if (which.valueOnly) diffValue.noalias() = prob * deltaV;
     if (which.joint) {
       diffJoint = diffKey;
