@@ -88,7 +88,7 @@ CommandSetup setup = [](CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   sub.add_option("--only", o->only,
-                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity "
+                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity, scaling "
                  "(default: all)");
   sub.add_flag("--quick", o->quick, "small shapes: a smoke test of a few seconds, not a measurement");
   sub.add_option("--json", o->json, "also write the figures as JSON to FILE ('-' = standard output)");

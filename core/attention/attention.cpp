@@ -66,6 +66,21 @@ Status checkTensor(const Tensor3* t, const char* name, const Tensor3& key) {
   return Status::ok();
 }
 
+// Queries per work item: score matrices of about kTargetScoreElements, and enough items that
+// every thread has work even with few kv heads. (The split decides which keys each GEMM sums
+// over, so it decides the last bits of the results too.)
+void splitIntoItems(Shape& s) {
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  int64_t chunk = std::max<int64_t>(1, kTargetScoreElements / (s.group * s.tokens));
+  const int64_t minChunks = (threads + s.kvHeads - 1) / s.kvHeads;
+  chunk = std::min(chunk, (s.selected + minChunks - 1) / minChunks);
+  s.chunk = std::max<int64_t>(1, std::min(chunk, s.selected));
+  s.chunksPerHead = (s.selected + s.chunk - 1) / s.chunk;
+}
+
 Expected<Shape> validate(const AttentionInput& in, const AttentionCaseSelection& which) {
   if (!in.query) return Status::invalidArgument("attention: the layer has no query");
   if (!in.key) return Status::invalidArgument("attention: key is missing");
@@ -111,16 +126,7 @@ Expected<Shape> validate(const AttentionInput& in, const AttentionCaseSelection&
   s.selected = in.lastQueries > 0 ? std::min<int64_t>(in.lastQueries, s.queries) : s.queries;
   s.firstQuery = s.queries - s.selected;
   s.scale = in.softmaxScale > 0 ? in.softmaxScale : 1.0 / std::sqrt(static_cast<double>(s.dim));
-  int threads = 1;
-#ifdef _OPENMP
-  threads = omp_get_max_threads();
-#endif
-  int64_t chunk = std::max<int64_t>(1, kTargetScoreElements / (s.group * s.tokens));
-  // Enough items that every thread has work even with few kv heads.
-  const int64_t minChunks = (threads + s.kvHeads - 1) / s.kvHeads;
-  chunk = std::min(chunk, (s.selected + minChunks - 1) / minChunks);
-  s.chunk = std::max<int64_t>(1, std::min(chunk, s.selected));
-  s.chunksPerHead = (s.selected + s.chunk - 1) / s.chunk;
+  splitIntoItems(s);
   return s;
 }
 
@@ -575,13 +581,28 @@ Partial runItemPooled(const AttentionInput& in, const AttentionCaseSelection& wh
 
 }  // namespace
 
-Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
-                                          const AttentionCaseSelection& which, RowValues* rows,
-                                          const Progress& progress,
-                                          const AttentionBaseline* baseline) {
+namespace {
+
+// One layer's share of a run: its shape, and the partial sums of its items.
+struct LayerRun {
+  const AttentionInput* input = nullptr;
+  const AttentionBaseline* baseline = nullptr;
+  RowValues* rows = nullptr;
+  Shape s;
+  int64_t items = 0;
+  bool parallel = false;  // whether its items run on threads (else as one inactive region)
+  std::vector<Partial> partials;
+};
+
+Expected<LayerRun> startRun(const AttentionInput& input, const AttentionCaseSelection& which, RowValues* rows,
+                            const AttentionBaseline* baseline) {
   auto shape = validate(input, which);
   if (!shape) return shape.status();
-  Shape s = *shape;
+  LayerRun run;
+  run.input = &input;
+  run.baseline = baseline;
+  run.rows = rows;
+  run.s = *shape;
   if (baseline) {
     if (baseline->query != input.query || baseline->key != input.key ||
         baseline->value != input.value || baseline->softmaxScale != input.softmaxScale ||
@@ -589,8 +610,9 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
       return Status::invalidArgument(
           "attention: the baseline was prepared for other tensors or options");
     }
-    s = baseline->shape;  // the items must split the layer as they did when it was prepared
+    run.s = baseline->shape;  // the items must split the layer as they did when it was prepared
   }
+  const Shape& s = run.s;
   if (rows) {
     const size_t n = static_cast<size_t>(s.heads * s.selected);
     rows->selectedQueries = s.selected;
@@ -600,27 +622,25 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     rows->relValueOnly.assign(n, 0.0);
     rows->relJoint.assign(n, 0.0);
   }
-  const int64_t items = s.kvHeads * s.chunksPerHead;
-  std::vector<Partial> partials(static_cast<size_t>(items));
-  std::atomic<bool> cancelled{false};
-  std::atomic<int64_t> done{0};
-  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
-
-  const auto stop = stopCheck(progress, cancelled, done, items, "attention metrics");
-  // Threads only pay off beyond a few million multiply-adds (waking them costs more below).
+  run.items = s.kvHeads * s.chunksPerHead;
+  run.partials.resize(static_cast<size_t>(run.items));
+  // Threads only pay off beyond a few million multiply-adds (waking them costs more below). A
+  // layer below that runs its items in an inactive region, where Eigen may thread a GEMM itself.
   const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
-  const bool parallel = items > 1 && work > 2e6;
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int64_t item = 0; item < items; ++item) {
-    if (cancelled.load(std::memory_order_relaxed)) continue;
-    partials[static_cast<size_t>(item)] =
-        runItemPooled(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
-                      baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
-    done.fetch_add(1);
-    stop();  // reports the finished fraction (thread 0) and sees a cancel
-  }
-  if (cancelled) return Status::cancelled();
+  run.parallel = run.items > 1 && work > 2e6;
+  return run;
+}
 
+Partial runItemOf(const LayerRun& run, const AttentionCaseSelection& which, int64_t item,
+                  const std::function<bool()>& stop) {
+  const Shape& s = run.s;
+  return runItemPooled(*run.input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, run.rows,
+                       run.baseline ? &run.baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
+}
+
+std::vector<AttentionCases> reduceRun(const LayerRun& run, const AttentionCaseSelection& which) {
+  const Shape& s = run.s;
+  const std::vector<Partial>& partials = run.partials;
   std::vector<AttentionCases> result(static_cast<size_t>(s.kvHeads));
   const double perHead = static_cast<double>(s.group * s.selected);
   for (int64_t g = 0; g < s.kvHeads; ++g) {
@@ -657,6 +677,75 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     }
   }
   return result;
+}
+
+}  // namespace
+
+Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
+                                          const AttentionCaseSelection& which, RowValues* rows,
+                                          const Progress& progress,
+                                          const AttentionBaseline* baseline) {
+  auto started = startRun(input, which, rows, baseline);
+  if (!started) return started.status();
+  LayerRun& layer = *started;
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
+  const auto stop = stopCheck(progress, cancelled, done, layer.items, "attention metrics");
+#pragma omp parallel for schedule(dynamic, 1) if (layer.parallel)
+  for (int64_t item = 0; item < layer.items; ++item) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    layer.partials[static_cast<size_t>(item)] = runItemOf(layer, which, item, stop);
+    done.fetch_add(1);
+    stop();  // reports the finished fraction (thread 0) and sees a cancel
+  }
+  if (cancelled) return Status::cancelled();
+  return reduceRun(layer, which);
+}
+
+Expected<std::vector<std::vector<AttentionCases>>> runLayers(const std::vector<AttentionInput>& inputs,
+                                                             const AttentionCaseSelection& which,
+                                                             const Progress& progress) {
+  std::vector<LayerRun> layers;
+  layers.reserve(inputs.size());
+  for (const AttentionInput& in : inputs) {
+    auto started = startRun(in, which, nullptr, nullptr);
+    if (!started) return started.status();
+    layers.push_back(std::move(*started));
+  }
+  // The items of every layer that runs on threads, in layer order, in one loop: each item is
+  // computed exactly as in a call for its layer alone, so the results are those calls' results.
+  std::vector<std::pair<size_t, int64_t>> items;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!layers[l].parallel) continue;
+    for (int64_t i = 0; i < layers[l].items; ++i) items.emplace_back(l, i);
+  }
+  const auto total = static_cast<int64_t>(items.size());
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
+  const auto stop = stopCheck(progress, cancelled, done, std::max<int64_t>(total, 1), "attention metrics");
+#pragma omp parallel for schedule(dynamic, 1) if (total > 1)
+  for (int64_t k = 0; k < total; ++k) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    const auto [l, item] = items[static_cast<size_t>(k)];
+    layers[l].partials[static_cast<size_t>(item)] = runItemOf(layers[l], which, item, stop);
+    done.fetch_add(1);
+    stop();
+  }
+  if (cancelled) return Status::cancelled();
+  std::vector<std::vector<AttentionCases>> results;
+  results.reserve(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!layers[l].parallel) {  // as its own call would: an inactive region
+      auto alone = run(inputs[l], which, nullptr, {});
+      if (!alone) return alone.status();
+      results.push_back(std::move(*alone));
+    } else {
+      results.push_back(reduceRun(layers[l], which));
+    }
+  }
+  return results;
 }
 
 Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which) {
@@ -744,6 +833,24 @@ Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& inp
     return Status::invalidArgument("attention: no case selected");
   }
   return attention_engine::run(input, which, nullptr, progress, &baseline);
+}
+
+int64_t attentionWorkItems(int64_t heads, int64_t kvHeads, int64_t tokens, int64_t queries, int lastQueries) {
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 || tokens <= 0 || queries <= 0) return 0;
+  attention_engine::Shape s;
+  s.kvHeads = kvHeads;
+  s.tokens = tokens;
+  s.heads = heads;
+  s.queries = queries;
+  s.group = heads / kvHeads;
+  s.selected = lastQueries > 0 ? std::min<int64_t>(lastQueries, queries) : queries;
+  attention_engine::splitIntoItems(s);
+  return s.kvHeads * s.chunksPerHead;
+}
+
+Expected<std::vector<std::vector<AttentionCases>>> attentionMetricsOfLayers(
+    const std::vector<AttentionInput>& inputs, const Progress& progress) {
+  return attention_engine::runLayers(inputs, AttentionCaseSelection{}, progress);
 }
 
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,

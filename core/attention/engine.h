@@ -48,6 +48,11 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
                                           const Progress& progress,
                                           const AttentionBaseline* baseline = nullptr);
 
+/// `run` for several layers whose items share one parallel loop (attentionMetricsOfLayers).
+Expected<std::vector<std::vector<AttentionCases>>> runLayers(const std::vector<AttentionInput>& inputs,
+                                                             const AttentionCaseSelection& which,
+                                                             const Progress& progress);
+
 /// Checks shapes and presence of the tensors the selected cases need.
 Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which);
 

@@ -108,4 +108,53 @@ Expected<AttentionFigures> benchAttention(const AttentionShape& shape, const Bud
   return figures;
 }
 
+Expected<EvalAttentionFigures> benchEvalAttention(const AttentionShape& shape, int layers, std::string_view spec,
+                                                  const Budget& budget) {
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0 || shape.queries > shape.tokens || layers < 1) {
+    return Status::invalidArgument("attention benchmark: inconsistent shape");
+  }
+  auto parsed = parseSpec(spec);
+  if (!parsed) return parsed.status();
+  struct Layer {
+    Tensor3 q, k, v;
+    QuantOutput kHat, vHat;
+  };
+  std::vector<Layer> data(static_cast<size_t>(layers));
+  std::vector<AttentionInput> inputs;
+  EvalAttentionFigures figures;
+  figures.shape = shape;
+  figures.layers = layers;
+  figures.spec = std::string(spec);
+  for (int l = 0; l < layers; ++l) {
+    Layer& d = data[static_cast<size_t>(l)];
+    const auto seed = static_cast<uint64_t>(100 + 10 * l);
+    d.q = syntheticTensor(shape.heads, shape.queries, shape.dim, seed);
+    d.k = syntheticTensor(shape.kvHeads, shape.tokens, shape.dim, seed + 1);
+    d.v = syntheticTensor(shape.kvHeads, shape.tokens, shape.dim, seed + 2);
+    QuantInput k{&d.k, nullptr, {}}, v{&d.v, nullptr, {}};
+    KVS_RETURN_IF_ERROR(quantizeTensorInto(k, *parsed, d.kHat));
+    KVS_RETURN_IF_ERROR(quantizeTensorInto(v, *parsed, d.vHat));
+  }
+  for (Layer& d : data) {
+    AttentionInput in;
+    in.query = &d.q;
+    in.key = &d.k;
+    in.value = &d.v;
+    in.keyHat = &d.kHat.reconstruction;
+    in.valueHat = &d.vHat.reconstruction;
+    inputs.push_back(in);
+    figures.countedFlops += attentionFlops(shape);
+    figures.engineFlops += attention_engine::gemmFlops(in, AttentionCaseSelection{});
+  }
+  auto time = timeRepeated(
+      [&]() -> Status {
+        auto metrics = attentionMetricsOfLayers(inputs);
+        return metrics ? Status::ok() : metrics.status();
+      },
+      budget);
+  if (!time) return time.status().withContext("attentionMetricsOfLayers");
+  figures.time = *time;
+  return figures;
+}
+
 }  // namespace kvscope::bench
