@@ -203,6 +203,7 @@ struct Workspace {
   std::vector<float> diffKey, diffValue, diffJoint;
   std::vector<double> sd, dd, shat, p, phat, rowKl;
   std::vector<int64_t> candidates;  // argmax candidates of one row
+  std::vector<float> probStack, outStack, diffStack;  // the stacked output products' operands
 };
 
 template <class T>
@@ -342,9 +343,18 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   // Each row's entries past its position stay zero (causal mask); only those are cleared. On a
   // baseline, key_only never reads P (only P̂ − P), so it is not written.
   const bool writeProb = !base || needValues;
-  MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
-  MapF deltaProb(needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
-  MapF probHat(which.joint ? grow(ws.probHat, rows * ncol) : nullptr, which.joint ? rows : 0, ncol);
+  // With all three cases the output GEMMs go in two stacked products, [ΔP; P]·V and [P; P̂]·ΔV,
+  // which pack V and ΔV once instead of twice (ΔP, P, P̂ lie one after the other for it). Each
+  // output row is summed exactly as in its own product: the same depth blocking, rows in
+  // multiples of four (a single row would be a matrix-vector product, a tiny product a
+  // coefficient-wise one, which sum in other orders; those cases keep separate products).
+  const bool stacked = !base && which.keyOnly && which.valueOnly && which.joint && rows % 4 == 0 &&
+                       ncol + rows + d >= 20;
+  float* stack = stacked ? grow(ws.probStack, 3 * rows * ncol) : nullptr;
+  MapF prob(stacked ? stack + rows * ncol : grow(ws.prob, rows * ncol), rows, ncol);
+  MapF deltaProb(stacked ? stack : needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
+  MapF probHat(stacked ? stack + 2 * rows * ncol : which.joint ? grow(ws.probHat, rows * ncol) : nullptr,
+               which.joint ? rows : 0, ncol);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
     if (writeProb) prob.row(r).tail(ncol - nk).setZero();
@@ -500,8 +510,15 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     }
   }
 
+  // [ΔP·V; P·V] and [P·ΔV; ΔP·V + P̂·ΔV] when stacked, one product each.
+  float* outStack = stacked ? grow(ws.outStack, 2 * rows * d) : nullptr;
+  float* diffStack = stacked ? grow(ws.diffStack, 2 * rows * d) : nullptr;
   float* ownOut = nullptr;
-  if (!base) {
+  if (stacked) {
+    ownOut = outStack + rows * d;
+    const FlushSubnormals flush;
+    MapF(outStack, 2 * rows, d).noalias() = MapF(stack, 2 * rows, ncol) * vg;
+  } else if (!base) {
     ownOut = grow(ws.out, rows * d);
     const FlushSubnormals flush;
     MapF(ownOut, rows, d).noalias() = prob * vg;
@@ -512,14 +529,24 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     fill->scores.assign(ownScores, ownScores + rows * ncol);
     fill->out.assign(ownOut, ownOut + rows * d);
   }
-  MapF diffKey(needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
-  MapF diffValue(which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr, which.valueOnly ? rows : 0, d);
-  MapF diffJoint(which.joint ? grow(ws.diffJoint, rows * d) : nullptr, which.joint ? rows : 0, d);
-  if (needKeys) {
+  MapF diffKey(stacked ? outStack : needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
+  MapF diffValue(stacked ? diffStack : which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr,
+                 which.valueOnly ? rows : 0, d);
+  MapF diffJoint(stacked ? diffStack + rows * d : which.joint ? grow(ws.diffJoint, rows * d) : nullptr,
+                 which.joint ? rows : 0, d);
+  if (stacked) {
+    ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
+    MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
+    deltaV = vhAll.topRows(ncol) - vg;
+    diffValue.setZero();  // what `=` starts a product from
+    diffJoint = diffKey;
+    const FlushSubnormals flush;
+    MapF(diffStack, 2 * rows, d).noalias() += MapF(stack + rows * ncol, 2 * rows, ncol) * deltaV;
+  } else if (needKeys) {
     const FlushSubnormals flush;
     diffKey.noalias() = deltaProb * vg;
   }
-  if (needValues) {
+  if (needValues && !stacked) {
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
     MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
     deltaV = vhAll.topRows(ncol) - vg;
