@@ -70,11 +70,12 @@ std::string table(const bench::SuiteResult& r) {
     if (!row.note.empty()) out << "    note: " << row.note << "\n";
   }
   out << "\n(best/median: wall clock; cpu: least process CPU time of a run, all threads)\nshapes:\n";
-  std::string lastGroup;
+  std::string lastGroup, lastShape;  // each group's shapes, in the order its rows have them
   for (const bench::SuiteRow& row : r.rows) {
-    if (row.group == lastGroup) continue;
+    if (row.group == lastGroup && row.shape == lastShape) continue;
+    out << "  " << pad(row.group == lastGroup ? "" : row.group, 12) << row.shape << "\n";
     lastGroup = row.group;
-    out << "  " << pad(row.group, 12) << row.shape << "\n";
+    lastShape = row.shape;
   }
   return out.str();
 }

@@ -11,6 +11,8 @@
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
+#include "core/synth/synth.h"
+#include "core/util/small_float.h"
 
 namespace kvscope::bench {
 
@@ -125,12 +127,27 @@ Expected<EvalAttentionFigures> benchEvalAttention(const AttentionShape& shape, i
   figures.shape = shape;
   figures.layers = layers;
   figures.spec = std::string(spec);
+  // The layers `kvscope-cli synth` writes for this shape (its defaults), as eval reads them back
+  // from the fp16 dump: attention's cost depends on the data (how many probabilities underflow,
+  // how many keys tie for the maximum), so the workload uses the dump's.
+  SynthOptions synth;
+  synth.layers = layers;
+  synth.kvHeads = shape.kvHeads;
+  synth.heads = shape.heads;
+  synth.tokens = shape.tokens;
+  synth.queries = shape.queries;
+  synth.headDim = shape.dim;
+  KVS_RETURN_IF_ERROR(validateSynthOptions(synth));
+  const auto asFp16 = [](Tensor3 t) {
+    for (float& x : t.data) x = fp::roundFp16(x);
+    return t;
+  };
   for (int l = 0; l < layers; ++l) {
     Layer& d = data[static_cast<size_t>(l)];
-    const auto seed = static_cast<uint64_t>(100 + 10 * l);
-    d.q = syntheticTensor(shape.heads, shape.queries, shape.dim, seed);
-    d.k = syntheticTensor(shape.kvHeads, shape.tokens, shape.dim, seed + 1);
-    d.v = syntheticTensor(shape.kvHeads, shape.tokens, shape.dim, seed + 2);
+    SynthLayer layer = synthLayer(synth, l);
+    d.q = asFp16(std::move(layer.query));
+    d.k = asFp16(std::move(layer.key));
+    d.v = asFp16(std::move(layer.value));
     QuantInput k{&d.k, nullptr, {}}, v{&d.v, nullptr, {}};
     KVS_RETURN_IF_ERROR(quantizeTensorInto(k, *parsed, d.kHat));
     KVS_RETURN_IF_ERROR(quantizeTensorInto(v, *parsed, d.vHat));

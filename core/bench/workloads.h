@@ -68,7 +68,8 @@ struct EvalAttentionFigures {
   double engineFlops = 0;   ///< layers × attention_engine::gemmFlops
 };
 
-/// Times the attention metrics of `layers` synthetic layers of `shape` quantized with `spec`.
+/// Times the attention metrics of `layers` layers of `shape` as `kvscope-cli synth` makes them
+/// (fp16-rounded), K and V quantized with `spec`.
 Expected<EvalAttentionFigures> benchEvalAttention(const AttentionShape& shape, int layers, std::string_view spec,
                                                   const Budget& budget);
 
