@@ -449,7 +449,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
   auto context = [&](int l) {
     LayerContext c;
     c.layer = l;
-    c.rope = RopeParams{info.ropeTheta, info.ropeStyle};
+    c.rope = info.rope();
     c.softmaxScale = info.softmaxScale;
     c.origin = info.path + ": layer " + std::to_string(l);
     c.layers = info.layers;
