@@ -32,8 +32,9 @@ bundle() {  # $1: target folder
   [[ -n "$cli" ]] || { echo "scaling.sh: build kvscope-cli first (cmake --preset core && cmake --build --preset core --target kvscope-cli)" >&2; exit 2; }
   rm -rf "$dir"; mkdir -p "$dir"
   cp "$cli" "$dir/kvscope-cli"
+  strip "$dir/kvscope-cli" 2>/dev/null || true  # symbols are of no use there; the bundle travels
   ldd "$cli" | awk '/=> \//{print $3} /^[ \t]*\/lib/{print $1}' | sort -u | while read -r lib; do cp -L "$lib" "$dir/"; done
-  echo "scaling.sh: $dir holds $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1); carry it (run's carry: [\"${dir#./}\"])"
+  echo "scaling.sh: $dir holds $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1); copy it beside the checkout there"
   exit 0
 }
 
