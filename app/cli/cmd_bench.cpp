@@ -25,7 +25,7 @@ Expected<std::vector<std::string>> parseGroups(const std::string& text) {
     if (item.empty()) {
       return Status::invalidArgument("--only '" + text + "': " + (text.empty() ? "no groups" : "an empty item") +
                                      " (allowed: a comma-separated list of quantize, attention, interactive, eval, "
-                                     "open, sensitivity; leave --only out for all)");
+                                     "open, sensitivity, record, scaling; leave --only out for all)");
     }
     out.push_back(std::move(item));
     if (comma == std::string::npos) return out;
@@ -81,11 +81,12 @@ std::string table(const bench::SuiteResult& r) {
     if (!row.note.empty()) out << "    note: " << row.note << "\n";
   }
   out << "\n(best/median: wall clock; cpu: least process CPU time of a run, all threads)\nshapes:\n";
-  std::string lastGroup;
+  std::string lastGroup, lastShape;  // each group's shapes, in the order its rows have them
   for (const bench::SuiteRow& row : r.rows) {
-    if (row.group == lastGroup) continue;
+    if (row.group == lastGroup && row.shape == lastShape) continue;
+    out << "  " << pad(row.group == lastGroup ? "" : row.group, 12) << row.shape << "\n";
     lastGroup = row.group;
-    out << "  " << pad(row.group, 12) << row.shape << "\n";
+    lastShape = row.shape;
   }
   return out.str();
 }
@@ -100,7 +101,7 @@ CommandSetup setup = [](CLI::App& sub) {
   };
   auto o = std::make_shared<Options>();
   CLI::Option* only = sub.add_option("--only", o->only,
-                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity, record "
+                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity, record, scaling "
                  "(default: all)");
   sub.add_flag("--quick", o->quick, "small shapes: a smoke test of a few seconds, not a measurement");
   addOutputOption(sub, "--json", o->json, "also write the figures as JSON to FILE ('-' = standard output)");

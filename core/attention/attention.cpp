@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "core/attention/engine.h"
+#include "core/attention/softmax_rows.h"
+#include "core/util/simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,6 +32,12 @@
 
 namespace kvscope {
 namespace attention_engine {
+
+std::atomic<bool>& fusedRows() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
 namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -56,6 +64,21 @@ Status checkTensor(const Tensor3* t, const char* name, const Tensor3& key) {
         std::to_string(key.dim) + "]");
   }
   return Status::ok();
+}
+
+// Queries per work item: score matrices of about kTargetScoreElements, and enough items that
+// every thread has work even with few kv heads. (The split decides which keys each GEMM sums
+// over, so it decides the last bits of the results too.)
+void splitIntoItems(Shape& s) {
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  int64_t chunk = std::max<int64_t>(1, kTargetScoreElements / (s.group * s.tokens));
+  const int64_t minChunks = (threads + s.kvHeads - 1) / s.kvHeads;
+  chunk = std::min(chunk, (s.selected + minChunks - 1) / minChunks);
+  s.chunk = std::max<int64_t>(1, std::min(chunk, s.selected));
+  s.chunksPerHead = (s.selected + s.chunk - 1) / s.chunk;
 }
 
 Expected<Shape> validate(const AttentionInput& in, const AttentionCaseSelection& which) {
@@ -103,16 +126,7 @@ Expected<Shape> validate(const AttentionInput& in, const AttentionCaseSelection&
   s.selected = in.lastQueries > 0 ? std::min<int64_t>(in.lastQueries, s.queries) : s.queries;
   s.firstQuery = s.queries - s.selected;
   s.scale = in.softmaxScale > 0 ? in.softmaxScale : 1.0 / std::sqrt(static_cast<double>(s.dim));
-  int threads = 1;
-#ifdef _OPENMP
-  threads = omp_get_max_threads();
-#endif
-  int64_t chunk = std::max<int64_t>(1, kTargetScoreElements / (s.group * s.tokens));
-  // Enough items that every thread has work even with few kv heads.
-  const int64_t minChunks = (threads + s.kvHeads - 1) / s.kvHeads;
-  chunk = std::min(chunk, (s.selected + minChunks - 1) / minChunks);
-  s.chunk = std::max<int64_t>(1, std::min(chunk, s.selected));
-  s.chunksPerHead = (s.selected + s.chunk - 1) / s.chunk;
+  splitIntoItems(s);
   return s;
 }
 
@@ -148,6 +162,23 @@ int64_t exactArgmax(const double* approx, int64_t n, double tol, const float* q,
   return best;
 }
 
+// exactArgmax over candidates already picked (ascending indices within the error bound of the
+// maximum): the same float64 dot products, the same tie rule.
+int64_t exactArgmaxOf(const std::vector<int64_t>& candidates, const float* q, const float* keys, int64_t d) {
+  int64_t best = -1;
+  double bestDot = 0;
+  for (const int64_t j : candidates) {
+    double dot = 0;
+    const float* k = keys + j * d;
+    for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(q[c]) * static_cast<double>(k[c]);
+    if (best < 0 || dot > bestDot) {
+      best = j;
+      bestDot = dot;
+    }
+  }
+  return best;
+}
+
 // A bound on |float GEMM dot − exact dot| for vectors of norms a and b in d dimensions (the
 // classic γ_d·‖a‖‖b‖ with unit roundoff 2^-24, doubled for margin).
 double gemmErrorBound(double a, double b, int64_t d) {
@@ -171,6 +202,8 @@ struct Workspace {
   std::vector<float> qc, scores, deltaK, deltaScores, prob, deltaProb, probHat, out, deltaV;
   std::vector<float> diffKey, diffValue, diffJoint;
   std::vector<double> sd, dd, shat, p, phat, rowKl;
+  std::vector<int64_t> candidates;  // argmax candidates of one row
+  std::vector<float> probStack, outStack, diffStack;  // the stacked output products' operands
 };
 
 template <class T>
@@ -207,6 +240,29 @@ WorkspacePool& workspaces() {
   static WorkspacePool pool;
   return pool;
 }
+
+// Flush-to-zero and denormals-are-zero while the output GEMMs run (x86 MXCSR). Their left
+// factors are probabilities and their changes, spread over a hundred orders of magnitude: the
+// products below 2^-126 (and P, ΔP, P̂ there, which gemmFloat already sets to zero) would be
+// subnormal, and every one costs a microcode assist, which made these GEMMs run at half the
+// speed of the score GEMMs. What they could add is below 2^-126 per product, invisible next to
+// outputs of ordinary size (docs/performance.md, section 2, has the measurement and the reading).
+class FlushSubnormals {
+ public:
+#if KVSCOPE_HAS_SSE_STREAMING
+  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushSubnormals() { _mm_setcsr(saved_); }
+#else
+  FlushSubnormals() = default;
+#endif
+  FlushSubnormals(const FlushSubnormals&) = delete;
+  FlushSubnormals& operator=(const FlushSubnormals&) = delete;
+
+ private:
+#if KVSCOPE_HAS_SSE_STREAMING
+  unsigned saved_;
+#endif
+};
 
 using MapF = Eigen::Map<RowMatF>;
 using MapA = Eigen::Map<Eigen::ArrayXd>;
@@ -261,13 +317,16 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     // The float P the softmax below would write: the same float64 values, rounded the same way.
     MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
     prob = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-               base->prob.data(), rows, ncol).cast<float>();
+               base->prob.data(), rows, ncol).unaryExpr([](double x) { return gemmFloat(x); });
     ConstMapF out(base->out.data(), rows, d);
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
     MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
     deltaV = vhAll.topRows(ncol) - vg;
     MapF diffValue(grow(ws.diffValue, rows * d), rows, d);
-    diffValue.noalias() = prob * deltaV;
+    {
+      const FlushSubnormals flush;
+      diffValue.noalias() = prob * deltaV;
+    }
     Partial part;
     for (int64_t r = 0; r < rows; ++r) {
       const double rv = relativeError(diffValue.row(r).data(), out.row(r).data(), d);
@@ -284,9 +343,18 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   // Each row's entries past its position stay zero (causal mask); only those are cleared. On a
   // baseline, key_only never reads P (only P̂ − P), so it is not written.
   const bool writeProb = !base || needValues;
-  MapF prob(grow(ws.prob, rows * ncol), rows, ncol);
-  MapF deltaProb(needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
-  MapF probHat(which.joint ? grow(ws.probHat, rows * ncol) : nullptr, which.joint ? rows : 0, ncol);
+  // With all three cases the output GEMMs go in two stacked products, [ΔP; P]·V and [P; P̂]·ΔV,
+  // which pack V and ΔV once instead of twice (ΔP, P, P̂ lie one after the other for it). Each
+  // output row is summed exactly as in its own product: the same depth blocking, rows in
+  // multiples of four (a single row would be a matrix-vector product, a tiny product a
+  // coefficient-wise one, which sum in other orders; those cases keep separate products).
+  const bool stacked = !base && which.keyOnly && which.valueOnly && which.joint && rows % 4 == 0 &&
+                       ncol + rows + d >= 20;
+  float* stack = stacked ? grow(ws.probStack, 3 * rows * ncol) : nullptr;
+  MapF prob(stacked ? stack + rows * ncol : grow(ws.prob, rows * ncol), rows, ncol);
+  MapF deltaProb(stacked ? stack : needKeys ? grow(ws.deltaProb, rows * ncol) : nullptr, needKeys ? rows : 0, ncol);
+  MapF probHat(stacked ? stack + 2 * rows * ncol : which.joint ? grow(ws.probHat, rows * ncol) : nullptr,
+               which.joint ? rows : 0, ncol);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t nk = s.tokens - s.queries + (i0 + r % nq) + 1;
     if (writeProb) prob.row(r).tail(ncol - nk).setZero();
@@ -301,10 +369,11 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
   std::fill(rowKl, rowKl + rows, 0.0);
   if (fill) fill->prob.assign(static_cast<size_t>(rows * ncol), 0.0);
   const bool storedProb = base && !base->prob.empty();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (r % 32 == 31 && stop()) return {};
-    const int64_t i = i0 + r % nq;
-    const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
+  const double maxKeyTol = maxKeyNorm, maxDeltaTol = maxDeltaNorm;
+
+  // One row through Eigen's expressions: the definition the fused passes below reproduce bit for
+  // bit (softmax_rows.h), and the path of rows with a non-finite score.
+  auto eigenRow = [&](int64_t r, int64_t nk) {
     auto sdh = sd.head(nk);
     sdh = scores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
     double m1 = 0, z1 = 0;
@@ -332,8 +401,8 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
       fill->rowSum[static_cast<size_t>(r)] = z1;
       std::copy(phData, phData + nk, fill->prob.data() + r * ncol);
     }
-    if (writeProb) prob.row(r).head(nk) = ph.cast<float>().matrix().transpose();
-    if (!needKeys) continue;
+    if (writeProb) prob.row(r).head(nk) = ph.unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+    if (!needKeys) return;
 
     auto ddh = dd.head(nk);
     ddh = deltaScores.row(r).head(nk).transpose().cast<double>().array() * s.scale;
@@ -359,21 +428,99 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     {
       const float* qr = qc.row(r).data();
       const double qNorm = static_cast<double>(qc.row(r).norm()) * 1.001;
-      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyNorm, d);
+      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyTol, d);
       // ŝ = s + Δs carries the errors of both products.
-      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaNorm, d) +
+      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaTol, d) +
                             4.0 * std::numeric_limits<double>::epsilon() * std::fabs(m2);
       const int64_t top = exactArgmax(sdh.data(), nk, tolS, qr, in.key->row(g, 0), d);
       const int64_t topHat = exactArgmax(shh.data(), nk, tolHat, qr, in.keyHat->row(g, 0), d);
       if (top == topHat) ++part.top1;
     }
-    deltaProb.row(r).head(nk) = (phh - ph).cast<float>().matrix().transpose();
-    if (which.joint) probHat.row(r).head(nk) = phh.cast<float>().matrix().transpose();
+    deltaProb.row(r).head(nk) = (phh - ph).unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+    if (which.joint) probHat.row(r).head(nk) = phh.unaryExpr([](double x) { return gemmFloat(x); }).matrix().transpose();
+  };
+
+  std::vector<int64_t>& candidates = ws.candidates;
+  const bool fused = fusedRows().load(std::memory_order_relaxed);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 32 == 31 && stop()) return {};
+    const int64_t i = i0 + r % nq;
+    const int64_t nk = s.tokens - s.queries + i + 1;  // keys 0 … p
+    const float* sRow = scores.row(r).data();
+    const float* dRow = needKeys ? deltaScores.row(r).data() : nullptr;
+    const RowScan scan = fused ? scanScores(sRow, dRow, nk, s.scale) : RowScan{0, 0, 0, 0, false};
+    if (!scan.finite) {
+      eigenRow(r, nk);
+      continue;
+    }
+    // The same values as eigenRow, in four passes over the row: scan, exp (and Σ), normalize
+    // (with the float P, ΔP, P̂ and Σ P·δ), and the argmax candidates.
+    double m1 = 0, z1 = 0;
+    const double* pRow = p.data();
+    bool divide = true;
+    if (storedProb) {
+      m1 = base->rowMax[static_cast<size_t>(r)];
+      z1 = base->rowSum[static_cast<size_t>(r)];
+      pRow = base->prob.data() + r * ncol;
+      divide = false;
+    } else if (base) {
+      m1 = base->rowMax[static_cast<size_t>(r)];
+      (void)expScores(sRow, nullptr, nk, s.scale, m1, p.data());
+      z1 = base->rowSum[static_cast<size_t>(r)];
+    } else {
+      m1 = scan.maxScore;
+      z1 = expScores(sRow, nullptr, nk, s.scale, m1, p.data());
+    }
+    RowOutputs outs;
+    outs.prob = writeProb ? prob.row(r).data() : nullptr;
+    if (!needKeys) {
+      normalizeRow(pRow, p.data(), divide, z1, nullptr, 0.0, nullptr, s.scale, nk, outs);
+      if (divide) pRow = p.data();
+    } else {
+      const double m2 = scan.maxScoreHat;
+      const double z2 = expScores(sRow, dRow, nk, s.scale, m2, phat.data());
+      outs.deltaProb = deltaProb.row(r).data();
+      outs.probHat = which.joint ? probHat.row(r).data() : nullptr;
+      const double weighted = normalizeRow(pRow, p.data(), divide, z1, phat.data(), z2, dRow, s.scale, nk, outs);
+      if (divide) pRow = p.data();
+      const double lseDiff = (m2 + std::log(z2)) - (m1 + std::log(z1));
+      double kl = lseDiff - weighted;
+      if (kl < 0) kl = 0;
+      rowKl[r] = kl;
+      part.klSum += kl;
+      part.klMax = std::max(part.klMax, kl);
+      part.scoreAbsSum += scan.absDeltaSum;
+      part.scoreMax = std::max(part.scoreMax, scan.absDeltaMax);
+      part.scoreCount += nk;
+      const float* qr = qc.row(r).data();
+      const double qNorm = static_cast<double>(qc.row(r).norm()) * 1.001;
+      const double tolS = s.scale * gemmErrorBound(qNorm, maxKeyTol, d);
+      const double tolHat = tolS + s.scale * gemmErrorBound(qNorm, maxDeltaTol, d) +
+                            4.0 * std::numeric_limits<double>::epsilon() * std::fabs(m2);
+      candidatesAtLeast(sRow, nullptr, nk, s.scale, scan.maxScore - 2.0 * tolS, candidates);
+      const int64_t top = exactArgmaxOf(candidates, qr, in.key->row(g, 0), d);
+      candidatesAtLeast(sRow, dRow, nk, s.scale, m2 - 2.0 * tolHat, candidates);
+      const int64_t topHat = exactArgmaxOf(candidates, qr, in.keyHat->row(g, 0), d);
+      if (top == topHat) ++part.top1;
+    }
+    if (fill) {
+      fill->rowMax[static_cast<size_t>(r)] = m1;
+      fill->rowSum[static_cast<size_t>(r)] = z1;
+      std::copy(pRow, pRow + nk, fill->prob.data() + r * ncol);
+    }
   }
 
+  // [ΔP·V; P·V] and [P·ΔV; ΔP·V + P̂·ΔV] when stacked, one product each.
+  float* outStack = stacked ? grow(ws.outStack, 2 * rows * d) : nullptr;
+  float* diffStack = stacked ? grow(ws.diffStack, 2 * rows * d) : nullptr;
   float* ownOut = nullptr;
-  if (!base) {
+  if (stacked) {
+    ownOut = outStack + rows * d;
+    const FlushSubnormals flush;
+    MapF(outStack, 2 * rows, d).noalias() = MapF(stack, 2 * rows, ncol) * vg;
+  } else if (!base) {
     ownOut = grow(ws.out, rows * d);
+    const FlushSubnormals flush;
     MapF(ownOut, rows, d).noalias() = prob * vg;
   }
   if (stop()) return {};
@@ -382,14 +529,28 @@ Partial runItem(const AttentionInput& in, const AttentionCaseSelection& which, c
     fill->scores.assign(ownScores, ownScores + rows * ncol);
     fill->out.assign(ownOut, ownOut + rows * d);
   }
-  MapF diffKey(needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
-  MapF diffValue(which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr, which.valueOnly ? rows : 0, d);
-  MapF diffJoint(which.joint ? grow(ws.diffJoint, rows * d) : nullptr, which.joint ? rows : 0, d);
-  if (needKeys) diffKey.noalias() = deltaProb * vg;
-  if (needValues) {
+  MapF diffKey(stacked ? outStack : needKeys ? grow(ws.diffKey, rows * d) : nullptr, needKeys ? rows : 0, d);
+  MapF diffValue(stacked ? diffStack : which.valueOnly ? grow(ws.diffValue, rows * d) : nullptr,
+                 which.valueOnly ? rows : 0, d);
+  MapF diffJoint(stacked ? diffStack + rows * d : which.joint ? grow(ws.diffJoint, rows * d) : nullptr,
+                 which.joint ? rows : 0, d);
+  if (stacked) {
     ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
     MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
     deltaV = vhAll.topRows(ncol) - vg;
+    diffValue.setZero();  // what `=` starts a product from
+    diffJoint = diffKey;
+    const FlushSubnormals flush;
+    MapF(diffStack, 2 * rows, d).noalias() += MapF(stack + rows * ncol, 2 * rows, ncol) * deltaV;
+  } else if (needKeys) {
+    const FlushSubnormals flush;
+    diffKey.noalias() = deltaProb * vg;
+  }
+  if (needValues && !stacked) {
+    ConstMapF vhAll(in.valueHat->row(g, 0), s.tokens, d);
+    MapF deltaV(grow(ws.deltaV, ncol * d), ncol, d);
+    deltaV = vhAll.topRows(ncol) - vg;
+    const FlushSubnormals flush;
     if (which.valueOnly) diffValue.noalias() = prob * deltaV;
     if (which.joint) {
       diffJoint = diffKey;
@@ -447,13 +608,28 @@ Partial runItemPooled(const AttentionInput& in, const AttentionCaseSelection& wh
 
 }  // namespace
 
-Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
-                                          const AttentionCaseSelection& which, RowValues* rows,
-                                          const Progress& progress,
-                                          const AttentionBaseline* baseline) {
+namespace {
+
+// One layer's share of a run: its shape, and the partial sums of its items.
+struct LayerRun {
+  const AttentionInput* input = nullptr;
+  const AttentionBaseline* baseline = nullptr;
+  RowValues* rows = nullptr;
+  Shape s;
+  int64_t items = 0;
+  bool parallel = false;  // whether its items run on threads (else as one inactive region)
+  std::vector<Partial> partials;
+};
+
+Expected<LayerRun> startRun(const AttentionInput& input, const AttentionCaseSelection& which, RowValues* rows,
+                            const AttentionBaseline* baseline) {
   auto shape = validate(input, which);
   if (!shape) return shape.status();
-  Shape s = *shape;
+  LayerRun run;
+  run.input = &input;
+  run.baseline = baseline;
+  run.rows = rows;
+  run.s = *shape;
   if (baseline) {
     if (baseline->query != input.query || baseline->key != input.key ||
         baseline->value != input.value || baseline->softmaxScale != input.softmaxScale ||
@@ -461,8 +637,9 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
       return Status::invalidArgument(
           "attention: the baseline was prepared for other tensors or options");
     }
-    s = baseline->shape;  // the items must split the layer as they did when it was prepared
+    run.s = baseline->shape;  // the items must split the layer as they did when it was prepared
   }
+  const Shape& s = run.s;
   if (rows) {
     const size_t n = static_cast<size_t>(s.heads * s.selected);
     rows->selectedQueries = s.selected;
@@ -472,27 +649,25 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     rows->relValueOnly.assign(n, 0.0);
     rows->relJoint.assign(n, 0.0);
   }
-  const int64_t items = s.kvHeads * s.chunksPerHead;
-  std::vector<Partial> partials(static_cast<size_t>(items));
-  std::atomic<bool> cancelled{false};
-  std::atomic<int64_t> done{0};
-  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
-
-  const auto stop = stopCheck(progress, cancelled, done, items, "attention metrics");
-  // Threads only pay off beyond a few million multiply-adds (waking them costs more below).
+  run.items = s.kvHeads * s.chunksPerHead;
+  run.partials.resize(static_cast<size_t>(run.items));
+  // Threads only pay off beyond a few million multiply-adds (waking them costs more below). A
+  // layer below that runs its items in an inactive region, where Eigen may thread a GEMM itself.
   const double work = static_cast<double>(s.heads * s.selected) * static_cast<double>(s.tokens * s.dim);
-  const bool parallel = items > 1 && work > 2e6;
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int64_t item = 0; item < items; ++item) {
-    if (cancelled.load(std::memory_order_relaxed)) continue;
-    partials[static_cast<size_t>(item)] =
-        runItemPooled(input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, rows,
-                      baseline ? &baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
-    done.fetch_add(1);
-    stop();  // reports the finished fraction (thread 0) and sees a cancel
-  }
-  if (cancelled) return Status::cancelled();
+  run.parallel = run.items > 1 && work > 2e6;
+  return run;
+}
 
+Partial runItemOf(const LayerRun& run, const AttentionCaseSelection& which, int64_t item,
+                  const std::function<bool()>& stop) {
+  const Shape& s = run.s;
+  return runItemPooled(*run.input, which, s, item / s.chunksPerHead, item % s.chunksPerHead, run.rows,
+                       run.baseline ? &run.baseline->items[static_cast<size_t>(item)] : nullptr, nullptr, stop);
+}
+
+std::vector<AttentionCases> reduceRun(const LayerRun& run, const AttentionCaseSelection& which) {
+  const Shape& s = run.s;
+  const std::vector<Partial>& partials = run.partials;
   std::vector<AttentionCases> result(static_cast<size_t>(s.kvHeads));
   const double perHead = static_cast<double>(s.group * s.selected);
   for (int64_t g = 0; g < s.kvHeads; ++g) {
@@ -529,6 +704,75 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
     }
   }
   return result;
+}
+
+}  // namespace
+
+Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
+                                          const AttentionCaseSelection& which, RowValues* rows,
+                                          const Progress& progress,
+                                          const AttentionBaseline* baseline) {
+  auto started = startRun(input, which, rows, baseline);
+  if (!started) return started.status();
+  LayerRun& layer = *started;
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
+  const auto stop = stopCheck(progress, cancelled, done, layer.items, "attention metrics");
+#pragma omp parallel for schedule(dynamic, 1) if (layer.parallel)
+  for (int64_t item = 0; item < layer.items; ++item) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    layer.partials[static_cast<size_t>(item)] = runItemOf(layer, which, item, stop);
+    done.fetch_add(1);
+    stop();  // reports the finished fraction (thread 0) and sees a cancel
+  }
+  if (cancelled) return Status::cancelled();
+  return reduceRun(layer, which);
+}
+
+Expected<std::vector<std::vector<AttentionCases>>> runLayers(const std::vector<AttentionInput>& inputs,
+                                                             const AttentionCaseSelection& which,
+                                                             const Progress& progress) {
+  std::vector<LayerRun> layers;
+  layers.reserve(inputs.size());
+  for (const AttentionInput& in : inputs) {
+    auto started = startRun(in, which, nullptr, nullptr);
+    if (!started) return started.status();
+    layers.push_back(std::move(*started));
+  }
+  // The items of every layer that runs on threads, in layer order, in one loop: each item is
+  // computed exactly as in a call for its layer alone, so the results are those calls' results.
+  std::vector<std::pair<size_t, int64_t>> items;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!layers[l].parallel) continue;
+    for (int64_t i = 0; i < layers[l].items; ++i) items.emplace_back(l, i);
+  }
+  const auto total = static_cast<int64_t>(items.size());
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> done{0};
+  if (!report(progress, 0.0, "attention metrics")) return Status::cancelled();
+  const auto stop = stopCheck(progress, cancelled, done, std::max<int64_t>(total, 1), "attention metrics");
+#pragma omp parallel for schedule(dynamic, 1) if (total > 1)
+  for (int64_t k = 0; k < total; ++k) {
+    if (cancelled.load(std::memory_order_relaxed)) continue;
+    const auto [l, item] = items[static_cast<size_t>(k)];
+    layers[l].partials[static_cast<size_t>(item)] = runItemOf(layers[l], which, item, stop);
+    done.fetch_add(1);
+    stop();
+  }
+  if (cancelled) return Status::cancelled();
+  std::vector<std::vector<AttentionCases>> results;
+  results.reserve(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!layers[l].parallel) {  // as its own call would: an inactive region
+      auto alone = run(inputs[l], which, nullptr, {});
+      if (!alone) return alone.status();
+      results.push_back(std::move(*alone));
+    } else {
+      results.push_back(reduceRun(layers[l], which));
+    }
+  }
+  return results;
 }
 
 Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which) {
@@ -616,6 +860,24 @@ Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& inp
     return Status::invalidArgument("attention: no case selected");
   }
   return attention_engine::run(input, which, nullptr, progress, &baseline);
+}
+
+int64_t attentionWorkItems(int64_t heads, int64_t kvHeads, int64_t tokens, int64_t queries, int lastQueries) {
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 || tokens <= 0 || queries <= 0) return 0;
+  attention_engine::Shape s;
+  s.kvHeads = kvHeads;
+  s.tokens = tokens;
+  s.heads = heads;
+  s.queries = queries;
+  s.group = heads / kvHeads;
+  s.selected = lastQueries > 0 ? std::min<int64_t>(lastQueries, queries) : queries;
+  attention_engine::splitIntoItems(s);
+  return s.kvHeads * s.chunksPerHead;
+}
+
+Expected<std::vector<std::vector<AttentionCases>>> attentionMetricsOfLayers(
+    const std::vector<AttentionInput>& inputs, const Progress& progress) {
+  return attention_engine::runLayers(inputs, AttentionCaseSelection{}, progress);
 }
 
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,

@@ -43,6 +43,15 @@ struct AttentionInput {
 Expected<std::vector<AttentionCases>> attentionMetrics(const AttentionInput& input,
                                                        const Progress& progress = {});
 
+/// How many work items attentionMetrics splits a layer of this shape into with the current
+/// OpenMP thread count (0 for a shape it refuses).
+int64_t attentionWorkItems(int64_t heads, int64_t kvHeads, int64_t tokens, int64_t queries, int lastQueries);
+
+/// attentionMetrics of several layers (same result per layer as one call each): their work items
+/// share one parallel loop, so threads that outnumber one layer's items still find work.
+Expected<std::vector<std::vector<AttentionCases>>> attentionMetricsOfLayers(
+    const std::vector<AttentionInput>& inputs, const Progress& progress = {});
+
 /// Which of the three cases to compute; a case left out keeps AttentionMetrics' defaults.
 /// key_only needs keyHat, value_only valueHat, joint both (the others may then be null).
 struct AttentionCaseSelection {

@@ -3,6 +3,7 @@
 // over (kv head, query chunk) work items, GEMMs in float32, softmax/KL/norms in float64.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -47,8 +48,17 @@ Expected<std::vector<AttentionCases>> run(const AttentionInput& input,
                                           const Progress& progress,
                                           const AttentionBaseline* baseline = nullptr);
 
+/// `run` for several layers whose items share one parallel loop (attentionMetricsOfLayers).
+Expected<std::vector<std::vector<AttentionCases>>> runLayers(const std::vector<AttentionInput>& inputs,
+                                                             const AttentionCaseSelection& which,
+                                                             const Progress& progress);
+
 /// Checks shapes and presence of the tensors the selected cases need.
 Status checkInput(const AttentionInput& input, const AttentionCaseSelection& which);
+
+/// Whether rows go through the fused passes of softmax_rows.h (true, the default) or through the
+/// Eigen expressions they reproduce bit for bit (false): for tests and A/B benchmarks only.
+std::atomic<bool>& fusedRows();
 
 /// Floating-point operations of the GEMMs `run` performs (for throughput reports).
 double gemmFlops(const AttentionInput& input, const AttentionCaseSelection& which);

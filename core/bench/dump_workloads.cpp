@@ -16,6 +16,8 @@
 #include "core/report/eval.h"
 #include "core/sensitivity/plan_search.h"
 #include "core/sensitivity/sensitivity.h"
+#include "core/quant/plan.h"
+#include "core/quant/spec.h"
 #include "core/synth/synth.h"
 
 namespace kvscope::bench {
@@ -131,6 +133,68 @@ Expected<EvalFigures> benchEval(const DumpShape& shape, const std::string& prese
   figures.seconds = nowSeconds() - t0;
   figures.cpuSeconds = processCpuSeconds() - c0;
   figures.peakRssBytes = peakRssBytes();
+  return figures;
+}
+
+std::vector<int> scalingThreadCounts(int maxThreads) {
+  std::vector<int> counts;
+  for (int t = 1; t < maxThreads; t *= 2) counts.push_back(t);
+  counts.push_back(std::max(1, maxThreads));
+  return counts;
+}
+
+Expected<ScalingFigures> benchScaling(const DumpShape& shape, const std::string& keySpec,
+                                      const std::string& valueSpec, int maxThreads, int repeats,
+                                      const std::string& tempDir, const Progress& progress) {
+  auto key = parseSpec(keySpec);
+  if (!key) return key.status().withContext("key spec");
+  auto value = parseSpec(valueSpec);
+  if (!value) return value.status().withContext("value spec");
+  auto dir = ScratchDir::create(tempDir, "kvscope-bench-scaling-");
+  if (!dir) return dir.status();
+  auto generated = generate(*dir, shape, progress);
+  if (!generated) return generated.status().withContext("generating the scaling dump");
+  ScalingFigures figures;
+  figures.shape = shape;
+  figures.keySpec = keySpec;
+  figures.valueSpec = valueSpec;
+  figures.generateSeconds = generated->seconds;
+  figures.dumpBytes = generated->bytes;
+  EvalOptions options;
+  options.key = *key;
+  options.value = *value;
+  const int before = threadCount();
+  Status failed = Status::ok();
+  for (const int threads : scalingThreadCounts(maxThreads)) {
+    setThreadCount(threads);
+    ScalingRun run;
+    run.threads = threads;
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+      malloc_trim(0);
+      const double c0 = processCpuSeconds();
+      const double t0 = nowSeconds();
+      auto dump = Dump::open(generated->path);
+      if (!dump) {
+        failed = dump.status();
+        break;
+      }
+      auto report = evaluate(**dump, options, progress);
+      if (!report) {
+        failed = report.status();
+        break;
+      }
+      const double seconds = nowSeconds() - t0, cpu = processCpuSeconds() - c0;
+      if (run.runs == 0 || seconds < run.seconds) {
+        run.seconds = seconds;
+        run.cpuSeconds = cpu;
+      }
+      ++run.runs;
+    }
+    if (!failed.isOk()) break;
+    figures.runs.push_back(run);
+  }
+  setThreadCount(before);
+  if (!failed.isOk()) return failed;
   return figures;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/util/status.h"
 
@@ -83,6 +84,33 @@ struct OpenFigures {
 /// adds, deletes it.
 Expected<OpenFigures> benchOpen(const DumpShape& shape, const std::string& tempDir,
                                 const Progress& progress = {});
+
+/// One evaluation of a scaling workload at one thread count.
+struct ScalingRun {
+  int threads = 0;
+  double seconds = 0;     ///< Dump::open + evaluate, wall clock (best of the runs)
+  double cpuSeconds = 0;  ///< process CPU time of that run, all threads
+  int runs = 0;
+};
+
+/// A workload evaluated at 1, 2, 4, … threads up to `maxThreads` (and at maxThreads itself).
+struct ScalingFigures {
+  DumpShape shape;
+  std::string keySpec, valueSpec;
+  double generateSeconds = 0;
+  int64_t dumpBytes = 0;
+  std::vector<ScalingRun> runs;  ///< ascending thread counts; runs[0] is one thread
+};
+
+/// The thread counts a scaling run visits: 1, 2, 4, … below `maxThreads`, then maxThreads.
+std::vector<int> scalingThreadCounts(int maxThreads);
+
+/// Generates a dump of `shape` under `tempDir` and evaluates it with the K and V specs at each of
+/// scalingThreadCounts(maxThreads) (OpenMP's thread count set for each, restored afterwards),
+/// best of `repeats` runs each; deletes the dump.
+Expected<ScalingFigures> benchScaling(const DumpShape& shape, const std::string& keySpec,
+                                      const std::string& valueSpec, int maxThreads, int repeats,
+                                      const std::string& tempDir, const Progress& progress = {});
 
 /// Free bytes on the file system holding `dir`, or -1 when unknown.
 int64_t freeDiskBytes(const std::string& dir);

@@ -23,6 +23,8 @@ double nowSeconds() {
 
 int threadCount() { return omp_get_max_threads(); }
 
+void setThreadCount(int threads) { omp_set_num_threads(std::max(1, threads)); }
+
 namespace {
 
 // A "Name:   1234 kB" line of /proc/self/status, in bytes; 0 when absent.

@@ -18,6 +18,8 @@ double nowSeconds();
 
 /// Threads an OpenMP parallel region in core uses (omp_get_max_threads).
 int threadCount();
+/// Sets the threads later OpenMP regions of this thread use (omp_set_num_threads; ≥ 1).
+void setThreadCount(int threads);
 
 /// Resident set size of this process now, in bytes (VmRSS); 0 when unknown.
 int64_t currentRssBytes();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The benchmark suite behind `kvscope-cli bench`: five groups of measurements, each compared with
+// The benchmark suite behind `kvscope-cli bench`: seven groups of measurements, each compared with
 // a target and with this machine's own references measured in the same run.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace kvscope::bench {
 
 /// The groups, in the order they are reported: "quantize", "attention", "interactive", "eval",
-/// "open", "sensitivity", "record" ("open" runs first, in a process that has done nothing else yet).
+/// "open", "sensitivity", "record", "scaling" ("open" runs first, in a process that has done nothing else yet).
 const std::vector<std::string>& suiteGroups();
 
 /// The spec strings the quantize group times, in order.

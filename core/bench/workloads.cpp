@@ -11,6 +11,8 @@
 #include "core/quant/formats.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
+#include "core/synth/synth.h"
+#include "core/util/small_float.h"
 
 namespace kvscope::bench {
 
@@ -104,6 +106,70 @@ Expected<AttentionFigures> benchAttention(const AttentionShape& shape, const Bud
       },
       budget);
   if (!time) return time.status().withContext("attentionMetrics");
+  figures.time = *time;
+  return figures;
+}
+
+Expected<EvalAttentionFigures> benchEvalAttention(const AttentionShape& shape, int layers, std::string_view spec,
+                                                  const Budget& budget) {
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0 || shape.queries > shape.tokens || layers < 1) {
+    return Status::invalidArgument("attention benchmark: inconsistent shape");
+  }
+  auto parsed = parseSpec(spec);
+  if (!parsed) return parsed.status();
+  struct Layer {
+    Tensor3 q, k, v;
+    QuantOutput kHat, vHat;
+  };
+  std::vector<Layer> data(static_cast<size_t>(layers));
+  std::vector<AttentionInput> inputs;
+  EvalAttentionFigures figures;
+  figures.shape = shape;
+  figures.layers = layers;
+  figures.spec = std::string(spec);
+  // The layers `kvscope-cli synth` writes for this shape (its defaults), as eval reads them back
+  // from the fp16 dump: attention's cost depends on the data (how many probabilities underflow,
+  // how many keys tie for the maximum), so the workload uses the dump's.
+  SynthOptions synth;
+  synth.layers = layers;
+  synth.kvHeads = shape.kvHeads;
+  synth.heads = shape.heads;
+  synth.tokens = shape.tokens;
+  synth.queries = shape.queries;
+  synth.headDim = shape.dim;
+  KVS_RETURN_IF_ERROR(validateSynthOptions(synth));
+  const auto asFp16 = [](Tensor3 t) {
+    for (float& x : t.data) x = fp::roundFp16(x);
+    return t;
+  };
+  for (int l = 0; l < layers; ++l) {
+    Layer& d = data[static_cast<size_t>(l)];
+    SynthLayer layer = synthLayer(synth, l);
+    d.q = asFp16(std::move(layer.query));
+    d.k = asFp16(std::move(layer.key));
+    d.v = asFp16(std::move(layer.value));
+    QuantInput k{&d.k, nullptr, {}}, v{&d.v, nullptr, {}};
+    KVS_RETURN_IF_ERROR(quantizeTensorInto(k, *parsed, d.kHat));
+    KVS_RETURN_IF_ERROR(quantizeTensorInto(v, *parsed, d.vHat));
+  }
+  for (Layer& d : data) {
+    AttentionInput in;
+    in.query = &d.q;
+    in.key = &d.k;
+    in.value = &d.v;
+    in.keyHat = &d.kHat.reconstruction;
+    in.valueHat = &d.vHat.reconstruction;
+    inputs.push_back(in);
+    figures.countedFlops += attentionFlops(shape);
+    figures.engineFlops += attention_engine::gemmFlops(in, AttentionCaseSelection{});
+  }
+  auto time = timeRepeated(
+      [&]() -> Status {
+        auto metrics = attentionMetricsOfLayers(inputs);
+        return metrics ? Status::ok() : metrics.status();
+      },
+      budget);
+  if (!time) return time.status().withContext("attentionMetricsOfLayers");
   figures.time = *time;
   return figures;
 }

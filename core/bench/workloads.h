@@ -57,4 +57,20 @@ double attentionFlops(const AttentionShape& shape);
 /// Times attentionMetrics on synthetic Q, K, V and perturbed K̂, V̂ of `shape`.
 Expected<AttentionFigures> benchAttention(const AttentionShape& shape, const Budget& budget);
 
+/// The attention work of `kvscope-cli eval` on several layers: K and V quantized with a spec
+/// (real reconstructions), then the three cases of every layer (attentionMetricsOfLayers).
+struct EvalAttentionFigures {
+  AttentionShape shape;     ///< one layer's shape
+  int layers = 0;
+  std::string spec;         ///< the K and V spec
+  Sample time;              ///< all layers' attention metrics
+  double countedFlops = 0;  ///< layers × attentionFlops(shape)
+  double engineFlops = 0;   ///< layers × attention_engine::gemmFlops
+};
+
+/// Times the attention metrics of `layers` layers of `shape` as `kvscope-cli synth` makes them
+/// (fp16-rounded), K and V quantized with `spec`.
+Expected<EvalAttentionFigures> benchEvalAttention(const AttentionShape& shape, int layers, std::string_view spec,
+                                                  const Budget& budget);
+
 }  // namespace kvscope::bench

@@ -23,29 +23,62 @@
 #include "core/io/isolated_reader.h"
 #include "core/io/mapping_limits.h"
 #include "core/util/input_file.h"
+#include "core/util/simd.h"
 #include "core/util/small_float.h"
 
 namespace kvscope {
 
-NonFiniteReport scanNonFinite(const Tensor3& t) {
+namespace {
+
+// Whether any of n floats is NaN or infinite: the exponent test of simd::nonFiniteBits ORed over
+// the run, which the clones vectorize.
+KVSCOPE_SIMD_CLONES bool anyNonFinite(const float* x, int64_t n) {
+  uint32_t carry = 0;
+  for (int64_t i = 0; i < n; ++i) carry |= simd::nonFiniteBits(x[i]);
+  return (carry & 0x80000000u) != 0;
+}
+
+// One head's counts and first location, in token and channel order.
+NonFiniteReport scanHead(const Tensor3& t, int64_t h) {
   NonFiniteReport r;
-  for (int64_t h = 0; h < t.heads; ++h)
-    for (int64_t j = 0; j < t.tokens; ++j) {
-      const float* row = t.row(h, j);
-      for (int64_t d = 0; d < t.dim; ++d) {
-        const float x = row[d];
-        if (std::isfinite(x)) continue;
-        if (std::isnan(x))
-          ++r.nanCount;
-        else
-          ++r.infCount;
-        if (r.firstHead < 0) {
-          r.firstHead = h;
-          r.firstToken = j;
-          r.firstChannel = d;
-        }
+  if (!anyNonFinite(t.row(h, 0), t.tokens * t.dim)) return r;
+  for (int64_t j = 0; j < t.tokens; ++j) {
+    const float* row = t.row(h, j);
+    for (int64_t d = 0; d < t.dim; ++d) {
+      const float x = row[d];
+      if (std::isfinite(x)) continue;
+      if (std::isnan(x))
+        ++r.nanCount;
+      else
+        ++r.infCount;
+      if (r.firstHead < 0) {
+        r.firstHead = h;
+        r.firstToken = j;
+        r.firstChannel = d;
       }
     }
+  }
+  return r;
+}
+
+}  // namespace
+
+NonFiniteReport scanNonFinite(const Tensor3& t) {
+  // Heads are scanned independently (in parallel for a layer-sized tensor) and merged in head
+  // order: the counts add up, the first location is the first head's.
+  std::vector<NonFiniteReport> heads(static_cast<size_t>(std::max<int64_t>(t.heads, 0)));
+#pragma omp parallel for schedule(static) if (t.size() > (size_t{1} << 20))
+  for (int64_t h = 0; h < t.heads; ++h) heads[static_cast<size_t>(h)] = scanHead(t, h);
+  NonFiniteReport r;
+  for (const NonFiniteReport& h : heads) {
+    r.nanCount += h.nanCount;
+    r.infCount += h.infCount;
+    if (r.firstHead < 0 && h.firstHead >= 0) {
+      r.firstHead = h.firstHead;
+      r.firstToken = h.firstToken;
+      r.firstChannel = h.firstChannel;
+    }
+  }
   return r;
 }
 

@@ -3,12 +3,19 @@
 #include "core/report/eval.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <future>
+#include <system_error>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <system_error>
 #include <utility>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace kvscope {
 
@@ -158,8 +165,12 @@ Expected<std::pair<QuantSpec, QuantSpec>> layerSpecs(const EvalOptions& options,
                    specForLayer(options.value, context.layer, context.layers)};
 }
 
-Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
-                         LayerEvaluation& ev, const Progress& progress) {
+namespace {
+
+/// Everything of evaluateLayerInto before the attention metrics: the checks, both quantizations
+/// and the tensor metrics. `data` keeps the layer's tensors for the attention.
+Status prepareLayer(LayerData& data, const LayerContext& context, const EvalOptions& options, LayerEvaluation& ev,
+                    const Progress& progress) {
   const std::string& origin = context.origin;
   if (!data.key.sameShape(data.value)) {
     return Status::invalidData(origin + ": key and value shapes differ");
@@ -199,37 +210,62 @@ Status evaluateLayerInto(LayerData data, const LayerContext& context, const Eval
   ev.valueStorage = valueOut.storage;
   KVS_RETURN_IF_ERROR(valueStatus.withContext(origin + ": value"));
 
-  for (int64_t g = 0; g < kvh; ++g) {
-    HeadResult& r = ev.result.heads[static_cast<size_t>(g)];
+  // K's and V's heads are independent sums: one task each, every result as computed alone.
+  const bool threads = data.key.size() > (size_t{1} << 18);
+#pragma omp parallel for schedule(dynamic, 1) if (threads)
+  for (int64_t task = 0; task < 2 * kvh; ++task) {
+    HeadResult& r = ev.result.heads[static_cast<size_t>(task / 2)];
     if (r.skipped) continue;
-    r.key = headMetrics(data.key, ev.keyHat, g);
-    r.value = headMetrics(data.value, ev.valueHat, g);
-  }
-
-  if (data.query) {
-    AttentionInput in;
-    in.query = &*data.query;
-    in.key = &data.key;
-    in.value = &data.value;
-    in.keyHat = &ev.keyHat;
-    in.valueHat = &ev.valueHat;
-    in.softmaxScale = context.softmaxScale;
-    in.lastQueries = options.lastQueries;
-    auto att = attentionMetrics(in, subProgress(progress, 0.8, 1.0));
-    if (att) {
-      if (att->size() != static_cast<size_t>(kvh)) {
-        return Status::internal(origin + ": attention metrics for " + std::to_string(att->size()) +
-                                " kv heads, expected " + std::to_string(kvh));
-      }
-      for (int64_t g = 0; g < kvh; ++g) {
-        HeadResult& r = ev.result.heads[static_cast<size_t>(g)];
-        if (!r.skipped) r.attention = (*att)[static_cast<size_t>(g)];
-      }
-    } else if (att.status().code() == StatusCode::Unsupported) {
-      ev.notes.push_back("attention metrics are not available: " + att.status().message());
+    if (task % 2 == 0) {
+      r.key = headMetrics(data.key, ev.keyHat, task / 2);
     } else {
-      return att.status().withContext(origin + ": attention");
+      r.value = headMetrics(data.value, ev.valueHat, task / 2);
     }
+  }
+  return Status::ok();
+}
+
+/// The attention metrics of a prepared layer into its result (or the note why there are none).
+Status attentionInto(Expected<std::vector<AttentionCases>> att, LayerEvaluation& ev, const std::string& origin) {
+  const auto kvh = static_cast<int64_t>(ev.result.heads.size());
+  if (att) {
+    if (att->size() != static_cast<size_t>(kvh)) {
+      return Status::internal(origin + ": attention metrics for " + std::to_string(att->size()) +
+                              " kv heads, expected " + std::to_string(kvh));
+    }
+    for (int64_t g = 0; g < kvh; ++g) {
+      HeadResult& r = ev.result.heads[static_cast<size_t>(g)];
+      if (!r.skipped) r.attention = (*att)[static_cast<size_t>(g)];
+    }
+  } else if (att.status().code() == StatusCode::Unsupported) {
+    ev.notes.push_back("attention metrics are not available: " + att.status().message());
+  } else {
+    return att.status().withContext(origin + ": attention");
+  }
+  return Status::ok();
+}
+
+AttentionInput attentionInput(const LayerData& data, const LayerContext& context, const EvalOptions& options,
+                              const LayerEvaluation& ev) {
+  AttentionInput in;
+  in.query = &*data.query;
+  in.key = &data.key;
+  in.value = &data.value;
+  in.keyHat = &ev.keyHat;
+  in.valueHat = &ev.valueHat;
+  in.softmaxScale = context.softmaxScale;
+  in.lastQueries = options.lastQueries;
+  return in;
+}
+
+}  // namespace
+
+Status evaluateLayerInto(LayerData data, const LayerContext& context, const EvalOptions& options,
+                         LayerEvaluation& ev, const Progress& progress) {
+  KVS_RETURN_IF_ERROR(prepareLayer(data, context, options, ev, progress));
+  if (data.query) {
+    const AttentionInput in = attentionInput(data, context, options, ev);
+    KVS_RETURN_IF_ERROR(attentionInto(attentionMetrics(in, subProgress(progress, 0.8, 1.0)), ev, context.origin));
   }
   if (!report(progress, 1.0, "layer done")) return Status::cancelled();
   return Status::ok();
@@ -331,6 +367,37 @@ EvalSummary summarize(const std::vector<LayerResult>& layers) {
   return s;
 }
 
+namespace {
+
+/// Reads what evaluating layer l needs: K, V, pre-RoPE K when its key spec rotates before
+/// quantizing, and Q when the dump has queries. Gives up between tensors once `stop` is set.
+Expected<LayerData> readLayer(const Dump& dump, const EvalOptions& options, const DumpInfo& info, int l,
+                              const std::atomic<bool>& stop) {
+  LayerData data;
+  auto key = dump.read(l, TensorKind::Key, options.sequence);
+  if (!key) return key.status();
+  data.key = std::move(*key);
+  if (stop.load()) return Status::cancelled();
+  auto value = dump.read(l, TensorKind::Value, options.sequence);
+  if (!value) return value.status();
+  data.value = std::move(*value);
+  if (stop.load()) return Status::cancelled();
+  if (specForLayer(options.key, l, info.layers).prerope) {
+    auto pre = dump.read(l, TensorKind::KeyPreRope, options.sequence);
+    if (!pre) return pre.status();
+    data.keyPreRope = std::move(*pre);
+    if (stop.load()) return Status::cancelled();
+  }
+  if (info.hasQuery) {
+    auto q = dump.read(l, TensorKind::Query, options.sequence);
+    if (!q) return q.status();
+    data.query = std::move(*q);
+  }
+  return data;
+}
+
+}  // namespace
+
 Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, const Progress& progress) {
   const DumpInfo& info = dump.info();
   KVS_RETURN_IF_ERROR(validateEvalOptions(info, options));
@@ -365,52 +432,160 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
     layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   }
 
-  bool attentionUnsupported = false;
-  LayerEvaluation ev;  // reused: its reconstructions keep their buffers from layer to layer
+  // Layers go in groups: the reads of the next group run on a helper thread while this one is
+  // computed (reading is one thread's work: HDF5, or the reader process's replies, and the copies
+  // out of them), and a group's attention runs as one parallel loop over all its layers' work
+  // items, so that more threads than one layer has items still find work. A group is one layer
+  // unless the threads outnumber half a layer's items. Results are those of one layer at a time.
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  const int64_t items = info.hasQuery ? attentionWorkItems(info.heads, info.kvHeads, info.tokens, info.queries,
+                                                           options.lastQueries)
+                                      : 0;
+  const size_t group = items > 0 ? static_cast<size_t>(std::clamp<int64_t>((2 * threads + items - 1) / items, 1, 4)) : 1;
   const size_t n = layers.size();
-  for (size_t i = 0; i < n; ++i) {
-    const int l = layers[i];
-    const double from = static_cast<double>(i) / static_cast<double>(n);
-    const double to = static_cast<double>(i + 1) / static_cast<double>(n);
-    if (!report(progress, from, "reading layer " + std::to_string(l))) return Status::cancelled();
+  auto context = [&](int l) {
+    LayerContext c;
+    c.layer = l;
+    c.rope = info.rope();
+    c.softmaxScale = info.softmaxScale;
+    c.origin = info.path + ": layer " + std::to_string(l);
+    c.layers = info.layers;
+    return c;
+  };
+  std::atomic<bool> stopReading{false};
+  auto readGroup = [&dump, &options, &info, &layers, &stopReading, n, group](size_t first, int readThreads) {
+#ifdef _OPENMP
+    omp_set_num_threads(readThreads);  // the helper's own OpenMP regions (in-process conversion)
+#else
+    (void)readThreads;
+#endif
+    std::vector<Expected<LayerData>> out;
+    for (size_t i = first; i < std::min(n, first + group) && !stopReading.load(); ++i) {
+      out.push_back(readLayer(dump, options, info, layers[i], stopReading));
+      if (!out.back()) break;  // the error is reported when its layer's turn comes
+    }
+    return out;
+  };
 
-    LayerData data;
-    auto key = dump.read(l, TensorKind::Key, options.sequence);
-    if (!key) return key.status();
-    data.key = std::move(*key);
-    auto value = dump.read(l, TensorKind::Value, options.sequence);
-    if (!value) return value.status();
-    data.value = std::move(*value);
-    if (specForLayer(options.key, l, info.layers).prerope) {
-      auto pre = dump.read(l, TensorKind::KeyPreRope, options.sequence);
-      if (!pre) return pre.status();
-      data.keyPreRope = std::move(*pre);
+  bool attentionUnsupported = false;
+  std::vector<LayerEvaluation> evs(group);  // reused: their reconstructions keep their buffers
+  std::future<std::vector<Expected<LayerData>>> ahead;
+  // Stops and waits for the helper on every way out (its reads touch `dump` and `options`).
+  struct JoinAhead {
+    std::atomic<bool>& stop;
+    std::future<std::vector<Expected<LayerData>>>& future;
+    ~JoinAhead() {
+      stop = true;
+      if (future.valid()) future.wait();
     }
-    if (info.hasQuery && !attentionUnsupported) {
-      auto q = dump.read(l, TensorKind::Query, options.sequence);
-      if (!q) return q.status();
-      data.query = std::move(*q);
+  } joinAhead{stopReading, ahead};
+  // Progress: a layer's share of [0, 1] as one layer at a time reports it; a group of several
+  // reports its preparations in the first 30 % of its share and its attention in the rest.
+  const auto at = [n](size_t i) { return static_cast<double>(i) / static_cast<double>(n); };
+  for (size_t first = 0; first < n; first += group) {
+    const size_t count = std::min(group, n - first);
+    const double groupFrom = at(first), groupTo = at(first + count);
+    const auto layerRange = [&](size_t k) -> std::pair<double, double> {
+      if (group == 1) return {at(first + k), at(first + k + 1)};
+      const double w = 0.3 * (groupTo - groupFrom) / static_cast<double>(count);
+      return {groupFrom + w * static_cast<double>(k), groupFrom + w * static_cast<double>(k + 1)};
+    };
+    std::vector<Expected<LayerData>> read;
+    const bool readHere = !ahead.valid();  // its first layer's "reading" was reported before the read
+    if (!readHere) {
+      read = ahead.get();
+    } else {
+      if (!report(progress, groupFrom, "reading layer " + std::to_string(layers[first]))) return Status::cancelled();
+      read = readGroup(first, threads);
     }
-
-    LayerContext context;
-    context.layer = l;
-    context.rope = info.rope();
-    context.softmaxScale = info.softmaxScale;
-    context.origin = info.path + ": layer " + std::to_string(l);
-    context.layers = info.layers;
-    KVS_RETURN_IF_ERROR(evaluateLayerInto(std::move(data), context, options, ev, subProgress(progress, from, to)));
-    if (!ev.notes.empty()) {
-      attentionUnsupported = true;  // the engine said no: do not read queries again
-      for (auto& note : ev.notes) rep.notes.push_back(std::move(note));
-    }
-    for (const HeadResult& h : ev.result.heads) {
-      if (h.skipped) {
-        rep.notes.push_back("layer " + std::to_string(l) + ", kv head " + std::to_string(h.kvHead) +
-                            " skipped: " + h.skipReason);
+    if (first + group < n) {
+      try {
+        ahead = std::async(std::launch::async, readGroup, first + group, 1);
+      } catch (const std::system_error&) {
+        // No thread to spare: the next group is read in its turn.
       }
     }
-    if (options.onLayer) options.onLayer(ev.result);
-    rep.layers.push_back(std::move(ev.result));
+
+    // Checks, quantization and tensor metrics, layer by layer; a failure stops the group there,
+    // after the layers before it are finished (as one layer at a time would have).
+    std::vector<LayerData> data(count);
+    size_t prepared = 0;
+    Status failure = Status::ok();
+    for (; prepared < count; ++prepared) {
+      const int l = layers[first + prepared];
+      const auto [from, to] = layerRange(prepared);
+      if (!(readHere && prepared == 0) && !report(progress, from, "reading layer " + std::to_string(l))) {
+        failure = Status::cancelled();
+        break;
+      }
+      if (prepared >= read.size()) {  // the helper stopped before it (it never does unless told)
+        failure = Status::internal(info.path + ": layer " + std::to_string(l) + " was not read");
+        break;
+      }
+      if (!read[prepared]) {
+        failure = read[prepared].status();
+        break;
+      }
+      data[prepared] = std::move(*read[prepared]);
+      if (attentionUnsupported) data[prepared].query.reset();
+      Status st = prepareLayer(data[prepared], context(l), options, evs[prepared], subProgress(progress, from, to));
+      if (!st.isOk()) {
+        failure = st;
+        break;
+      }
+    }
+
+    // The attention of the prepared layers, one loop over all their items.
+    std::vector<Expected<std::vector<AttentionCases>>> att;
+    std::vector<AttentionInput> inputs;
+    for (size_t k = 0; k < prepared; ++k) {
+      if (data[k].query) inputs.push_back(attentionInput(data[k], context(layers[first + k]), options, evs[k]));
+    }
+    if (!inputs.empty()) {
+      const auto [from, to] = layerRange(0);
+      const Progress sub = group == 1 ? subProgress(progress, from + (to - from) * 0.8, to)
+                                      : subProgress(progress, groupFrom + 0.3 * (groupTo - groupFrom), groupTo);
+      auto all = inputs.size() == 1 ? Expected<std::vector<std::vector<AttentionCases>>>(Status::cancelled())
+                                    : attentionMetricsOfLayers(inputs, sub);
+      if (inputs.size() > 1 && !all && all.status().code() == StatusCode::Cancelled) return all.status();
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        // One layer, or a group the engine refused: layer by layer, each answering for itself.
+        att.push_back(all ? Expected<std::vector<AttentionCases>>(std::move((*all)[k])) : attentionMetrics(inputs[k], sub));
+      }
+    }
+
+    size_t next = 0;
+    for (size_t k = 0; k < prepared; ++k) {
+      const int l = layers[first + k];
+      LayerEvaluation& ev = evs[k];
+      if (data[k].query) {
+        KVS_RETURN_IF_ERROR(attentionInto(std::move(att[next++]), ev, context(l).origin));
+      }
+      if (!report(progress, group == 1 ? at(first + k + 1) : groupTo, "layer done")) return Status::cancelled();
+      if (!ev.notes.empty()) {
+        attentionUnsupported = true;  // the engine said no: do not read queries again
+        for (auto& note : ev.notes) rep.notes.push_back(std::move(note));
+        // Later layers of this group were measured already; one layer at a time would not have
+        // read their queries: they get no attention metrics and no note, as then.
+        for (size_t later = k + 1; later < prepared; ++later) {
+          if (data[later].query) ++next;
+          data[later].query.reset();
+          for (HeadResult& h : evs[later].result.heads) h.attention.reset();
+        }
+      }
+      for (const HeadResult& h : ev.result.heads) {
+        if (h.skipped) {
+          rep.notes.push_back("layer " + std::to_string(l) + ", kv head " + std::to_string(h.kvHead) +
+                              " skipped: " + h.skipReason);
+        }
+      }
+      if (options.onLayer) options.onLayer(ev.result);
+      rep.layers.push_back(std::move(ev.result));
+    }
+    if (!failure.isOk()) return failure;
   }
   rep.summary = summarize(rep.layers);
   if (!report(progress, 1.0, "done")) return Status::cancelled();

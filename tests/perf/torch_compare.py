@@ -8,17 +8,26 @@ quantization with per-token groups of 128 channels (fp16 scale and min, as quant
 and the three attention cases of §6 (key_only, value_only, joint) with their six metrics, all
 with whole-tensor operations.
 
-    /usr/bin/python3 tests/perf/torch_compare.py [--cli build/perf/app/kvscope-cli]
-                                                 [--kvscope-json FILE] [--threads 2] [--quick]
+    /usr/bin/python3 tests/perf/torch_compare.py [--workload kernels|eval] [--cli PATH]
+                     [--cli-command "CMD"] [--kvscope-json FILE] [--threads 2] [--quick]
 
-Prints one line per workload with both times and the ratio torch/kvscope (target: ≥ 3).
-Without torch it prints why and exits 0.
+--workload kernels (default): section 1's int4 g128 round trip and section 2's attention, against
+`kvscope-cli bench --only quantize,attention --json`. Target: ≥ 3×.
+--workload eval: issue 30's eval workload (4 layers, H 32, Tq 64, KVH 8, T 4096, D 128, int4 g128 on
+K and V, the tensor metrics of §7 and the attention metrics of §6 per kv head) against
+`kvscope-cli eval` of a `kvscope-cli synth` dump of that shape (fp16), reading included; the
+PyTorch peer gets its tensors in memory (fp16-rounded) and is timed without reading. Target: ≥ 10×.
+
+Prints one line per workload with both times and the ratio torch/kvscope, the torch version
+and both thread counts. Without torch it prints why and exits 0.
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 try:
@@ -30,6 +39,7 @@ except ImportError:  # the comparison needs torch; nothing else in the suite doe
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TARGET = 3.0
+EVAL_TARGET = 10.0  # issue 30: against a current PyTorch on the same cores
 
 
 def quantize_int4_group(x, group=128):
@@ -84,6 +94,58 @@ def attention_metrics(q, k, v, khat, vhat):
     return result
 
 
+def tensor_metrics(x, xhat):
+    """§7 per kv head: mse, rel_error, sqnr_db, max_abs_error (float64 sums)."""
+    e = (xhat - x).double()
+    s = x.double()
+    err = (e * e).sum((1, 2))
+    sig = (s * s).sum((1, 2))
+    return {"mse": err / (x.shape[1] * x.shape[2]), "rel_error": (err / sig).sqrt(),
+            "sqnr_db": 10 * torch.log10(sig / err), "max_abs_error": e.abs().amax((1, 2))}
+
+
+def eval_peer(layers):
+    """The eval workload: per layer, K and V quantized, their tensor metrics, the attention metrics."""
+    out = []
+    for q, k, v in layers:
+        khat, vhat = quantize_int4_group(k), quantize_int4_group(v)
+        out.append((tensor_metrics(k, khat), tensor_metrics(v, vhat), attention_metrics(q, k, v, khat, vhat)))
+    return out
+
+
+def run_eval(args):
+    """kvscope-cli eval against the PyTorch peer on the eval workload."""
+    layers, heads, kvh, tokens, tq, dim = (2, 32, 8, 512, 16, 128) if args.quick else (4, 32, 8, 4096, 64, 128)
+    cli = args.cli_command.split() if args.cli_command else [args.cli or os.path.join(REPO, "build", "release", "app", "kvscope-cli")]
+    tmp = tempfile.mkdtemp(prefix="kvscope-torch-eval-", dir=args.temp_dir)
+    try:
+        dump = os.path.join(tmp, "eval.h5")
+        subprocess.run(cli + ["synth", dump, "--layers", str(layers), "--kv-heads", str(kvh), "--heads", str(heads),
+                              "--tokens", str(tokens), "--queries", str(tq), "--head-dim", str(dim), "-q"], check=True)
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        cmd = cli + ["eval", dump, "--key", "int4,group=128", "--value", "int4,group=128", "--json", os.path.join(tmp, "r.json")]
+        t_kv = best_of(lambda: subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL), args.runs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    torch.manual_seed(0)
+    data = [(torch.randn(heads, tq, dim).half().float(), torch.randn(kvh, tokens, dim).half().float(),
+             torch.randn(kvh, tokens, dim).half().float()) for _ in range(layers)]
+    with torch.no_grad():
+        t_torch = best_of(lambda: eval_peer(data), args.runs)
+    ratio = t_torch / t_kv
+    shape = f"L={layers} H={heads} Tq={tq} KVH={kvh} T={tokens} D={dim}"
+    verdict = "pass" if ratio >= EVAL_TARGET else "FAIL"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; kvscope-cli eval, OMP_NUM_THREADS={args.threads}"
+          f"{' (quick shapes)' if args.quick else ''}")
+    print(f"{'workload':26}{'shape':40}{'torch s':>10}{'kvscope s':>11}{'ratio':>8}  target ≥ {EVAL_TARGET:g}×")
+    print(f"{'eval, int4 g128 K and V':26}{shape:40}{t_torch:10.4f}{t_kv:11.4f}{ratio:7.2f}×  {verdict}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "threads": args.threads, "workload": "eval", "shape": shape,
+                       "torch_seconds": t_torch, "kvscope_seconds": t_kv, "ratio": ratio, "target": EVAL_TARGET,
+                       "verdict": verdict}, f, indent=2)
+
+
 def best_of(fn, runs):
     fn()  # warm-up: first-touch allocations and thread pool start
     times = []
@@ -109,7 +171,10 @@ def kvscope_figures(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cli", help="kvscope-cli to run (default: build/perf/app/kvscope-cli)")
+    parser.add_argument("--workload", choices=["kernels", "eval"], default="kernels")
+    parser.add_argument("--cli", help="kvscope-cli to run (default: build/perf/app/kvscope-cli; eval: build/release)")
+    parser.add_argument("--cli-command", help="eval: the command that runs kvscope-cli, split at spaces (e.g. a loader and its arguments)")
+    parser.add_argument("--temp-dir", help="eval: where the dump goes (default: the system's)")
     parser.add_argument("--kvscope-json", help="use these `kvscope-cli bench --json` figures instead of running it")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
@@ -118,6 +183,9 @@ def main():
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.workload == "eval":
+        run_eval(args)
+        return
     torch.manual_seed(0)
     qt = 512 if args.quick else 32768
     at, atq = (1024, 16) if args.quick else (8192, 64)
