@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/command/layer_list.h"
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"
@@ -75,9 +76,6 @@ Expected<ResolvedPlans> resolvePlans(const SpecChoice& choice, const KvShape& sh
 std::string explainText(const SpecChoice& choice, const ResolvedPlans& resolved, const KvShape& shape);
 /// Prints the resolution's notes to standard error ("kvscope-cli: note: …").
 void printNotes(const ResolvedPlans& resolved);
-
-/// Parses a layer list "0,2,5-7" or "all" against `layers`; errors say what is allowed.
-Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);
 
 /// True once SIGINT was received; long commands pass cancellationProgress() to core.
 bool interrupted();
