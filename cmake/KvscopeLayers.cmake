@@ -5,17 +5,19 @@
 # module is one line here.
 set(KVSCOPE_CORE_LAYERS
   "util:"
+  "tokenize:util"
   "io:util"
   "quant:util"
   "attention:util"
   "engine:quant util"
   "capacity:quant util"
   "synth:io quant util"
-  "model:engine io quant util"
+  "modelfile:quant util"
+  "model:engine io modelfile quant tokenize util"
   "metrics:attention io quant util"
   "report:attention io metrics quant util"
   "search:attention engine io metrics quant report util"
   "sensitivity:attention engine io metrics quant report search util"
   "diagnose:attention io metrics quant util"
   "command:attention diagnose engine io metrics quant report search sensitivity util"
-  "bench:attention capacity diagnose engine io metrics model quant report search sensitivity synth util")
+  "bench:attention capacity diagnose engine io metrics model modelfile quant report search sensitivity synth tokenize util")

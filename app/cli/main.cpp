@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <csignal>
 #include <cstring>
 #include <iostream>
@@ -120,6 +122,28 @@ bool interrupted() { return gInterrupted != 0; }
 
 Progress cancellationProgress() {
   return [](double, std::string_view) { return !interrupted(); };
+}
+
+Progress cliProgress(const std::string& command) {
+  // On a terminal one line, rewritten as the work goes on; elsewhere one line each time the
+  // phase or the tenth of the work changes, so a log shows progress without flooding.
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto last = std::make_shared<std::pair<std::string, int>>("", -1);
+  return [command, tty, last](double fraction, std::string_view what) {
+    if (interrupted()) return false;
+    if (fraction < 0) return true;
+    const int percent = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100));
+    const int tenth = percent / 10;
+    if (tty) {
+      std::cerr << "\r\033[K" << command << ": " << what << " " << percent << "%" << (percent >= 100 ? "\n" : "")
+                << std::flush;
+    } else if (last->first != what || last->second != tenth) {
+      std::cerr << command << ": " << what << " " << percent << "%\n";
+    }
+    last->first = std::string(what);
+    last->second = tenth;
+    return true;
+  };
 }
 
 }  // namespace kvscope::cli

@@ -226,7 +226,7 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
   const int d = info.headDim;
   auto probe = parseSpec(th::kProbeSpec);
   if (!probe) return Status::internal("diagnose: the probe spec does not parse");
-  const RopeParams rope{info.ropeTheta, info.ropeStyle};
+  const RopeParams rope = info.rope();
 
   std::vector<Scored> bias, massive, outliers, lowEntropy;
   struct SideLayer {

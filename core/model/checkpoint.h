@@ -7,9 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "core/modelfile/mapped_file.h"
 #include "core/util/status.h"
 
 namespace kvscope {
+
+/// RMSNorm epsilon of llama2.c (run.c).
+inline constexpr float kRmsNormEps = 1e-5f;
+/// RoPE base of llama2.c.
+inline constexpr double kLlamaRopeTheta = 10000.0;
+/// BOS of llama2.c's tokenizer.
+inline constexpr int kLlama2cBos = 1;
 
 /// The seven int32 of a llama2.c header, validated.
 struct ModelConfig {
@@ -46,7 +54,6 @@ class Checkpoint {
  public:
   /// Maps and validates `path`: the header's values, and the file's exact size for them.
   static Expected<std::shared_ptr<const Checkpoint>> load(const std::string& path);
-  ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
 
@@ -64,8 +71,7 @@ class Checkpoint {
   Checkpoint() = default;
   std::string path_;
   ModelConfig config_;
-  void* mapping_ = nullptr;
-  size_t mappingSize_ = 0;
+  std::shared_ptr<const MappedFile> file_;  ///< the weights point into its mapping
   const float* tokenEmbedding_ = nullptr;
   std::vector<LayerWeights> layers_;
   const float* rmsFinal_ = nullptr;

@@ -270,27 +270,30 @@ def formats():
     return _native.formats()
 
 
-def record(model, out, tokens=None, *, text=None, steps=None, seed=0, temperature=0.0, tokenizer=None,
-           progress=None):
-    """`kvscope-cli record`: runs a llama2.c checkpoint (BOS, then `tokens` forced, then sampled up to
-    `steps` positions) and writes its keys, values, queries and logits as a dump at `out`; returns
-    it opened. text= needs a tokenizer that encodes, which llama2.c checkpoints do not have here:
-    give token ids."""
-    if text is not None:
-        raise ValueError("text=: kvscope records llama2.c checkpoints from token ids; give tokens=[…] "
-                         "(the prompt's ids after BOS)")
-    _native.record(os.fspath(model), os.fspath(out), list(tokens or []), steps, seed, temperature,
-                   _text(tokenizer), progress)
+def record(model, out, tokens=None, *, text=None, prompt_tokens=None, steps=None, seed=0, temperature=0.0,
+           tokenizer=None, logits=False, progress=None):
+    """`kvscope-cli record`: runs a model (a GGUF file, a Hugging Face folder or a llama2.c
+    checkpoint) over an input and writes its keys, values and queries as a dump at `out`; returns
+    it opened.
+
+    The input: tokens= (exactly these ids), text= (tokenized with the model's tokenizer, BOS as the
+    model says) or prompt_tokens= (after BOS, llama2.c style); with none, BOS alone. steps: positions
+    in the dump, the input included, sampled beyond it (default: the input alone; with no input,
+    256 or the model's context). tokenizer: llama2.c's tokenizer.bin for token texts. logits: also
+    store /logits."""
+    _native.record(os.fspath(model), os.fspath(out), None if tokens is None else [int(t) for t in tokens], text,
+                   [int(t) for t in (prompt_tokens or [])], steps, seed, temperature, _text(tokenizer), logits,
+                   progress)
     return open(out)
 
 
-def e2e(model, dump, key=None, value=None, preset=None, engine=None, *, progress=None):
+def e2e(model, dump, key=None, value=None, preset=None, engine=None, *, score_from=0, progress=None):
     """`kvscope-cli e2e --json`: replays a recorded dump's tokens through the model with the KV cache
     stored under the setting, and measures the damage to the next-token distribution."""
     if not isinstance(dump, Dump):
         dump = open(dump)
     return _native_json(_native.e2e(os.fspath(model), dump._h, _text(key), _text(value), _text(preset),
-                                    _text(engine), progress))
+                                    _text(engine), score_from, progress))
 
 
 def sweep(dumps, settings, client=None, **options):

@@ -2,12 +2,20 @@
 // Checkpoints generated in the test: a tiny model with random weights, and broken variants of it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <future>
 #include <random>
 
 #include "core/model/checkpoint.h"
-#include "core/model/transformer.h"
+#include "core/model/forward.h"
+#include "core/model/logits.h"
+#include "core/model/model.h"
 #include "tests/core/model/reference_model.h"
 #include "tests/support/test_support.h"
 
@@ -72,14 +80,21 @@ TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   EXPECT_NE((*cp)->classifier(), (*cp)->tokenEmbedding());
   test::ReferenceModel ref;
   ASSERT_TRUE(ref.load(path));
-  Transformer tf(*cp);
-  const int tokens[] = {1, 4, 10, 0, 7, 3};
+  auto model = Model::load(path);
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_FALSE((*model)->hparams().tiedEmbeddings);
+  Forward forward(*model);
+  Stream stream;
+  const std::vector<int> tokens = {1, 4, 10, 0, 7, 3};
+  ASSERT_TRUE(forward.run(stream, tokens).isOk());
+  std::vector<float> logits;
+  ASSERT_TRUE(allLogits(forward, stream, logits).isOk());
   for (int pos = 0; pos < 6; ++pos) {
-    ASSERT_TRUE(tf.step(tokens[pos], pos).isOk());
-    std::vector<double> expected = ref.step(tokens[pos]);
-    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(tf.logits()[i], expected[i], 1e-4) << pos;
+    std::vector<double> expected = ref.step(tokens[static_cast<size_t>(pos)]);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(logits[static_cast<size_t>(pos) * 11 + i], expected[i], 1e-4) << pos;
   }
-  EXPECT_FALSE(tf.step(1, 6).isOk()) << "position 6 is beyond seq_len 6";
+  const int one[1] = {1};
+  EXPECT_FALSE(forward.run(stream, one).isOk()) << "position 6 is beyond seq_len 6";
 }
 
 TEST(Checkpoint, TruncatedFileNamesExpectedAndFoundSizes) {
@@ -142,6 +157,28 @@ TEST(Checkpoint, TinyAndMissingFiles) {
   EXPECT_EQ(missing.status().code(), StatusCode::IoError);
   EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
   EXPECT_EQ(Checkpoint::load(dir.path().string()).status().code(), StatusCode::InvalidData) << "a folder";
+}
+
+TEST(Checkpoint, FifoIsRefusedWithoutWaitingForAWriter) {
+  // Issue 28, bad input: the loader checks the file kind before any read (MappedFile opens with
+  // O_NONBLOCK), so a FIFO with no writer is refused at once. The tokenizer reads the same way.
+  test::TempDir dir;
+  const std::string fifo = dir.file("pipe.bin");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto done = std::async(std::launch::async, [&] {
+    return std::make_pair(Checkpoint::load(fifo).status(), loadTokenizer(fifo, 3).status());
+  });
+  if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    for (int i = 0; i < 2; ++i) {  // unblock the waiting open so that the test can end
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    }
+    done.wait();
+    FAIL() << "a FIFO blocked the llama2.c loader";
+  }
+  const auto [model, tokenizer] = done.get();
+  EXPECT_NE(model.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << model.message();
+  EXPECT_NE(tokenizer.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << tokenizer.message();
 }
 
 TEST(Tokenizer, ParsesPiecesAndRejectsBrokenFiles) {

@@ -49,9 +49,14 @@ def test_to_frame_has_one_row_per_layer_head_side_metric(dumps):
     assert math.isclose(mean, report["summary"]["value"]["rel_error"], rel_tol=1e-12)
 
 
-def test_plan_from_a_plan_search_evaluates_like_its_strings(dumps):
+def test_plan_from_a_plan_search_evaluates_like_its_strings(dumps, tmp_path):
     dump = kvscope.open(dumps["llama"])
-    found = dump.search(key_budget="kl_mean=1e-2", value_budget="output_rel_error=0.1", plan=True)
+    candidates = tmp_path / "candidates.txt"
+    candidates.write_text("int2,axis=channel,group=32\nq4_0\nq8_0\n")
+    found = dump.search(key_budget="kl_mean=0.05", value_budget="output_rel_error=0.2", plan=True,
+                        candidates=str(candidates))
+    assert found == cli_json("search", dumps["llama"], "--key-budget", "kl_mean=0.05", "--value-budget",
+                             "output_rel_error=0.2", "--plan", "--candidates", candidates, "--json", "-")
     assert found["found"]
     assert dump.eval(plan=found) == dump.eval(key=found["key_plan"], value=found["value_plan"])
 
