@@ -132,6 +132,12 @@ def evaluate_pair(path, setting, options):
     return row_from_report(path, setting["label"], report)
 
 
+def evaluate_dump(path, settings, options):
+    """One task of per_task="dump": every setting on one dump, in one worker (the dump's data is
+    read from the file system once, then from that node's page cache)."""
+    return [evaluate_pair(path, s, options) for s in settings]
+
+
 # ---- the result file -----------------------------------------------------------------------------
 
 def _cell(value):
@@ -267,7 +273,7 @@ def local_cluster(workers=None, threads=None):
 
 
 def sweep(dumps, settings, client=None, *, out=None, h5=None, resume=False, layers=None, queries="all", sequence=0,
-          nonfinite="refuse", mapping=None, retries=0, progress=None, workers=None):
+          nonfinite="refuse", mapping=None, retries=0, progress=None, workers=None, per_task="pair"):
     """Evaluates every (dump, setting) pair as a Dask task and returns SweepResult(frame, aggregates,
     computed, resumed).
 
@@ -278,7 +284,10 @@ def sweep(dumps, settings, client=None, *, out=None, h5=None, resume=False, laye
     it holds); h5: also write the frame and aggregates as HDF5 at the end. layers, queries, sequence,
     nonfinite, mapping: eval's options for every pair. retries: reruns of a task that raised (a
     task whose worker died is rerun by the scheduler anyway). progress(done, total, row) is called
-    as rows arrive; returning False stops the sweep (the file keeps the finished rows).
+    as rows arrive; returning False stops the sweep (the file keeps the finished rows). per_task:
+    "pair" (default: one task per pair, the finest balance) or "dump" (one task per dump running
+    its missing settings, so each dump is read from shared storage once; rows then arrive a dump
+    at a time).
     """
     if isinstance(dumps, (str, os.PathLike)):
         dumps = [dumps]
@@ -291,6 +300,8 @@ def sweep(dumps, settings, client=None, *, out=None, h5=None, resume=False, laye
         raise ValueError("a dump is listed twice")
     if not dumps or not normalized:
         raise ValueError("give at least one dump and one setting")
+    if per_task not in ("pair", "dump"):
+        raise ValueError("per_task '%s': allowed: pair, dump" % per_task)
     options = {"queries": queries, "sequence": sequence, "nonfinite": nonfinite}
     if layers is not None:
         options["layers"] = layers
@@ -314,17 +325,24 @@ def sweep(dumps, settings, client=None, *, out=None, h5=None, resume=False, laye
                 own_cluster = local_cluster(workers)
                 client = Client(own_cluster)
             futures = {}
-            for d, s in todo:
-                f = client.submit(evaluate_pair, d, s, options, pure=False, retries=retries)
-                futures[f] = (d, s["label"])
+            if per_task == "pair":
+                for d, s in todo:
+                    futures[client.submit(evaluate_pair, d, s, options, pure=False, retries=retries)] = d
+            else:
+                by_dump = collections.OrderedDict()
+                for d, s in todo:
+                    by_dump.setdefault(d, []).append(s)
+                for d, group in by_dump.items():
+                    futures[client.submit(evaluate_dump, d, group, options, pure=False, retries=retries)] = d
             total = len(wanted)
             try:
                 for future in as_completed(futures):
-                    row = future.result()
-                    if results:
-                        results.append(row)
-                    rows.append(row)
-                    computed.append(futures[future])
+                    got = future.result()
+                    for row in (got if per_task == "dump" else [got]):
+                        if results:
+                            results.append(row)
+                        rows.append(row)
+                        computed.append((row["dump"], row["setting"]))
                     if progress is not None and progress(len(rows), total, row) is False:
                         from . import Cancelled
                         raise Cancelled("the sweep's progress callback returned False; %s rows are kept"
@@ -368,6 +386,8 @@ def main(argv=None):
     parser.add_argument("--queries", default="all", help="eval's --queries (all or last:N)")
     parser.add_argument("--sequence", type=int, default=0, help="eval's --sequence")
     parser.add_argument("--nonfinite", default="refuse", help="eval's --nonfinite (refuse or skip-heads)")
+    parser.add_argument("--per-task", default="pair", choices=("pair", "dump"),
+                        help="one task per (dump, setting) pair (default) or per dump (each dump read once)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     args = parser.parse_args(argv)
     settings = list(args.preset) + [{"engine": e} for e in args.engine] + [tuple(kv) for kv in args.kv]
@@ -387,7 +407,7 @@ def main(argv=None):
             client = Client(args.scheduler)
         result = sweep(args.dumps, settings, client, out=args.out, h5=args.h5, resume=args.resume,
                        layers=args.layers, queries=args.queries, sequence=args.sequence, nonfinite=args.nonfinite,
-                       progress=report, workers=args.workers)
+                       progress=report, workers=args.workers, per_task=args.per_task)
     except (KeyboardInterrupt, Cancelled):
         sys.stderr.write("\nkvscope.sweep: interrupted; %s keeps the finished rows (continue with --resume)\n"
                          % args.out)

@@ -105,6 +105,15 @@ def test_interrupt_then_resume_loses_and_repeats_nothing(cluster, corpus, expect
         assert len(f.read().splitlines()) == 1 + 18
 
 
+def test_one_task_per_dump_gives_the_same_frame(cluster, corpus, expected, tmp_path):
+    out = tmp_path / "d.csv"
+    first = kvscope.sweep(corpus[:2], SETTINGS, cluster, out=out, per_task="dump")
+    assert len(first.computed) == 6
+    result = kvscope.sweep(corpus, SETTINGS, cluster, out=out, resume=True, per_task="dump")
+    assert len(result.computed) == 12 and len(result.resumed) == 6
+    assert_same_frame(result.frame, expected)
+
+
 def test_bad_input_names_the_pair(cluster, corpus, tmp_path):
     missing = str(tmp_path / "missing.h5")
     with pytest.raises(OSError, match="missing.h5 \\(kivi-2\\): .*missing.h5: cannot open: no such file"):
