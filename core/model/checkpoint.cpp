@@ -169,6 +169,78 @@ Expected<std::shared_ptr<const Checkpoint>> Checkpoint::load(const std::string& 
   return std::shared_ptr<const Checkpoint>(std::move(cp));
 }
 
+namespace {
+
+/// One weight's pointer and row-major shape, by its GGUF-style name; false when there is none.
+bool lookup(const Checkpoint& cp, std::string_view name, const float** data, std::vector<int64_t>* shape) {
+  const ModelConfig& c = cp.config();
+  const int64_t dim = c.dim, hid = c.hiddenDim, qd = int64_t{c.heads} * c.headDim(), kvd = c.kvDim(), vocab = c.vocabSize;
+  auto set = [&](const float* p, std::vector<int64_t> s) {
+    *data = p;
+    *shape = std::move(s);
+    return true;
+  };
+  if (name == "token_embd.weight") return set(cp.tokenEmbedding(), {vocab, dim});
+  if (name == "output_norm.weight") return set(cp.rmsFinal(), {dim});
+  if (name == "output.weight") return !c.sharedClassifier && set(cp.classifier(), {vocab, dim});
+  constexpr std::string_view kBlk = "blk.";
+  if (name.substr(0, kBlk.size()) != kBlk) return false;
+  const std::string_view rest = name.substr(kBlk.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 6) return false;
+  int layer = 0;
+  for (char ch : rest.substr(0, dot)) {
+    if (ch < '0' || ch > '9') return false;
+    layer = layer * 10 + (ch - '0');
+  }
+  if (layer >= c.layers || (dot > 1 && rest[0] == '0')) return false;
+  const LayerWeights& w = cp.layer(layer);
+  const std::string_view what = rest.substr(dot + 1);
+  if (what == "attn_norm.weight") return set(w.rmsAtt, {dim});
+  if (what == "attn_q.weight") return set(w.wq, {qd, dim});
+  if (what == "attn_k.weight") return set(w.wk, {kvd, dim});
+  if (what == "attn_v.weight") return set(w.wv, {kvd, dim});
+  if (what == "attn_output.weight") return set(w.wo, {dim, qd});
+  if (what == "ffn_norm.weight") return set(w.rmsFfn, {dim});
+  if (what == "ffn_gate.weight") return set(w.w1, {hid, dim});
+  if (what == "ffn_down.weight") return set(w.w2, {dim, hid});
+  if (what == "ffn_up.weight") return set(w.w3, {hid, dim});
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> Checkpoint::weightNames() const {
+  std::vector<std::string> names = {"token_embd.weight"};
+  for (int l = 0; l < config_.layers; ++l) {
+    for (const char* n : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down",
+                          "ffn_up"})
+      names.push_back("blk." + std::to_string(l) + "." + n + ".weight");
+  }
+  names.emplace_back("output_norm.weight");
+  if (!config_.sharedClassifier) names.emplace_back("output.weight");
+  return names;
+}
+
+bool Checkpoint::hasWeight(std::string_view name) const {
+  const float* data = nullptr;
+  std::vector<int64_t> shape;
+  return lookup(*this, name, &data, &shape);
+}
+
+Expected<WeightTensor> Checkpoint::weight(std::string_view name) const {
+  WeightTensor w;
+  const float* data = nullptr;
+  if (!lookup(*this, name, &data, &w.shape))
+    return Status::invalidData(path_ + ": tensor '" + std::string(name) + "' is missing");
+  w.name = std::string(name);
+  w.type = GgmlType::F32;
+  w.data = reinterpret_cast<const uint8_t*>(data);
+  w.bytes = static_cast<uint64_t>(w.elements()) * sizeof(float);
+  w.file = path_;
+  return w;
+}
+
 Expected<std::vector<std::string>> loadTokenizer(const std::string& path, int vocabSize) {
   auto bad = [&](const std::string& what) {
     return Status::invalidData(path + ": not a llama2.c tokenizer for a vocabulary of " +

@@ -34,9 +34,9 @@ void project(const float* x, int n, int cols, const float* w, int rows, const fl
     rounded.resize(static_cast<size_t>(n) * cols);
     const size_t count = rounded.size();
     if (round == ActivationRounding::Fp16) {
-      for (size_t i = 0; i < count; ++i) rounded[i] = roundFp16(x[i]);
+      for (size_t i = 0; i < count; ++i) rounded[i] = fp::roundFp16(x[i]);
     } else {
-      for (size_t i = 0; i < count; ++i) rounded[i] = roundBf16(x[i]);
+      for (size_t i = 0; i < count; ++i) rounded[i] = fp::roundBf16(x[i]);
     }
     x = rounded.data();
   }
@@ -262,10 +262,13 @@ void rmsNormRows(const float* x, const float* weight, int rows, int n, double ep
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<size_t>(r) * n;
     float* o = out + static_cast<size_t>(r) * n;
+    // ggml_compute_forward_rms_norm_f32's arithmetic: float squares summed in double, the mean
+    // rounded to float, float epsilon, then (x · scale) · w; the same bits as llama.cpp.
     double ss = 0;
-    for (int i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / n + eps));
-    for (int i = 0; i < n; ++i) o[i] = weight[i] * (xr[i] * inv);
+    for (int i = 0; i < n; ++i) ss += static_cast<double>(xr[i] * xr[i]);
+    const auto mean = static_cast<float>(ss / n);
+    const float inv = 1.0f / std::sqrt(mean + static_cast<float>(eps));
+    for (int i = 0; i < n; ++i) o[i] = (xr[i] * inv) * weight[i];
   }
 }
 

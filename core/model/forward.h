@@ -131,8 +131,8 @@ class Forward {
   LayerWeightsF32 scratch_;
 };
 
-/// RMSNorm of each of `rows` rows of width n: w ⊙ x / sqrt(mean(x²) + eps), the sum of squares in
-/// double as ggml does.
+/// RMSNorm of each of `rows` rows of width n: w ⊙ x / sqrt(mean(x²) + eps), in ggml's arithmetic
+/// (float squares summed in double, a float mean and epsilon), so llama.cpp gets the same bits.
 void rmsNormRows(const float* x, const float* weight, int rows, int n, double eps, float* out);
 
 /// Rotates pairs of each head of `rows` rows of `heads`·D values at positions first, first+1, …

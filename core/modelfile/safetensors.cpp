@@ -271,7 +271,7 @@ Expected<std::shared_ptr<const HfCheckpoint>> HfCheckpoint::open(const std::stri
     i = out->files_.size();
     out->files_.push_back(*shard);
   }
-  // nlohmann's object keeps keys sorted; the names keep that order, shard by shard not needed.
+  // nlohmann's objects keep their keys sorted: the names come sorted.
   for (const auto& [name, file] : entries) {
     const size_t i = shardIndex[file];
     if (!out->files_[i]->hasWeight(name))

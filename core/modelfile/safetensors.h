@@ -87,7 +87,7 @@ class HfCheckpoint final : public WeightSource {
   /// The weight files (one, or the shards in name order).
   [[nodiscard]] std::span<const std::shared_ptr<const SafetensorsFile>> files() const { return files_; }
 
-  // WeightSource: names in the weight_map's (or the single file's) order.
+  // WeightSource: names in the single file's data order, or sorted by name for shards.
   [[nodiscard]] std::vector<std::string> weightNames() const override { return names_; }
   [[nodiscard]] bool hasWeight(std::string_view name) const override;
   [[nodiscard]] Expected<WeightTensor> weight(std::string_view name) const override;

@@ -68,16 +68,17 @@ void quantizeBlocks(const float* x, uint8_t* bytes, int64_t n) {
 }  // namespace
 
 float halfToFloat(uint16_t h) {
+  // Selects are sign masks, not ?:, so that GCC vectorizes the loops that call this.
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7fffu;
+  const uint32_t isSubnormal = 0u - static_cast<uint32_t>(em < 0x0400u);  // all ones for 0 and subnormals
+  const uint32_t isSpecial = 0u - static_cast<uint32_t>(em >= 0x7c00u);   // all ones for inf and NaN
   // Normal numbers: the exponent rebiased by 127 − 15; infinities and NaN (exponent 31) by a
   // further 128 − 16 so that they land on exponent 255 with their mantissa bits kept.
-  uint32_t bits = (em << 13) + (112u << 23);
-  bits += em >= 0x7c00u ? (112u << 23) : 0u;
+  const uint32_t bits = (em << 13) + (112u << 23) + (isSpecial & (112u << 23));
   // Zero and subnormals: mantissa · 2^-24, exact in float.
-  const float sub = static_cast<float>(em) * 0x1p-24f;
-  const uint32_t mag = em < 0x0400u ? std::bit_cast<uint32_t>(sub) : bits;
-  return std::bit_cast<float>(mag | sign);
+  const uint32_t sub = std::bit_cast<uint32_t>(static_cast<float>(em) * 0x1p-24f);
+  return std::bit_cast<float>(((sub & isSubnormal) | (bits & ~isSubnormal)) | sign);
 }
 
 // ---- quantize_row_*_ref, one block -----------------------------------------------------------
@@ -373,27 +374,26 @@ void dequantizeBlock(const BlockQ5K& b, float* y) {
 }
 
 void dequantizeBlock(const BlockQ6K& b, float* y) {
+  // ggml's loop computes the four quarters of each 128 values in one pass over l; here one
+  // quarter at a time (contiguous writes, so it vectorizes), with the same value for each y.
   const float d = halfToFloat(b.d);
-  const uint8_t* ql = b.ql;
-  const uint8_t* qh = b.qh;
-  const int8_t* sc = b.scales;
-  for (int n = 0; n < kQkK; n += 128) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      // d·sc·q evaluated left to right, as ggml's `d * sc[is] * q1`.
-      y[l + 0] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+  for (int n = 0; n < kQkK / 128; ++n) {
+    const uint8_t* ql = b.ql + 64 * n;
+    const uint8_t* qh = b.qh + 32 * n;
+    const int8_t* sc = b.scales + 8 * n;
+    float* yq = y + 128 * n;
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* low = ql + 32 * (k & 1);  // quarters 0, 2: ql[l]; 1, 3: ql[l + 32]
+      const int nibble = 4 * (k >> 1);         // quarters 0, 1: low nibble; 2, 3: high
+      for (int half = 0; half < 2; ++half) {
+        const float s = static_cast<float>(sc[half + 2 * k]);  // is = l / 16
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          const int q = (((low[l] >> nibble) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+          // d·sc·q evaluated left to right, as ggml's `d * sc[is] * q1`.
+          yq[32 * k + l] = d * s * static_cast<float>(q);
+        }
+      }
     }
-    y += 128;
-    ql += 64;
-    qh += 32;
-    sc += 8;
   }
 }
 

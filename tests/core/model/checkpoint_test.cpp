@@ -68,6 +68,45 @@ TEST(Checkpoint, LoadsAGeneratedModel) {
   EXPECT_TRUE((*cp)->config().sharedClassifier);
 }
 
+TEST(Checkpoint, WeightViewUsesGgufNamesAndShapes) {
+  // llama.cpp's convert-llama2c-to-ggml names; row-major [out, in] shapes from run.c's layout.
+  test::TempDir dir;
+  auto cp = Checkpoint::load(writeCheckpoint(dir, "tiny.bin", kHeader));
+  ASSERT_TRUE(cp) << cp.status().message();
+  const Checkpoint& c = **cp;
+  const auto names = c.weightNames();
+  EXPECT_EQ(names.size(), 1u + 2 * 9 + 1);  // no output.weight: the classifier is shared
+  EXPECT_FALSE(c.hasWeight("output.weight"));
+  EXPECT_FALSE(c.hasWeight("blk.2.attn_q.weight"));
+  EXPECT_FALSE(c.hasWeight("blk.01.attn_q.weight"));
+  struct Case {
+    const char* name;
+    const float* data;
+    std::vector<int64_t> shape;
+  };
+  const Case cases[] = {{"token_embd.weight", c.tokenEmbedding(), {11, 8}},
+                        {"blk.1.attn_q.weight", c.layer(1).wq, {8, 8}},
+                        {"blk.1.attn_k.weight", c.layer(1).wk, {4, 8}},
+                        {"blk.0.attn_output.weight", c.layer(0).wo, {8, 8}},
+                        {"blk.0.ffn_gate.weight", c.layer(0).w1, {12, 8}},
+                        {"blk.0.ffn_down.weight", c.layer(0).w2, {8, 12}},
+                        {"blk.1.ffn_up.weight", c.layer(1).w3, {12, 8}},
+                        {"blk.1.ffn_norm.weight", c.layer(1).rmsFfn, {8}},
+                        {"output_norm.weight", c.rmsFinal(), {8}}};
+  for (const Case& k : cases) {
+    auto w = c.weight(k.name);
+    ASSERT_TRUE(w) << k.name;
+    EXPECT_EQ(reinterpret_cast<const float*>(w->data), k.data) << k.name;
+    EXPECT_EQ(w->shape, k.shape) << k.name;
+    EXPECT_EQ(w->type, GgmlType::F32);
+  }
+  auto embedding = c.weight("token_embd.weight");
+  std::vector<float> row(8);
+  ASSERT_TRUE(dequantizeRows(*embedding, 3, 1, row.data()).isOk());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(row[static_cast<size_t>(i)], c.tokenEmbedding()[3 * 8 + i]);
+  EXPECT_NE(c.weight("nope").status().message().find("tensor 'nope' is missing"), std::string::npos);
+}
+
 TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   test::TempDir dir;
   int32_t h[7];
@@ -78,6 +117,7 @@ TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   ASSERT_TRUE(cp) << cp.status().message();
   EXPECT_FALSE((*cp)->config().sharedClassifier);
   EXPECT_NE((*cp)->classifier(), (*cp)->tokenEmbedding());
+  EXPECT_EQ(reinterpret_cast<const float*>((*cp)->weight("output.weight")->data), (*cp)->classifier());
   test::ReferenceModel ref;
   ASSERT_TRUE(ref.load(path));
   auto model = Model::load(path);
