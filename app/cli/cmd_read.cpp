@@ -43,7 +43,7 @@ Expected<Tensor3> reconstruction(const Dump& dump, TensorKind kind, int layer, i
     if (!p) return p.status();
     pre = std::move(*p);
   }
-  QuantInput input{&tensor, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
+  QuantInput input{&tensor, pre ? &*pre : nullptr, info.rope()};
   auto out = quantizeTensor(input, *spec, cancellationProgress());
   if (!out) return out.status();
   return std::move(out->reconstruction);

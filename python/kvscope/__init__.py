@@ -116,9 +116,11 @@ class Dump:
 
     @property
     def attributes(self):
-        """The root attributes kvscope reads (model, rope_theta, rope_style, softmax_scale, model_path)."""
+        """The root attributes kvscope reads (model, rope_theta, rope_style, softmax_scale, model_path, and
+        rope_inv_freq when the dump has it)."""
         i = self.info
-        return {k: i[k] for k in ("model", "rope_theta", "rope_style", "softmax_scale", "model_path")}
+        keys = ("model", "rope_theta", "rope_style", "rope_inv_freq", "softmax_scale", "model_path")
+        return {k: i[k] for k in keys if k in i}
 
     @property
     def tokens(self):
@@ -223,7 +225,7 @@ def _native_json(text):
 
 
 def quantize(array, spec=None, *, preset=None, engine=None, side="key", axis_layout="htd", pre_rope=None,
-             rope_theta=10000.0, rope_style="half", layer=0, layers=0, progress=None):
+             rope_theta=10000.0, rope_style="half", rope_inv_freq=None, layer=0, layers=0, progress=None):
     """Quantizes one layer tensor and returns Quantized(reconstruction, storage, spec, bits_per_element).
 
     array: numpy float32, C-contiguous, its axes named by axis_layout: "htd" (default: [heads,
@@ -231,12 +233,13 @@ def quantize(array, spec=None, *, preset=None, engine=None, side="key", axis_lay
     same shape and layout. spec: any spec or plan kvscope-cli takes ("q4_0", "int2,axis=channel,
     group=32,residual=128"), or preset=/engine= with side="key"|"value" for that side's spec. A plan
     with per-layer specs needs layer= and layers=. A `prerope` spec needs pre_rope= (the keys before
-    RoPE, same shape) and the dump's rope_theta/rope_style. The result equals `kvscope-cli read
+    RoPE, same shape) and the dump's rope_theta/rope_style (and rope_inv_freq when it has one:
+    dump.attributes gives all three). The result equals `kvscope-cli read
     --spec` of the same tensor bit for bit.
     """
     recon, storage, canonical, bits = _native.quantize(array, _text(spec), _text(preset), _text(engine), side,
-                                                       axis_layout, pre_rope, rope_theta, rope_style, layer, layers,
-                                                       progress)
+                                                       axis_layout, pre_rope, rope_theta, rope_style,
+                                                       list(rope_inv_freq or []), layer, layers, progress)
     return Quantized(recon, storage, canonical, bits)
 
 

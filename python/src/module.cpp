@@ -366,8 +366,8 @@ std::string diagnoseJson(const DumpHandle& h, const py::object& layers, int sequ
 
 py::tuple quantize(const py::object& array, const std::string& spec, const std::string& preset,
                    const std::string& engine, const std::string& side, const std::string& axisLayout,
-                   const py::object& preRope, double ropeTheta, const std::string& ropeStyle, int layer, int layers,
-                   const py::object& progress) {
+                   const py::object& preRope, double ropeTheta, const std::string& ropeStyle,
+                   const std::vector<double>& ropeInvFreq, int layer, int layers, const py::object& progress) {
   const Layout layout = parseLayout(axisLayout);
   const Tensor3 tensor = tensorFromArray(checkedArray(array, "array", false), layout, "array");
   std::optional<Tensor3> pre;
@@ -396,7 +396,7 @@ py::tuple quantize(const py::object& array, const std::string& spec, const std::
   const RopeStyle style = valueOr(parseRopeStyle(ropeStyle, "rope_style"));
   Interrupter interrupter(progress);
   QuantOutput out = runReleased(interrupter, [&] {
-    QuantInput input{&tensor, pre ? &*pre : nullptr, RopeParams{ropeTheta, style}};
+    QuantInput input{&tensor, pre ? &*pre : nullptr, RopeParams{ropeTheta, style, ropeInvFreq}};
     return quantizeTensor(input, q, interrupter.progress());
   });
   py::dict storage = storageDict(out.storage);
@@ -644,7 +644,7 @@ PYBIND11_MODULE(_kvscope, m) {
   m.def("quantize", &quantize, py::arg("array"), py::arg("spec") = "", py::arg("preset") = "",
         py::arg("engine") = "", py::arg("side") = "key", py::arg("axis_layout") = "htd",
         py::arg("pre_rope") = py::none(), py::arg("rope_theta") = 10000.0, py::arg("rope_style") = "half",
-        py::arg("layer") = 0, py::arg("layers") = 0, py::arg("progress") = py::none());
+        py::arg("rope_inv_freq") = std::vector<double>{}, py::arg("layer") = 0, py::arg("layers") = 0, py::arg("progress") = py::none());
   m.def("write_dump", &writeDump, py::arg("path"), py::arg("keys"), py::arg("values"),
         py::arg("queries") = py::none(), py::arg("key_pre_rope") = py::none(), py::arg("tokens") = py::none(),
         py::arg("token_text") = py::none(), py::arg("model") = "", py::arg("rope_theta") = py::none(),
