@@ -67,6 +67,7 @@
 #include "ui/widgets/export_dialog.h"
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/plan_editor.h"
+#include "ui/widgets/record_dialog.h"
 #include "ui/widgets/spec_panel.h"
 #include "ui/widgets/steady_tab_widget.h"
 #include "ui/workers/dump_reader.h"
@@ -417,6 +418,14 @@ void MainWindow::onKeySpecChanged() {
   scheduleRecompute();
 }
 
+// The dialog records on its own lane; the finished dump opens like any other.
+void MainWindow::recordFromModel() {
+  auto* dialog = new RecordDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &RecordDialog::recorded, this, [this](const QString& path) { openDump(path); });
+  dialog->open();
+}
+
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open…"), this, &MainWindow::openInteractive);
@@ -427,6 +436,9 @@ void MainWindow::buildMenus() {
     if (!path.isEmpty()) openWithMappingInteractive(path);
   });
   file->addAction(tr("Open the built-in &sample"), this, &MainWindow::openSample);
+  QAction* recordAction = file->addAction(tr("Recor&d from model…"), this, &MainWindow::recordFromModel);
+  recordAction->setObjectName(QStringLiteral("recordFromModel"));
+  recordAction->setToolTip(tr("Run a GGUF, Hugging Face or llama2.c model on a text and open its cache as a dump."));
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   rebuildRecentMenu();
   file->addSeparator();

@@ -73,6 +73,8 @@ class MainWindow : public QMainWindow {
   void openDump(const QString& path, std::optional<Mapping> mapping = std::nullopt);
   /// Opens the built-in sample (written once into the cache folder).
   void openSample();
+  /// File → Record from model…: record a dump from a model file and open it.
+  void recordFromModel();
   /// Sets both specs (as a preset or the command line does) and recomputes.
   /// `what` names the step in Edit ▸ Undo.
   void setSpecs(const QuantSpec& key, const QuantSpec& value, const QString& what = {});

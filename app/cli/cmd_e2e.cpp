@@ -104,6 +104,7 @@ Expected<std::vector<E2eSetting>> settingsFrom(const Options& o, const KvShape& 
   e.value = r->plans.value;
   e.preset = c.preset;
   e.engine = c.engine;
+  e.querySpec = r->strings.query;  // what the engine's attention does to Q (llama.cpp: q8_0 for quantized K)
   resolved = std::move(*r);
   return std::vector<E2eSetting>{e};
 }

@@ -170,7 +170,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (request.plan) return runPlan(*o, **dump, request, *options);
     if (o->e2e || !o->model.empty()) return fail(Status::invalidArgument("--e2e and --model go with --plan"));
     if (!o->baseline.engine.empty() || !o->baseline.preset.empty()) {
-      const KvShape shape{info.headDim, info.layers, info.kvHeads};
+      const KvShape shape{info.headDim, info.layers, info.kvHeads, info.model};
       auto base = resolvePlans(o->baseline, shape);
       if (!base) return fail(base.status());
       if (o->baseline.explain) {

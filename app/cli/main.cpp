@@ -95,6 +95,7 @@ std::string explainText(const SpecChoice& c, const ResolvedPlans& r, const KvSha
          std::to_string(shape.layers) + " layers:\n";
   out += "key:   " + toString(r.plans.key) + "\n";
   out += "value: " + toString(r.plans.value) + "\n";
+  if (!r.strings.query.empty()) out += "query: " + r.strings.query + " (what the engine rounds Q to; e2e applies it, eval keeps Q exact)\n";
   for (const std::string& n : r.strings.notes) out += "  " + n + "\n";
   return out;
 }

@@ -39,9 +39,8 @@ Expected<CheckedSetting> checkSetting(const SettingText& text, const SettingFlag
 /// A setting resolved for a dump's shape.
 struct ResolvedSetting {
   KvPlans plans;       ///< a plain spec is a one-part plan (quantization.md §12)
-  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them
+  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them; strings.query: what the engine rounds Q to
   std::string label;   ///< the preset name or engine string; empty for --key/--value
-  std::string querySpec;  ///< what the engine's attention does to Q before the scores (e2e applies it); empty = exact
 };
 
 /// Resolves `text` for `shape` (presets and engines depend on it), every string parsed as a plan;

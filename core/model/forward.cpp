@@ -93,6 +93,22 @@ struct AttentionArgs {
   AttentionFigures* figures = nullptr;  ///< the stored cache against the exact rows (needs stores)
 };
 
+/// Attention of queries [p0, p0 + n) over an exact cache of keys [0, p0 + n).
+AttentionArgs exactAttention(const ModelHparams& hp, int n, int p0, const float* q, const float* k, const float* v,
+                             float* out) {
+  AttentionArgs a;
+  a.n = n;
+  a.p0 = p0;
+  a.heads = hp.heads;
+  a.kvHeads = hp.kvHeads;
+  a.d = hp.headDim;
+  a.q = a.qStored = q;
+  a.kExact = k;
+  a.vExact = v;
+  a.out = out;
+  return a;
+}
+
 void attention(const AttentionArgs& a) {
   const int D = a.d, qDim = a.heads * a.d, kvDim = a.kvHeads * a.d, group = a.heads / a.kvHeads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -506,17 +522,7 @@ Status Forward::run(Stream& stream, std::span<const int> tokens,
       KVS_RETURN_IF_ERROR(observe(LayerTensors{l, first, n, q.data(), kPre.data(), k.data(), v.data()}));
     }
     attn.assign(static_cast<size_t>(n) * qDim, 0.0f);
-    AttentionArgs args;
-    args.n = n;
-    args.p0 = first;
-    args.heads = hp.heads;
-    args.kvHeads = hp.kvHeads;
-    args.d = hp.headDim;
-    args.q = args.qStored = q.data();
-    args.kExact = keys.data();
-    args.vExact = values.data();
-    args.out = attn.data();
-    attention(args);
+    attention(exactAttention(hp, n, first, q.data(), keys.data(), values.data(), attn.data()));
     finishLayer(hp, *w, stream.hidden.data(), n, attn.data(), normed, gateUp, act, proj);
     if (!report(progress, static_cast<double>(l + 1) / L, "layer " + std::to_string(l + 1) + " of " + std::to_string(L)))
       return Status::cancelled();
@@ -550,16 +556,8 @@ Status Forward::runLockstep(std::span<Stream*> streams, std::span<const CacheSto
       const CacheStore* store = stores[i];
       attentionInputs(hp, *w, s.hidden.data(), n, 0, normed, qkv, q, kPre, k, v);
       if (observe) KVS_RETURN_IF_ERROR(observe(i, LayerTensors{l, 0, n, q.data(), kPre.data(), k.data(), v.data()}));
-      AttentionArgs args;
-      args.n = n;
-      args.heads = hp.heads;
-      args.kvHeads = hp.kvHeads;
-      args.d = hp.headDim;
-      args.q = args.qStored = q.data();
-      args.kExact = k.data();
-      args.vExact = v.data();
       attn.assign(static_cast<size_t>(n) * qDim, 0.0f);
-      args.out = attn.data();
+      AttentionArgs args = exactAttention(hp, n, 0, q.data(), k.data(), v.data(), attn.data());
       if (store != nullptr) {
         KVS_RETURN_IF_ERROR(store->store(l, n, k.data(), kPre.data(), v.data(), storedKey, storedValue));
         if (store->transformQuery) {

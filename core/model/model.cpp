@@ -72,6 +72,12 @@ std::vector<WeightInfo> Model::weights() const {
 
 uint64_t Model::fileBytes() const { return weights_->fileBytes; }
 
+void Model::setTokenizer(std::unique_ptr<Tokenizer> tokenizer) {
+  tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(tokenizer));
+  bos_ = tokenizer_->bos();
+  addsBos_ = tokenizer_->addsBos();
+}
+
 bool Model::hasTokenText() const { return tokenizer_ != nullptr || !llama2cPieces_.empty(); }
 
 std::string Model::tokenText(int id) const {
@@ -276,35 +282,9 @@ Expected<std::shared_ptr<const Model>> ModelLoader::llama2c(const std::string& p
   weights->holders.push_back(*cp);
   std::error_code ec;
   weights->fileBytes = std::filesystem::file_size(path, ec);
-  auto add = [&](TensorRole role, int layer, const float* data, int64_t rows, int64_t cols, const std::string& name) {
-    WeightTensor t;
-    t.name = name;
-    t.shape = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{rows, cols};
-    t.type = GgmlType::F32;
-    t.data = reinterpret_cast<const uint8_t*>(data);
-    t.bytes = static_cast<uint64_t>(rows * cols) * sizeof(float);
-    t.file = path;
-    weights->tensors[{role, layer}] = t;
-  };
-  const int64_t dim = c.dim, qDim = hp.qDim(), kvDim = hp.kvDim(), hidden = c.hiddenDim;
-  add(TensorRole::TokenEmbedding, 0, (*cp)->tokenEmbedding(), c.vocabSize, dim, "token_embedding_table");
-  add(TensorRole::OutputNorm, 0, (*cp)->rmsFinal(), 1, dim, "rms_final_weight");
-  if (!c.sharedClassifier) add(TensorRole::Output, 0, (*cp)->classifier(), c.vocabSize, dim, "wcls");
-  for (int l = 0; l < c.layers; ++l) {
-    const LayerWeights& w = (*cp)->layer(l);
-    std::string at = std::to_string(l);  // "[l]" (built so that GCC 12 sees no overlapping copy)
-    at.insert(at.begin(), '[');
-    at.push_back(']');
-    add(TensorRole::AttnNorm, l, w.rmsAtt, 1, dim, "rms_att_weight" + at);
-    add(TensorRole::AttnQ, l, w.wq, qDim, dim, "wq" + at);
-    add(TensorRole::AttnK, l, w.wk, kvDim, dim, "wk" + at);
-    add(TensorRole::AttnV, l, w.wv, kvDim, dim, "wv" + at);
-    add(TensorRole::AttnOutput, l, w.wo, dim, qDim, "wo" + at);
-    add(TensorRole::FfnNorm, l, w.rmsFfn, 1, dim, "rms_ffn_weight" + at);
-    add(TensorRole::FfnGate, l, w.w1, hidden, dim, "w1" + at);
-    add(TensorRole::FfnDown, l, w.w2, dim, hidden, "w2" + at);
-    add(TensorRole::FfnUp, l, w.w3, hidden, dim, "w3" + at);
-  }
+  // The checkpoint names its weights as llama.cpp's convert-llama2c-to-ggml does: GGUF's names.
+  TensorCollector collect(**cp, hp, *m->architecture_, &ggufTensorName, *weights);
+  KVS_RETURN_IF_ERROR(collect.collect(hp, false));
   m->weights_ = std::move(weights);
   if (!tokenizerPath.empty()) {
     auto pieces = loadTokenizer(tokenizerPath, c.vocabSize);
@@ -486,9 +466,7 @@ Expected<std::shared_ptr<const Model>> ModelLoader::gguf(const std::string& path
   if (f.find("tokenizer.ggml.model") != nullptr) {
     auto tok = ggufTokenizer(f);
     if (!tok) return tok.status();
-    m->tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(*tok));
-    m->bos_ = m->tokenizer_->bos();
-    m->addsBos_ = m->tokenizer_->addsBos();
+    m->setTokenizer(std::move(*tok));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }
@@ -672,9 +650,7 @@ Expected<std::shared_ptr<const Model>> ModelLoader::huggingFace(const std::strin
   if (std::filesystem::exists(tokenizerJson, ec)) {
     auto tok = loadTokenizerJson(path);
     if (!tok) return tok.status();
-    m->tokenizer_ = std::shared_ptr<const Tokenizer>(std::move(*tok));
-    m->bos_ = m->tokenizer_->bos();
-    m->addsBos_ = m->tokenizer_->addsBos();
+    m->setTokenizer(std::move(*tok));
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

@@ -109,6 +109,8 @@ class Model {
  private:
   Model();
   friend class ModelLoader;
+  /// The file's tokenizer, and BOS as it says.
+  void setTokenizer(std::unique_ptr<Tokenizer> tokenizer);
   std::string path_, name_;
   ModelFormat format_ = ModelFormat::Llama2c;
   const ArchitectureDescription* architecture_ = nullptr;

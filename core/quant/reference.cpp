@@ -173,6 +173,13 @@ Params groupParams(const QuantSpec& spec, Range r) {
         const double lo = std::min(r.lo, 0.0), hi = std::max(r.hi, 0.0);
         p.scale = static_cast<float>(meta((hi - lo) / n, spec));
         if (p.scale != 0.0f) p.intZero = static_cast<float>(std::clamp(std::round(-lo / p.scale), 0.0, n));
+      } else if (spec.codesMeta) {
+        // codes=meta: TurboMind's warp_stats takes min and max of the model-dtype values and
+        // computes scale = (max − min)·fp32(1/n) in fp32, stored in the model dtype.
+        const float lo = static_cast<float>(meta(r.lo, spec)), hi = static_cast<float>(meta(r.hi, spec));
+        const float invN = static_cast<float>(1.0 / (std::pow(2.0, spec.bits) - 1.0));
+        p.scale = static_cast<float>(meta((hi - lo) * invN, spec));
+        p.zero = lo;
       } else {
         const double n = std::pow(2.0, spec.bits) - 1.0;
         p.scale = static_cast<float>(meta((r.hi - r.lo) / n, spec));
@@ -215,6 +222,22 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
         const float t = y + 0.5f;
         const float q = std::clamp(std::trunc(t), 0.0f, n);
         return q * s + p.zero;
+      }
+      if (spec.codesMeta) {
+        // codes=meta (docs/formats.md): LMDeploy TurboMind's ConvertKvCache<T, uint8_t/uint4_t>
+        // (src/turbomind/kernels/attention/quantization.h) works in the model dtype T: inv =
+        // T(fp32(1/s)), y = T(T(T(x) − m)·inv), the code the rounding mode of y, and the read-back
+        // T(T(q·s) + m). Each T operation is one rounding of the exact result (double holds the
+        // exact difference and product of two fp16/bf16 values).
+        if (s == 0.0f) return p.zero;
+        const auto t = [&](double v) { return static_cast<float>(meta(v, spec)); };
+        const float inv = t(1.0f / s);
+        const float y = t(static_cast<double>(t(static_cast<double>(t(x)) - p.zero)) * inv);
+        const float r = spec.rounding == Rounding::Trunc ? std::trunc(y)
+                        : spec.rounding == Rounding::Even ? std::nearbyint(y)
+                                                          : std::round(y);
+        const float q = std::clamp(r, 0.0f, static_cast<float>(std::pow(2.0, spec.bits) - 1.0));
+        return t(static_cast<double>(t(static_cast<double>(q) * s)) + p.zero);
       }
       if (spec.rounding != Rounding::Away) {
         // round=trunc|even (docs/formats.md): y = fp32(x·fp32(1/s)) (asym: (x − m)·fp32(1/s)),

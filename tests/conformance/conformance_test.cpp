@@ -459,11 +459,8 @@ TEST(LlamaCpp, E2eWithTheEngineStringAgreesWithLlamaCppsOwnKl) {
       E2eSetting s;
       s.key = resolved->plans.key;
       s.value = resolved->plans.value;
-      s.querySpec = resolved->querySpec;
-      if (std::getenv("KVSCOPE_CONFORMANCE_QTEST") != nullptr && s.querySpec.empty()) {
-        const std::string k = toString(s.key);
-        s.querySpec = "q8_0" + (k.find(",rot=") != std::string::npos ? k.substr(k.find(",rot=")) : "");
-      }
+      s.querySpec = resolved->strings.query;
+      EXPECT_EQ(s.querySpec.rfind("q8_0", 0), 0u) << "llama.cpp converts Q to q8_0 for a " << type << " cache";
       s.engine = engine;
       auto r = runE2e(*m, *dump, {s});
       ASSERT_TRUE(r) << r.status().message();

@@ -288,6 +288,7 @@ inline std::string fuzzSafetensors(const uint8_t* data, size_t size) {
   }
   if ((*s)->dataOffset() + expected != size) return "accepted a data section the tensors do not cover";
   return "";
+}
 
 /// Checks one encode() of `text`: invalid UTF-8 is refused naming the first bad offset; valid
 /// text gives ids inside the vocabulary whose tokenText() is valid UTF-8 without NUL; when

@@ -8,7 +8,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 
 namespace kvscope::test {

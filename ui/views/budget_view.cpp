@@ -730,11 +730,13 @@ QGroupBox* BudgetView::buildPlanGroup() {
   planGroup_ = new QGroupBox(tr("Plan search (a K and a V spec per layer)"), this);
   planEngine_ = new QComboBox(planGroup_);
   planEngine_->addItem(tr("any plan"), QString());
-  planEngine_->addItem(QStringLiteral("llama.cpp"), QStringLiteral("llama.cpp"));
-  planEngine_->addItem(QStringLiteral("ik_llama.cpp"), QStringLiteral("ik_llama.cpp"));
-  planEngine_->addItem(QStringLiteral("vLLM"), QStringLiteral("vllm"));
-  planEngine_->setToolTip(tr("Only plans this engine's flags can express: llama.cpp one type per side, ik_llama.cpp "
-                             "first/last layer overrides, vLLM one dtype plus skipped layers."));
+  // The engines whose flags a plan can be written in, and each one's plan shape, from the engine rows.
+  QString shapes;
+  for (const EngineDef* e : planEngines()) {
+    planEngine_->addItem(q(std::string(e->name)), q(std::string(e->name)));
+    shapes += QStringLiteral("\n") + q(std::string(e->name)) + QStringLiteral(": ") + q(std::string(e->planSummary));
+  }
+  planEngine_->setToolTip(tr("Only plans this engine's flags can express:") + shapes);
   planRun_ = new QPushButton(tr("Search plan"), planGroup_);
   planRun_->setToolTip(tr("Map every candidate's damage per layer, then choose per layer the cheapest specs whose "
                           "mean damage over layers meets the K and V budgets above."));

@@ -183,17 +183,20 @@ TEST(CliE2e, ReportsJsonForSpecsPresetsAndSweeps) {
   EXPECT_EQ(s["results"][0]["summary"]["kl_mean"], 0.0);
   EXPECT_LT(s["results"][1]["summary"]["kl_mean"].get<double>(), s["results"][2]["summary"]["kl_mean"].get<double>());
 
-  // An engine string resolves for the model's shape: stories260K's D = 8 is not a multiple of 64,
-  // so llama.cpp stores plain q8_0 blocks and the result equals --key q8_0 --value q8_0's.
-  auto engine = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q8_0 -ctv q8_0' --json -");
+  // An engine string resolves for the model's shape: at stories260K's D = 8 llama.cpp refuses a
+  // q8_0 cache (src/llama-context.cpp llama_init_from_model: block size 32 does not divide D), and
+  // stores bf16 as it is.
+  auto refused = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q8_0 -ctv q8_0' --json -");
+  EXPECT_EQ(refused.exitCode, 2) << refused.err;
+  EXPECT_NE(refused.err.find("does not divide n_embd_head_k=8"), std::string::npos) << refused.err;
+  auto engine = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk bf16 -ctv bf16' --json -");
   ASSERT_EQ(engine.exitCode, 0) << engine.err;
   auto e = nlohmann::json::parse(engine.out);
-  EXPECT_EQ(e["engine"], "llama.cpp -ctk q8_0 -ctv q8_0");
-  EXPECT_EQ(e["summary"]["kl_mean"], j["summary"]["kl_mean"]);
-  EXPECT_NE(engine.err.find("D = 8 is not a multiple of 64"), std::string::npos) << engine.err;
-  auto explain = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q4_0' --explain");
+  EXPECT_EQ(e["engine"], "llama.cpp -ctk bf16 -ctv bf16");
+  EXPECT_NE(engine.err.find("bf16 is not a quantized type"), std::string::npos) << engine.err;
+  auto explain = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk bf16' --explain");
   ASSERT_EQ(explain.exitCode, 0) << explain.err;
-  EXPECT_NE(explain.out.find("key:   q4_0\n"), std::string::npos) << explain.out;
+  EXPECT_NE(explain.out.find("key:   bf16\n"), std::string::npos) << explain.out;
   EXPECT_EQ(explain.out.find("PPL"), std::string::npos);  // nothing was replayed
 
   auto both = test::runCli("e2e " + model + " " + dump + " --preset kivi-2 --key int4 --value int4");

@@ -746,7 +746,7 @@ TEST(E2e, JsonHasTheSummaryPositionsAndLayers) {
 
 TEST(Sweep, ParsesPairsPresetsAndSingleSpecs) {
   const KvShape shape{8, 5, 4};  // stories260K: D = 8, 5 layers, 4 kv heads
-  auto s = parseSweep("int4,axis=channel,group=32 : int4 ; kivi-2;q8_0;llamacpp-q4_0", shape);
+  auto s = parseSweep("int4,axis=channel,group=32 : int4 ; kivi-2;q8_0;llamacpp-q4_0", KvShape{96, 5, 4});
   ASSERT_TRUE(s) << s.status().message();
   ASSERT_EQ(s->size(), 4u);
   EXPECT_EQ((*s)[0].key.base.axis, Axis::Channel);
@@ -755,8 +755,11 @@ TEST(Sweep, ParsesPairsPresetsAndSingleSpecs) {
   EXPECT_EQ((*s)[1].preset, "kivi-2");
   EXPECT_EQ((*s)[2].key.base.format, FormatId::Q8_0);
   EXPECT_EQ((*s)[2].value.base.format, FormatId::Q8_0);
-  // Presets resolve for the shape: D = 8 is not a multiple of 64, so llama.cpp does not rotate.
+  // Presets resolve for the shape: D = 96 is not a multiple of 64, so llama.cpp does not rotate;
+  // at stories260K's D = 8 llama.cpp refuses q4_0 (block size 32 does not divide D).
   EXPECT_EQ(toString((*s)[3].key), "q4_0");
+  EXPECT_FALSE(parseSweep("llamacpp-q4_0", shape));
+  EXPECT_TRUE(parseSweep("kivi-2;q8_0", shape));
   EXPECT_FALSE(parseSweep("int4:int99", shape));
   EXPECT_FALSE(parseSweep(" ; ", shape));
 }

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "tests/fuzz/fuzz_entries.h"
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 
 namespace kvscope {
@@ -29,7 +29,7 @@ std::vector<float> wave(int64_t n) {
 Seeds ggufSeeds() {
   Seeds seeds;
   // Small on purpose: libFuzzer's mutations should reach the structure, not the data.
-  test::GgufWriter meta(2);
+  GgufWriter meta(2);
   meta.set("general.architecture", "llama");
   meta.set("u8", uint8_t{1});
   meta.set("i8", int8_t{-1});
@@ -49,7 +49,7 @@ Seeds ggufSeeds() {
   seeds.emplace_back("metadata-v2.gguf", meta.bytes());
   for (const GgmlTypeInfo& t : ggmlTypes()) {
     if (t.dequantize == nullptr) continue;
-    test::GgufWriter w;
+    GgufWriter w;
     w.set("general.architecture", "llama");
     const int64_t cols = t.blockSize == 1 ? 8 : t.blockSize;
     if (t.quantize != nullptr) {
@@ -59,18 +59,18 @@ Seeds ggufSeeds() {
     }
     seeds.emplace_back(std::string("type-") + t.name + ".gguf", w.bytes());
   }
-  test::GgufWriter aligned;
+  GgufWriter aligned;
   aligned.setAlignment(8);
   aligned.addTensor("a", {3}, GgmlType::F16, wave(3));
   aligned.addTensor("b", {1, 32}, GgmlType::Q4_0, wave(32));
   seeds.emplace_back("alignment-8.gguf", aligned.bytes());
-  test::GgufWriter unreadable;
+  GgufWriter unreadable;
   unreadable.addTensorBytes("iq2", {256}, static_cast<uint32_t>(GgmlType::Iq2Xxs), std::vector<uint8_t>(66, 0));
   seeds.emplace_back("unreadable-type.gguf", unreadable.bytes());
   auto truncated = aligned.bytes();
   truncated.resize(truncated.size() - 9);
   seeds.emplace_back("truncated.gguf", truncated);
-  test::GgufWriter nested;
+  GgufWriter nested;
   nested.setRaw("nested", 9, {9, 0, 0, 0});
   seeds.emplace_back("array-of-arrays.gguf", nested.bytes());
   return seeds;

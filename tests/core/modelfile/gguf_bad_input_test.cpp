@@ -9,13 +9,12 @@
 #include <fstream>
 
 #include "core/modelfile/gguf.h"
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
 namespace {
 
-using test::GgufWriter;
 
 std::vector<uint8_t> u64(uint64_t v) {
   std::vector<uint8_t> b(8);

@@ -11,13 +11,12 @@
 
 #include "core/modelfile/gguf.h"
 #include "core/quant/ggml_blocks.h"
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/test_support.h"
 
 namespace kvscope {
 namespace {
 
-using test::GgufWriter;
 
 std::shared_ptr<const GgufFile> openOrFail(const GgufWriter& w, const test::TempDir& dir, const std::string& name = "m.gguf") {
   const std::string path = dir.file(name);
@@ -220,7 +219,7 @@ TEST(Gguf, EveryReadableTypeDequantizesAsGgml) {
     auto dq = dequantize(*wt);
     ASSERT_TRUE(dq) << dq.status().message();
     // Expected: the same bytes decoded by the row function one row at a time.
-    const std::vector<uint8_t> bytes = info.quantize ? test::encodeGgml(type, values) : test::randomGgmlBlocks(type, rows * cols, 11);
+    const std::vector<uint8_t> bytes = info.quantize ? encodeGgml(type, values) : randomGgmlBlocks(type, rows * cols, 11);
     std::vector<float> expected(static_cast<size_t>(rows * cols));
     const int64_t rowBytes = cols / info.blockSize * info.typeSize;
     for (int64_t r = 0; r < rows; ++r) info.dequantize(bytes.data() + r * rowBytes, expected.data() + r * cols, cols);

@@ -12,7 +12,7 @@
 #include "core/modelfile/model_format.h"
 #include "core/modelfile/safetensors.h"
 #include "core/util/small_float.h"
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
 
@@ -257,7 +257,7 @@ TEST_F(Safetensors, ModelFormatIsRecognisedFromContent) {
   s.addTensor("a", {2}, "F32", ramp(2));
   const std::string st = write(s.bytes(), "weights.bin");  // the name says nothing
   EXPECT_EQ(*detectModelFormat(st), ModelFormat::Safetensors);
-  test::GgufWriter g;
+  GgufWriter g;
   g.set("general.architecture", "llama");
   const std::string gg = dir_.file("model.safetensors");
   ASSERT_TRUE(g.write(gg));

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Writes GGUF files for tests (no binaries are committed): metadata of every type, arrays,
+// Writes GGUF files, for the tests and the benchmarks (no model file is committed; both write the
+// models they use): metadata of every type, arrays,
 // alignment, tensors of any ggml type from floats (encoded as ggml's quantize_row_*_ref) or from
 // bytes, and random valid blocks for the types kvscope only reads (the K-quants). The layout is
 // what llama.cpp's gguf.cpp requires: tensor data contiguous in info order, each padded to the
-// alignment. Raw entries let tests write what no valid writer would.
+// alignment. Raw entries let tests write what no valid writer would. Misuse (a type without an
+// encoder, a count that is not whole blocks) throws std::invalid_argument: a programmer's error,
+// never a user's input.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,7 @@
 #include "core/modelfile/gguf.h"
 #include "core/quant/ggml_types.h"
 
-namespace kvscope::test {
+namespace kvscope {
 
 /// n values of `type` encoded as ggml's from_float_ref (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 /// Q5_1, IQ4_NL); throws std::invalid_argument for a type without an encoder or a count that is
@@ -118,4 +121,4 @@ class GgufWriter {
   std::vector<Tensor> tensors_;
 };
 
-}  // namespace kvscope::test
+}  // namespace kvscope

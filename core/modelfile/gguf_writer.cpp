@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "tests/support/gguf_writer.h"
+#include "core/modelfile/gguf_writer.h"
 
 #include <cstring>
 #include <fstream>
@@ -8,7 +8,7 @@
 
 #include "core/util/small_float.h"
 
-namespace kvscope::test {
+namespace kvscope {
 namespace {
 
 // resize + memcpy rather than insert: GCC 12 warns (wrongly) about inserts into small vectors.
@@ -265,4 +265,4 @@ bool GgufWriter::write(const std::string& path) const {
   return static_cast<bool>(out);
 }
 
-}  // namespace kvscope::test
+}  // namespace kvscope
