@@ -71,3 +71,43 @@ if(KVSCOPE_BUILD_GUI)
     kvscope_require(Qt6Test_FOUND qt6-base-dev "Qt 6 Test")
   endif()
 endif()
+
+if(KVSCOPE_BUILD_PYTHON)
+  # Debian's interpreter, the one python3-numpy, python3-pandas and python3-distributed install
+  # into, rather than a virtualenv's or pyenv's that may come first on PATH.
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3)
+  endif()
+  macro(kvscope_require_python found debian_package what)
+    if(NOT ${found})
+      message(FATAL_ERROR "kvscope's Python module needs ${what}: install the Debian package '${debian_package}' "
+                          "(sudo apt-get install ${debian_package}, or run scripts/setup.sh), or configure "
+                          "with -DKVSCOPE_BUILD_PYTHON=OFF to build without the module")
+    endif()
+  endmacro()
+  find_package(Python 3.9 QUIET COMPONENTS Interpreter Development.Module)
+  kvscope_require_python(Python_Interpreter_FOUND python3 "a Python 3 interpreter")
+  kvscope_require_python(Python_Development.Module_FOUND python3-dev "the Python headers")
+  set(PYBIND11_FINDPYTHON ON)
+  find_package(pybind11 2.6 CONFIG QUIET)
+  kvscope_require_python(pybind11_FOUND pybind11-dev "pybind11")
+  # Python packages: numpy at run time; the tests also import pandas, pytest, dask.distributed
+  # and h5py (tests/python).
+  set(kvscope_python_imports "numpy:python3-numpy")
+  if(KVSCOPE_BUILD_TESTS)
+    list(APPEND kvscope_python_imports "pandas:python3-pandas" "pytest:python3-pytest"
+                                       "distributed:python3-distributed" "h5py:python3-h5py")
+  endif()
+  foreach(entry IN LISTS kvscope_python_imports)
+    string(REPLACE ":" ";" parts "${entry}")
+    list(GET parts 0 module)
+    list(GET parts 1 package)
+    execute_process(COMMAND ${Python_EXECUTABLE} -c "import ${module}" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    if(rc EQUAL 0)
+      set(kvscope_has_${module} TRUE)
+    else()
+      set(kvscope_has_${module} FALSE)
+    endif()
+    kvscope_require_python(kvscope_has_${module} ${package} "the Python package '${module}' for ${Python_EXECUTABLE}")
+  endforeach()
+endif()

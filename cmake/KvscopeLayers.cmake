@@ -19,4 +19,5 @@ set(KVSCOPE_CORE_LAYERS
   "search:attention engine io metrics quant report util"
   "sensitivity:attention engine io metrics quant report search util"
   "diagnose:attention io metrics quant util"
+  "command:attention diagnose engine io metrics quant report search sensitivity util"
   "bench:attention capacity diagnose engine io metrics model modelfile quant report search sensitivity synth tokenize util")

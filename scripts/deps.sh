@@ -8,6 +8,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   xvfb xauth
   python3 python3-numpy python3-h5py
+  pybind11-dev python3-dev python3-pandas python3-pytest python3-distributed
 )
 if [ "${KVSCOPE_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 missing=()

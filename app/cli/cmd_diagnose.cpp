@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/cli/command.h"
+#include "core/command/diagnose_request.h"
 #include "core/diagnose/diagnose.h"
 
 namespace kvscope::cli {
@@ -13,27 +14,23 @@ namespace {
 
 struct Options {
   std::string dump, mapping;
-  std::string layers = "all";
-  int sequence = 0;
+  DiagnoseRequest request;  ///< --layers, --sequence
   std::string json;
 };
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   addInputOption(sub, "dump", o->dump, "the KV dump (HDF5; queries enable the attention findings)")->required();
-  sub.add_option("--layers", o->layers, "layers to check: all (default) or a list like 0,2,5-7");
-  sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
+  sub.add_option("--layers", o->request.layers, "layers to check: all (default) or a list like 0,2,5-7");
+  sub.add_option("--sequence", o->request.sequence, "sequence (batch index), default 0");
   addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   addOutputOption(sub, "--json", o->json, "write the findings as JSON to FILE ('-' = standard output)");
   return [o]() -> int {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());
-    DiagnoseOptions options;
-    auto layers = parseLayerList(o->layers, (*dump)->info().layers);
-    if (!layers) return fail(layers.status());
-    options.layers = *layers;
-    options.sequence = o->sequence;
-    auto dx = diagnose(**dump, options, cancellationProgress());
+    auto options = diagnoseOptionsFor(o->request, (*dump)->info());
+    if (!options) return fail(options.status());
+    auto dx = diagnose(**dump, *options, cancellationProgress());
     if (!dx) return fail(dx.status());
     if (!o->json.empty()) {
       if (Status s = writeOutput(o->json, diagnosisToJson(*dx)); !s.isOk()) return fail(s);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/cli/command.h"
+#include "core/command/eval_request.h"
 #include "core/engine/presets.h"
 #include "core/report/eval.h"
 #include "core/report/report_format.h"
@@ -17,36 +18,10 @@ struct Options {
   std::string dump;
   SpecChoice spec;
   std::string mapping;
-  std::string layers = "all";
-  int sequence = 0;
-  std::string queries = "all";
-  std::string nonfinite = "refuse";
+  EvalRequest request;  ///< --layers, --sequence, --queries, --nonfinite (the setting comes from `spec`)
   std::string json;
   std::string csv;
 };
-
-/// Builds EvalOptions from the command line; every error names the option and what is allowed.
-Expected<EvalOptions> evalOptions(const Options& o, const DumpInfo& info, const ResolvedPlans& resolved) {
-  EvalOptions options;
-  // A range beyond the dump's layers is the flag's error, named as such.
-  if (auto k = resolve(resolved.plans.key, info.layers); !k) return k.status().withContext("--key");
-  if (auto v = resolve(resolved.plans.value, info.layers); !v) return v.status().withContext("--value");
-  options.key = resolved.plans.key;
-  options.value = resolved.plans.value;
-  options.preset = o.spec.preset;
-  options.engine = o.spec.engine;
-  auto layers = parseLayerList(o.layers, info.layers);
-  if (!layers) return layers.status();
-  options.layers = *layers;
-  options.sequence = o.sequence;
-  auto queries = parseQueryCount(o.queries);
-  if (!queries) return queries.status();
-  options.lastQueries = *queries;
-  auto policy = parseNonFinitePolicy(o.nonfinite);
-  if (!policy) return policy.status().withContext("--nonfinite");
-  options.nonFinite = *policy;
-  return options;
-}
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
@@ -57,10 +32,10 @@ CommandSetup setup = [](CLI::App& sub) {
   sub.add_option("--preset", o->spec.preset, "a named K/V setting (see 'kvscope-cli presets --dump DUMP')");
   addEngineOptions(sub, o->spec);
   addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
-  sub.add_option("--layers", o->layers, "layers to evaluate: all (default) or a list like 0,2,5-7");
-  sub.add_option("--sequence", o->sequence, "sequence (batch index) to evaluate (default 0)");
-  sub.add_option("--queries", o->queries, "queries for attention metrics: all (default) or last:N");
-  sub.add_option("--nonfinite", o->nonfinite,
+  sub.add_option("--layers", o->request.layers, "layers to evaluate: all (default) or a list like 0,2,5-7");
+  sub.add_option("--sequence", o->request.sequence, "sequence (batch index) to evaluate (default 0)");
+  sub.add_option("--queries", o->request.queries, "queries for attention metrics: all (default) or last:N");
+  sub.add_option("--nonfinite", o->request.nonfinite,
                  "NaN/Inf in the dump: refuse (default) or skip-heads (evaluate the other heads)");
   addOutputOption(sub, "--json", o->json, "write the JSON report to FILE ('-' = standard output)");
   addOutputOption(sub, "--csv", o->csv, "write one CSV row per (layer, kv head) to FILE ('-' = standard output)");
@@ -79,7 +54,9 @@ CommandSetup setup = [](CLI::App& sub) {
       return kExitOk;
     }
     if (!o->spec.engine.empty()) printNotes(*specs);
-    auto options = evalOptions(*o, info, *specs);
+    EvalRequest request = o->request;
+    request.setting = SettingText{o->spec.key, o->spec.value, o->spec.preset, o->spec.engine};
+    auto options = evalOptionsFor(request, info, *specs);
     if (!options) return fail(options.status());
     auto report = evaluate(**dump, *options, cancellationProgress());
     if (!report) return fail(report.status());

@@ -4,7 +4,6 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "app/cli/command.h"
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/command/search_request.h"
 #include "core/model/e2e.h"
 #include "core/model/model.h"
 #include "core/model/record.h"
@@ -19,7 +19,6 @@
 #include "core/sensitivity/plan_search.h"
 #include "core/search/search.h"
 #include "core/search/search_format.h"
-#include "core/util/atomic_file.h"
 #include "core/util/input_file.h"
 #include "core/util/json_text.h"
 
@@ -28,32 +27,12 @@ namespace {
 
 struct Options {
   std::string dump, mapping;
-  std::string keyBudget, valueBudget;
-  std::string key, value;  ///< a fixed (unsearched) side's spec or plan
-  std::string candidates = "default";
-  bool perLayer = false;
-  std::string layers = "all";
-  std::string queries = "all";
-  int sequence = 0;
+  SearchRequest request;  ///< every flag but --mapping, --json, --engine/--preset/--explain, --e2e, --model
   std::string json;
   SpecChoice baseline;  ///< --engine or --preset: the setting the choice must beat
-  bool plan = false;    ///< --plan: the cheapest per-layer plan (--engine: what that engine can express)
   bool e2e = false;     ///< --e2e: the plan against the uniform pair of its bytes, end to end
   std::string model;    ///< --model: the checkpoint for --e2e (default: the dump's model_path)
 };
-
-// --plan: the engine name alone (its flags are what the search writes).
-Expected<std::string> planEngine(const std::string& text) {
-  if (text.empty()) return std::string();
-  std::istringstream in(text);
-  std::string name, extra;
-  in >> name >> extra;
-  if (!extra.empty()) {
-    return Status::invalidArgument("--engine \"" + text + "\": with --plan, --engine names the engine whose flags "
-                                   "the plan must fit (e.g. --engine vllm); the search writes its flags");
-  }
-  return name;
-}
 
 struct E2ePair {
   E2eResult plan, uniform;
@@ -138,30 +117,13 @@ nlohmann::ordered_json e2eJson(const E2ePair& p, const PlanSearchResult& r) {
                           r.uniformAtBytes.bytesPerToken)}};
 }
 
-int runPlan(const Options& o, const Dump& dump, const SearchOptions& s) {
-  if (o.perLayer) return fail(Status::invalidArgument("--plan chooses a spec per layer already; drop --per-layer"));
-  if (o.layers != "all") return fail(Status::invalidArgument("--plan: a plan covers every layer; drop --layers"));
-  if (!o.baseline.preset.empty() || o.baseline.explain) {
-    return fail(Status::invalidArgument("--plan takes --engine NAME (the engine the plan must fit), not --preset or --explain"));
-  }
-  auto engine = planEngine(o.baseline.engine);
-  if (!engine) return fail(engine.status());
-  PlanSearchOptions p;
-  p.keyBudget = s.keyBudget;
-  p.valueBudget = s.valueBudget;
-  p.fixedKey = s.fixedKey;
-  p.fixedValue = s.fixedValue;
-  p.candidates = s.candidates;
-  p.engine = *engine;
-  p.sequence = s.sequence;
-  p.lastQueries = s.lastQueries;
-  if (!p.engine.empty() && !s.candidates.empty()) {
-    return fail(Status::invalidArgument("--plan --engine " + p.engine + " searches that engine's own cache types; drop --candidates"));
-  }
+int runPlan(const Options& o, const Dump& dump, const SearchRequest& request, const SearchOptions& s) {
+  auto p = planSearchOptionsFor(request, s);
+  if (!p) return fail(p.status());
   if (o.e2e) {
     if (auto model = e2eModelPath(o, dump.info()); !model) return fail(model.status());
   }
-  auto result = planSearch(dump, p, cancellationProgress());
+  auto result = planSearch(dump, *p, cancellationProgress());
   if (!result) return fail(result.status());
   std::optional<E2ePair> e2e;
   if (o.e2e) {
@@ -184,70 +146,28 @@ int runPlan(const Options& o, const Dump& dump, const SearchOptions& s) {
   return kExitOk;
 }
 
-Expected<SearchOptions> searchOptions(const Options& o, const DumpInfo& info) {
-  SearchOptions s;
-  if (o.keyBudget.empty() && o.valueBudget.empty()) {
-    return Status::invalidArgument(
-        "give --key-budget METRIC=VALUE and/or --value-budget METRIC=VALUE, e.g. "
-        "--key-budget kl_mean=1e-3 --value-budget output_rel_error=0.02");
-  }
-  if (!o.keyBudget.empty()) {
-    auto b = parseBudget(o.keyBudget, "--key-budget");
-    if (!b) return b.status();
-    s.keyBudget = *b;
-  }
-  if (!o.valueBudget.empty()) {
-    auto b = parseBudget(o.valueBudget, "--value-budget");
-    if (!b) return b.status();
-    s.valueBudget = *b;
-  }
-  for (const auto& [text, out, flag] : {std::tuple{&o.key, &s.fixedKey, "--key"},
-                                        std::tuple{&o.value, &s.fixedValue, "--value"}}) {
-    if (text->empty()) continue;
-    auto plan = parsePlan(*text);
-    if (!plan) return plan.status().withContext(flag);
-    *out = *plan;
-  }
-  if (o.candidates != "default") {
-    auto text = readTextFile(o.candidates);
-    if (!text) return text.status();
-    auto list = parseCandidateList(*text, o.candidates);
-    if (!list) return list.status();
-    s.candidates = *list;
-  }
-  auto layers = parseLayerList(o.layers, info.layers);
-  if (!layers) return layers.status();
-  s.layers = *layers;
-  auto queries = parseQueryCount(o.queries);
-  if (!queries) return queries.status();
-  s.lastQueries = *queries;
-  s.perLayer = o.perLayer;
-  s.sequence = o.sequence;
-  return s;
-}
-
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   addInputOption(sub, "dump", o->dump, "the KV dump (HDF5, with queries)")->required();
-  sub.add_option("--key-budget", o->keyBudget,
+  sub.add_option("--key-budget", o->request.keyBudget,
                  "bound on a key_only metric, e.g. kl_mean=1e-3 (top1_agreement is a minimum)");
-  sub.add_option("--value-budget", o->valueBudget,
+  sub.add_option("--value-budget", o->request.valueBudget,
                  "bound on a value_only metric, e.g. output_rel_error=0.02");
-  sub.add_option("--key", o->key,
+  sub.add_option("--key", o->request.key,
                  "without --key-budget: store keys under this spec or plan in the joint result (default: exact)");
-  sub.add_option("--value", o->value,
+  sub.add_option("--value", o->request.value,
                  "without --value-budget: store values under this spec or plan in the joint result (default: exact)");
-  addInputOption(sub, "--candidates", o->candidates,
+  addInputOption(sub, "--candidates", o->request.candidates,
                  "'default' or a file of spec strings, one per line, # comments");
-  sub.add_flag("--per-layer", o->perLayer, "choose a spec per layer");
-  sub.add_option("--layers", o->layers, "layers to search: all (default) or a list like 0,2,5-7");
-  sub.add_option("--queries", o->queries, "queries for the metrics: all (default) or last:N");
-  sub.add_option("--sequence", o->sequence, "sequence (batch index), default 0");
+  sub.add_flag("--per-layer", o->request.perLayer, "choose a spec per layer");
+  sub.add_option("--layers", o->request.layers, "layers to search: all (default) or a list like 0,2,5-7");
+  sub.add_option("--queries", o->request.queries, "queries for the metrics: all (default) or last:N");
+  sub.add_option("--sequence", o->request.sequence, "sequence (batch index), default 0");
   addInputOption(sub, "--mapping", o->mapping, "mapping file for a non-canonical dump");
   addOutputOption(sub, "--json", o->json, "write JSON to FILE ('-' = standard output)");
   sub.add_option("--preset", o->baseline.preset, "a named K/V setting the choice must beat (a baseline)");
   addEngineOptions(sub, o->baseline);
-  sub.add_flag("--plan", o->plan,
+  sub.add_flag("--plan", o->request.plan,
                "the cheapest plan (a K and a V spec per layer) within the budgets; with --engine NAME only "
                "plans that engine's flags express (llama.cpp, ik_llama.cpp, vllm)");
   sub.add_flag("--e2e", o->e2e, "with --plan: replay the plan and the uniform pair of its bytes through the model");
@@ -256,9 +176,12 @@ CommandSetup setup = [](CLI::App& sub) {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());
     const DumpInfo& info = (*dump)->info();
-    auto options = searchOptions(*o, info);
+    SearchRequest request = o->request;
+    request.baseline = SettingText{"", "", o->baseline.preset, o->baseline.engine};
+    request.explain = o->baseline.explain;
+    auto options = searchOptionsFor(request, info);
     if (!options) return fail(options.status());
-    if (o->plan) return runPlan(*o, **dump, *options);
+    if (request.plan) return runPlan(*o, **dump, request, *options);
     if (o->e2e || !o->model.empty()) return fail(Status::invalidArgument("--e2e and --model go with --plan"));
     if (!o->baseline.engine.empty() || !o->baseline.preset.empty()) {
       const KvShape shape{info.headDim, info.layers, info.kvHeads, info.model};
@@ -268,15 +191,8 @@ CommandSetup setup = [](CLI::App& sub) {
         std::cout << explainText(o->baseline, *base, shape);
         return kExitOk;
       }
-      // The baseline is measured like a candidate, and candidates are one spec for every layer.
-      for (const Plan* p : {&base->plans.key, &base->plans.value}) {
-        if (!isUniform(*p))
-          return fail(Status::invalidArgument("'" + base->label + "' stores '" + toString(*p) +
-                                              "', a spec per layer; search compares against a baseline "
-                                              "with one spec for every layer"));
-      }
+      if (Status st = setSearchBaseline(*base, *options); !st.isOk()) return fail(st);
       if (!o->baseline.engine.empty()) printNotes(*base);
-      options->baseline = SearchBaseline{base->label, toString(base->plans.key.base), toString(base->plans.value.base)};
     } else if (o->baseline.explain) {
       return fail(Status::invalidArgument("--explain explains --engine or --preset; give one"));
     }

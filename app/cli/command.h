@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "app/cli/layer_list.h"
+#include "core/command/layer_list.h"
 #include "core/io/dump.h"
 #include "core/engine/engine.h"
 #include "core/quant/plan.h"

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "app/cli/layer_list.h"
+#include "core/command/layer_list.h"
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/io/mapping.h"
@@ -223,7 +223,7 @@ inline std::string fuzzEngine(const uint8_t* data, size_t size) {
 inline std::string fuzzLayerList(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   for (int layers : {1, 7, 100}) {
-    auto list = cli::parseLayerList(text, layers);
+    auto list = parseLayerList(text, layers);
     if (!list) {
       if (auto bad = checkFailure(list.status(), "parseLayerList", "--layers"); !bad.empty()) return bad;
       if (list.status().message().find("allowed:") == std::string::npos) return "refusal without what is allowed";
@@ -238,7 +238,7 @@ inline std::string fuzzLayerList(const uint8_t* data, size_t size) {
       if (i > 0) back.push_back(',');
       back += std::to_string(l);
     }
-    auto again = cli::parseLayerList(back, layers);
+    auto again = parseLayerList(back, layers);
     if (!again || *again != *list) return back + ": does not parse to the same layers";
   }
   return "";

@@ -67,9 +67,9 @@ TEST(FuzzEntries, LayerListsAndEngineWordsPassEveryProperty) {
   for (const char* text : {"all", "0", "0,0,0", "0-3,0-3", "5-7,1", "", ",", "0,", "1-0", "0-999999999",
                            "99999999999999999999", "-1", "0--2", " 1", "\xff", "0-6"})
     EXPECT_EQ(run(fuzz::fuzzLayerList, text), "") << text;
-  auto repeated = cli::parseLayerList("0,0,0,2-3,3-2", 7);
+  auto repeated = parseLayerList("0,0,0,2-3,3-2", 7);
   EXPECT_FALSE(repeated) << "3-2 is a reversed range";
-  auto set = cli::parseLayerList("3,0-1,1,0,3", 7);
+  auto set = parseLayerList("3,0-1,1,0,3", 7);
   ASSERT_TRUE(set);
   EXPECT_EQ(*set, (std::vector<int>{0, 1, 3}));
   for (const char* text : {"llama.cpp -ctk q4_0", "A=1 B='x y' vllm --kv-cache-dtype \"fp8\"", "x ''", "'", "",

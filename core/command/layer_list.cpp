@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "app/cli/layer_list.h"
+#include "core/command/layer_list.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace kvscope::cli {
+namespace kvscope {
 
 Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
   std::vector<int> out;
@@ -51,4 +51,4 @@ Expected<std::vector<int>> parseLayerList(const std::string& text, int layers) {
   return out;
 }
 
-}  // namespace kvscope::cli
+}  // namespace kvscope
