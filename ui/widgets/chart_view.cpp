@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/widgets/chart_view.h"
 
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 #include <QLogValueAxis>
 #include <QObject>
