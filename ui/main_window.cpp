@@ -19,6 +19,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -38,6 +39,7 @@
 #include "ui/widgets/lane_status.h"
 #include "ui/widgets/preset_menu.h"
 #include "ui/widgets/recent_files.h"
+#include "ui/widgets/shortcut_guard.h"
 #include "ui/widgets/export_dialog.h"
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/plan_editor.h"
@@ -84,6 +86,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent) : QMainWindow(parent),
   buildStatusBar();
   buildMenus();
   connectSession();
+  // Ctrl+E and Ctrl+Shift+E export even while a spin box or a text field has the focus.
+  qApp->installEventFilter(new ShortcutGuard(this, {QKeySequence(tr("Ctrl+E")), QKeySequence(tr("Ctrl+Shift+E"))}, this));
   QSettings settings;
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
@@ -132,6 +136,10 @@ void MainWindow::buildDocks() {
   scroll->setWidgetResizable(true);
   // Notes and errors wrap in the dock's width; nothing is cut and nothing scrolls sideways.
   scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // ... so the dock is never narrower than the controls: at the default 1400x900 they were cut
+  // at the right edge. Combo boxes and fields shrink to a few characters; labels wrap.
+  scroll->setMinimumWidth(quantization_->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() +
+                          2 * scroll->frameWidth());
   auto* specDock = new QDockWidget(tr("Quantization"), this);
   specDock->setObjectName(QStringLiteral("specDock"));
   specDock->setWidget(scroll);

@@ -765,6 +765,7 @@ void BudgetView::rebuildPareto() {
       x->setTitleText(QObject::tr("bits per element"));
       keepNiceTicks(x);
       auto* yLog = new QLogValueAxis;
+      keepLogLabels(yLog);
       chart->addAxis(x, Qt::AlignBottom);
       chart->addAxis(yLog, Qt::AlignLeft);
     }

@@ -29,6 +29,7 @@ namespace {
 QString num(double v) { return QString::number(v, 'g', 5); }
 constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
 constexpr int kMaxDrawnLevels = 64;
+constexpr double kLevelBand = 0.08;  // the levels' ticks rise this fraction of the count axis
 }  // namespace
 
 HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
@@ -42,7 +43,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   reconstructed_->setName(tr("reconstructed"));
   levels_ = new QLineSeries;
   levels_->setName(tr("levels of the group"));
-  QPen levelPen(QColor(127, 127, 127, 110));
+  QPen levelPen(QColor(96, 96, 96));
   levelPen.setWidthF(1.0);
   levels_->setPen(levelPen);
   levels_->setProperty("kvscopeNoReadout", true);  // a zig-zag through the levels, not a value per x
@@ -79,7 +80,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   keepNiceTicks(linearAxis_);
   logAxis_ = new QLogValueAxis(this);
   logAxis_->setBase(10);
-  logAxis_->setLabelFormat(QStringLiteral("%g"));
+  keepLogLabels(logAxis_);
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
@@ -468,11 +469,14 @@ void HistogramView::rebuildChart() {
   const double yTop = logCounts ? std::pow(10.0, std::ceil(std::log10(top * 1.5))) : niceRange(0, top).hi;
   // Qt Charts strokes a line's whole path on every update, and a zig-zag through hundreds of
   // levels cost the GUI thread 20-120 ms per spec change: denser grids are named, not drawn.
+  // The levels are ticks in a band along the x axis, not lines through the bars: 16 or 32 levels
+  // of a 4- or 5-bit format drawn full height hid the data under a grey block.
+  const double bandTop = logCounts ? base * std::pow(yTop / base, kLevelBand) : yTop * kLevelBand;
   if (group_ && static_cast<int>(group_->levels.size()) <= kMaxDrawnLevels) {
     for (double level : group_->levels) {
       if (level < xlo || level > xhi) continue;
       levels.append({level, base});
-      levels.append({level, yTop});
+      levels.append({level, bandTop});
       levels.append({level, base});
     }
   }
@@ -488,6 +492,8 @@ void HistogramView::rebuildChart() {
   original_->replace(a);
   reconstructed_->replace(b);
   levels_->replace(levels);
+  // A hidden series hides its legend entry: "levels of the group" is named only where drawn.
+  levels_->setVisible(!levels.isEmpty());
   density_->replace(density);
   // A hidden series hides its legend entry: the density is named only where it is drawn.
   density_->setVisible(!density.isEmpty());

@@ -166,6 +166,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   yAxis_ = new QValueAxis(this);
   keepNiceTicks(yAxis_);
   yLog_ = new QLogValueAxis(this);
+  keepLogLabels(yLog_);
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(yAxis_, Qt::AlignLeft);
   logScale_ = new QCheckBox(tr("log scale"), this);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/widgets/quantization_dock.h"
 
+#include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSlider>
@@ -46,6 +47,13 @@ QuantizationDock::QuantizationDock(QWidget* parent) : QWidget(parent) {
   layout->addWidget(specTabs);
   layout->addWidget(storage_);
   layout->addWidget(planEditor_);
+  // Narrow enough for the dock at the default window size: a combo box or a text field needs a
+  // few characters, not its longest entry (the full text shows when it opens, and in tooltips).
+  for (QComboBox* box : findChildren<QComboBox*>()) {
+    box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    box->setMinimumContentsLength(8);
+  }
+  for (QLineEdit* field : findChildren<QLineEdit*>()) field->setMinimumWidth(field->fontMetrics().averageCharWidth() * 12);
 
   valuePanel_->setLinkedToKey(false);
   const auto dragging = [](SpecPanel* panel) {
