@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // What a user reads and does in the window (issue 32): a readout that follows the data, levels
 // that leave the data visible, one notation per log axis, Ctrl+E from any control, the channel
-// kept across layers, and labels that are not cut.
+// kept across layers.
 #include <QAction>
 #include <QChart>
 #include <QCheckBox>
