@@ -33,6 +33,15 @@ if(NOT CLI11_FOUND)
   target_include_directories(CLI11::CLI11 INTERFACE ${KVSCOPE_CLI11_INCLUDE})
 endif()
 
+# The tokenizers (core/tokenize): PCRE2 runs the pre-tokenizer regexes as Unicode regexes (UTF +
+# UCP), ICU normalizes text (NFC and friends) as tokenizer.json normalizers ask.
+find_package(PkgConfig QUIET)
+kvscope_require(PKG_CONFIG_FOUND pkg-config "pkg-config (to find PCRE2 and ICU)")
+pkg_check_modules(KVSCOPE_PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
+kvscope_require(KVSCOPE_PCRE2_FOUND libpcre2-dev "PCRE2 (8-bit library, for the tokenizers' Unicode regexes)")
+pkg_check_modules(KVSCOPE_ICU QUIET IMPORTED_TARGET icu-uc)
+kvscope_require(KVSCOPE_ICU_FOUND libicu-dev "ICU (icu-uc, for the tokenizers' Unicode normalization)")
+
 find_package(OpenMP QUIET COMPONENTS CXX)
 kvscope_require(OpenMP_CXX_FOUND libomp-dev "OpenMP (g++ ships it; for clang: libomp-dev)")
 

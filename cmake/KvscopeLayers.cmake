@@ -5,20 +5,22 @@
 # module is one line here.
 set(KVSCOPE_CORE_LAYERS
   "util:"
+  "tokenize:util"
   "io:util"
   "quant:util"
   "attention:util"
   "engine:quant util"
   "capacity:quant util"
   "synth:io quant util"
-  "model:engine io quant util"
+  "modelfile:quant util"
+  "model:engine io modelfile quant tokenize util"
   "metrics:attention io quant util"
   "report:attention io metrics quant util"
   "search:attention engine io metrics quant report util"
   "sensitivity:attention engine io metrics quant report search util"
   "diagnose:attention io metrics quant util"
   "inspect:attention io quant util"
-  "bench:attention capacity diagnose engine inspect io metrics model quant report search sensitivity synth util")
+  "bench:attention capacity diagnose engine inspect io metrics model modelfile quant report search sensitivity synth tokenize util")
 
 # The layers of ui/ (docs/architecture.md, "Layers"), checked the same way before kvscope_ui
 # compiles: the files directly in ui/ (the window, the headless launch) are the module "window".

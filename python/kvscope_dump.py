@@ -6,7 +6,9 @@ The file follows kvscope's dump format, version 1 (dump-format.md): one HDF5 fil
 optionally ``query`` [H, Tq, D] and ``key_pre_rope`` [KVH, T, D], and root attributes.
 
 Needs numpy and h5py; torch is optional (tensors are converted, bfloat16 to float32).
-See docs/huggingface.md for a complete recipe with a Llama-family model.
+See docs/huggingface.md for a complete recipe with a Llama-family model. For Llama, Mistral,
+Qwen2/2.5 and Qwen3 checkpoints `kvscope-cli record MODEL_FOLDER` runs the model itself (no
+Python, the right keys for per-head q/k norms); this module is for what record does not run.
 """
 
 import os
@@ -236,6 +238,15 @@ class LlamaCapture:
         if layers is None:
             raise ValueError("LlamaCapture: the model has no .model.layers or .layers (not a Llama-family model?)")
         self._layers = list(layers)
+        for i, layer in enumerate(self._layers):
+            attn = getattr(layer, "self_attn", None)
+            if attn is not None and (getattr(attn, "q_norm", None) is not None or getattr(attn, "k_norm", None) is not None):
+                # Qwen3, Gemma 3, OLMo 2: q_proj/k_proj's outputs are normalized before RoPE, so
+                # the hooks would store keys the cache never holds.
+                raise ValueError(
+                    f"LlamaCapture: layer {i} normalizes q and k after q_proj/k_proj (q_norm/k_norm), so "
+                    "these hooks would capture keys before that norm; for Qwen3 run "
+                    "`kvscope-cli record MODEL_FOLDER`, which applies it (docs/real-models.md)")
         self._q = [[] for _ in self._layers]
         self._k = [[] for _ in self._layers]
         self._handles = []

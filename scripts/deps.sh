@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config ccache
-  libhdf5-dev libeigen3-dev nlohmann-json3-dev libcli11-dev
+  libhdf5-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libbenchmark-dev libomp-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   xvfb xauth

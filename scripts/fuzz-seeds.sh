@@ -6,7 +6,11 @@
 #   mapping/  mapping files, good and bad
 #   spec/     spec strings: every preset's K and V spec and one per format and option
 #   engine/   engine strings (docs/engines.md): llama.cpp flags, good and refused
-# Needs a normal build with kvscope-cli and test_core_reliability (build/rel or $KVSCOPE_BUILD).
+#   gguf/ safetensors/   small model files written by test_core_modelfile (ModelfileCorpus.*)
+#   tokenize/ a mode byte, then a text (fixed llama / gpt2 vocabularies), a tokenizer.json or a
+#             GGUF vocabulary as lines (tests/fuzz/fuzz_entries.h, fuzzTokenizer)
+# Needs a normal build with kvscope-cli, test_core_reliability and test_core_modelfile (build/rel
+# or $KVSCOPE_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/fuzz/seeds}
@@ -15,7 +19,7 @@ if [ -z "$bin" ]; then
   for b in build/rel build/release build/core; do [ -x "$b/app/kvscope-cli" ] && { bin=$b; break; }; done
 fi
 [ -n "$bin" ] || { echo "no normal build with kvscope-cli found; set KVSCOPE_BUILD" >&2; exit 2; }
-mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine"
+mkdir -p "$out/dump" "$out/mapping" "$out/spec" "$out/engine" "$out/gguf" "$out/safetensors" "$out/tokenize"
 
 # Dumps: synth (shapes kept tiny so libFuzzer's mutations reach the structure, not the data).
 cli="$bin/app/kvscope-cli"
@@ -107,3 +111,28 @@ llama.cpp --cache-type-k q3_K
 vllm --kv-cache-dtype fp8
 ENGINES
 echo "engine: $i seeds"
+
+# Model files: the writers of tests/support, through the corpus test.
+if [ -x "$bin/tests/test_core_modelfile" ]; then
+  KVSCOPE_MODELFILE_CORPUS_OUT="$(realpath "$out")" \
+    "$bin/tests/test_core_modelfile" --gtest_filter='ModelfileCorpus.*' >/dev/null || true
+fi
+echo "gguf: $(ls "$out/gguf" | wc -l) seeds, safetensors: $(ls "$out/safetensors" | wc -l) seeds"
+
+# Tokenizer inputs: texts for the fixed llama (mode 0) and gpt2 vocabularies (modes 1, 5, 9,
+# 13, 17: one per pre-tokenizer), tokenizer.json files (mode 2) and GGUF vocabularies (mode 3).
+k="$out/tokenize"
+i=0
+for mode in '\x00' '\x01' '\x05' '\x09' '\x0d' '\x11'; do
+  for text in 'Hello world' "it's IT'S 12345 a  b\n\nc" ' hello\t\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80!' \
+              '<s>x</s><|endoftext|>' '\xe2\x96\x81a \xc2\x85\xc2\x85b'; do
+    printf "$mode$text" >"$k/text-$i.bin"
+    i=$((i + 1))
+  done
+done
+printf '\x02{"model": {"type": "BPE", "vocab": {"<s>": 0, "\xe2\x96\x81": 1, "H": 2, "i": 3, "Hi": 4, "\xe2\x96\x81Hi": 5, "<0xC3>": 6}, "merges": [["H", "i"], ["\xe2\x96\x81", "Hi"]], "byte_fallback": true, "unk_token": null}, "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\xe2\x96\x81"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\xe2\x96\x81"}]}, "added_tokens": [{"id": 0, "content": "<s>", "special": true, "normalized": false}], "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}}, "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\xe2\x96\x81"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}' >"$k/json-legacy.bin"
+printf '\x06{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\xc4\xa0": 3, "\xc4\xa0ab": 4}, "merges": ["a b", "\xc4\xa0 ab"], "ignore_merges": true}, "normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:\x27s|\x27t)|\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}, "decoder": {"type": "ByteLevel"}, "added_tokens": [{"id": 5, "content": "<|im_start|>", "special": true, "normalized": false, "lstrip": true}]}' >"$k/json-bytelevel.bin"
+printf '\x0a{"model": {"type": "BPE", "vocab": {"\xe2\x96\x81": 0, "a": 1}, "merges": []}, "pre_tokenizer": {"type": "Metaspace", "replacement": "\xe2\x96\x81", "prepend_scheme": "first", "split": true}, "decoder": {"type": "Metaspace", "replacement": "\xe2\x96\x81"}}' >"$k/json-metaspace.bin"
+printf '\x03gpt2\nllama-bpe\na\nb\nab\n\xc4\xa0\nm a b\nc <|begin_of_text|>\nu <tool>' >"$k/gguf-gpt2.bin"
+printf '\x03llama\n\n<unk>\n<s>\n</s>\n\xe2\x96\x81\na\n\xe2\x96\x81a\n<0x0A>' >"$k/gguf-llama.bin"
+echo "tokenize: $(ls "$k" | wc -l) seeds"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Runs one libFuzzer target for N seconds: scripts/fuzz.sh <dump|mapping|spec|engine> [seconds] [jobs]
+# Runs one libFuzzer target for N seconds: scripts/fuzz.sh <dump|mapping|spec|engine|gguf|safetensors|tokenize> [seconds] [jobs]
 # (extra libFuzzer flags in $FUZZ_FLAGS).
 # Builds it with the 'fuzz' preset (clang, ASan + UBSan), seeds it from scripts/fuzz-seeds.sh,
 # keeps the growing corpus in build/fuzz/corpus/<target> and crash inputs in
@@ -8,10 +8,10 @@
 # tests/fuzz/regressions/<target>/, which the normal build's test_core_reliability replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine> [seconds] [jobs]}
+target=${1:?usage: scripts/fuzz.sh <dump|mapping|spec|engine|gguf|safetensors|tokenize> [seconds] [jobs]}
 seconds=${2:-60}
 jobs=${3:-1}
-case "$target" in dump|mapping|spec|engine) ;; *) echo "unknown target '$target' (dump, mapping, spec, engine)" >&2; exit 2 ;; esac
+case "$target" in dump|mapping|spec|engine|gguf|safetensors|tokenize) ;; *) echo "unknown target '$target' (dump, mapping, spec, engine, gguf, safetensors, tokenize)" >&2; exit 2 ;; esac
 
 build=build/fuzz
 [ -f "$build/build.ninja" ] || cmake --preset fuzz >/dev/null

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+scripts/conformance.sh --install  # llama.cpp for the tests (skipped, with a message, without Node)
 cmake --preset release >/dev/null
 cmake --build --preset release
 exec build/release/app/kvscope "$@"

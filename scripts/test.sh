@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build, and run every test (what CI runs).
-#   scripts/test.sh               release build + every test (the quick local default)
+#   scripts/test.sh               release build + every test and the llama.cpp conformance stage
+#                                 (the quick local default)
 #   scripts/test.sh --with-asan   then also the asan preset (AddressSanitizer + UBSan, Debug)
 #                                 with every test, GUI included; on by default when CI=true
 #   scripts/test.sh --no-asan     never the asan stage, even on CI
@@ -25,6 +26,8 @@ export QT_QPA_PLATFORM=offscreen
 cmake --preset release
 cmake --build --preset release
 ctest --preset release
+# llama.cpp itself against kvscope (docs/real-models.md, "Checked against llama.cpp").
+scripts/conformance.sh release
 
 if [ "$asan" = 1 ]; then
   echo "kvscope: asan stage (AddressSanitizer + UBSan, Debug, GUI included)"

@@ -44,6 +44,7 @@
 #include "ui/widgets/mapping_dialog.h"
 #include "ui/widgets/plan_editor.h"
 #include "ui/widgets/quantization_dock.h"
+#include "ui/widgets/record_dialog.h"
 #include "ui/widgets/steady_tab_widget.h"
 #include "ui/workers/job_runner.h"
 
@@ -269,10 +270,12 @@ void MainWindow::buildMenus() {
     if (!path.isEmpty()) openWithMappingInteractive(path);
   });
   file->addAction(tr("Open the built-in &sample"), this, &MainWindow::openSample);
+  QAction* recordAction = file->addAction(tr("Recor&d from model…"), this, &MainWindow::recordFromModel);
+  recordAction->setObjectName(QStringLiteral("recordFromModel"));
+  recordAction->setToolTip(tr("Run a GGUF, Hugging Face or llama2.c model on a text and open its cache as a dump."));
   recent_ = new RecentFilesMenu(this);
   connect(recent_, &RecentFilesMenu::fileChosen, this, [this](const QString& path) { openDump(path); });
   file->addMenu(recent_);
-  // Dialogs that make a dump (ui/dialogs/, each with its worker) go here, then Session::openDump.
   file->addSeparator();
   file->addAction(tr("&Load session…"), this, &MainWindow::loadSessionInteractive);
   QAction* save = file->addAction(tr("&Save session"), this, [this] { saveSessionInteractive(false); });
@@ -391,6 +394,13 @@ void MainWindow::showError(const QString& context, const QString& message) {
 
 void MainWindow::openDump(const QString& path, std::optional<Mapping> mapping) { session_->openDump(path, std::move(mapping)); }
 void MainWindow::openSample() { session_->openSample(); }
+// The dialog records on its own lane; the finished dump opens like any other.
+void MainWindow::recordFromModel() {
+  auto* dialog = new RecordDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &RecordDialog::recorded, this, [this](const QString& path) { openDump(path); });
+  dialog->open();
+}
 void MainWindow::setSpecs(const QuantSpec& key, const QuantSpec& value, const QString& what) {
   session_->setPlans(Plan(key), Plan(value), what);
 }

@@ -56,6 +56,8 @@ class MainWindow : public QMainWindow {
   // What a user does, as the menus do it (the session does the work).
   void openDump(const QString& path, std::optional<Mapping> mapping = std::nullopt);
   void openSample();
+  /// File → Record from model…: record a dump from a model file and open it.
+  void recordFromModel();
   /// Sets both specs (as a preset or the command line does); `what` names the undo step.
   void setSpecs(const QuantSpec& key, const QuantSpec& value, const QString& what = {});
   /// Sets both plans (quantization.md §12).

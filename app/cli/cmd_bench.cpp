@@ -85,20 +85,25 @@ CommandSetup setup = [](CLI::App& sub) {
     bool quick = false;
     std::string json;
     std::string tempDir;
+    std::string llamaCpp;
   };
   auto o = std::make_shared<Options>();
   sub.add_option("--only", o->only,
-                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity "
+                 "comma-separated groups: quantize, attention, interactive, eval, open, sensitivity, record "
                  "(default: all)");
   sub.add_flag("--quick", o->quick, "small shapes: a smoke test of a few seconds, not a measurement");
   sub.add_option("--json", o->json, "also write the figures as JSON to FILE ('-' = standard output)");
   sub.add_option("--temp-dir", o->tempDir,
-                 "folder for the generated dumps of eval and open (default: $TMPDIR or /tmp)");
+                 "folder for the generated dumps and models (default: $TMPDIR or /tmp)");
+  sub.add_option("--llamacpp", o->llamaCpp,
+                 "record group: tests/conformance with node-llama-cpp installed (scripts/conformance.sh "
+                 "--install), to time llama.cpp's prompt processing of the same model");
   return [o]() -> int {
     bench::SuiteOptions options;
     options.only = splitList(o->only);
     options.quick = o->quick;
     options.tempDir = o->tempDir;
+    options.llamaCppDir = o->llamaCpp;
     // One line per step: repeated phrases (one per layer) are printed once.
     auto last = std::make_shared<std::string>();
     options.progress = [last](double, std::string_view what) {

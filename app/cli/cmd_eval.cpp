@@ -71,7 +71,7 @@ CommandSetup setup = [](CLI::App& sub) {
     auto dump = openDump(o->dump, o->mapping);
     if (!dump) return fail(dump.status());
     const DumpInfo& info = (*dump)->info();
-    const KvShape shape{info.headDim, info.layers, info.kvHeads};
+    const KvShape shape{info.headDim, info.layers, info.kvHeads, info.model};
     auto specs = resolvePlans(o->spec, shape);
     if (!specs) return fail(specs.status());
     if (o->spec.explain) {

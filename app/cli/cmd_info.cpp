@@ -134,6 +134,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
       j["has_logits"] = info.hasLogits;
       j["rope_style"] = ropeStyleName(info.ropeStyle);
       j["rope_theta"] = info.ropeTheta;
+      if (!info.ropeInvFreq.empty()) j["rope_inv_freq"] = info.ropeInvFreq;
       j["softmax_scale"] = info.softmaxScale;
       j["model_path"] = info.modelPath;
       j["bytes_per_token_fp16"] = perToken;
@@ -178,6 +179,7 @@ std::function<int()> setupInfo(CLI::App& sub) {
     line("datasets", datasets + (info.canonical ? "" : " (through a mapping)"));
     std::ostringstream rope;
     rope << ropeStyleName(info.ropeStyle) << ", theta " << info.ropeTheta;
+    if (!info.ropeInvFreq.empty()) rope << ", the model's frequencies (rope_inv_freq)";
     line("rope", rope.str());
     std::ostringstream scale;
     scale << info.softmaxScale;

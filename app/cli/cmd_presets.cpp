@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/command.h"
+#include "core/engine/engine.h"
 #include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 
@@ -31,11 +32,90 @@ std::string fixed4(double v) {
 
 struct Options {
   bool json = false;
+  bool engines = false;
   std::string dump;
   std::string mapping;
 };
 
+/// `presets --engines`: every engine row (core/engine/engine.h) with the releases it was read at.
+int runEngines(const Options& o) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string text;
+  auto list = [](auto items) {
+    std::vector<std::string> out;
+    for (std::string_view x : items) {
+      if (!x.empty()) out.emplace_back(x);
+    }
+    return out;
+  };
+  for (const EngineDef* e : engineTable()) {
+    nlohmann::ordered_json row;
+    row["name"] = e->name;
+    row["aliases"] = list(e->aliases);
+    row["summary"] = e->summary;
+    row["cache_types"] = list(e->cacheTypes);
+    auto options = nlohmann::ordered_json::array();
+    for (const ModelledOption& m : e->options) options.push_back({{"option", m.name}, {"meaning", m.meaning}});
+    row["options"] = options;
+    row["refusals"] = list(e->refusals);
+    row["plan_shape"] = planShapeName(e->planShape);
+    row["plan"] = e->planSummary;
+    row["plan_flags"] = e->planFlags != nullptr;
+    auto releases = nlohmann::ordered_json::array();
+    for (const EngineRelease& r : e->releases) {
+      releases.push_back({{"version", r.version}, {"date", r.date}, {"read", r.read}});
+    }
+    row["releases"] = releases;
+    auto changes = nlohmann::ordered_json::array();
+    for (const EngineChange& c : e->changes) {
+      changes.push_back({{"option", c.option},
+                         {"release", c.release},
+                         {"what", c.what},
+                         {"replacement", c.replacement},
+                         {"refused_without_version", c.strict}});
+    }
+    row["changes"] = changes;
+    rows.push_back(std::move(row));
+
+    std::string names;
+    for (const std::string& a : list(e->aliases)) names += ", " + a;
+    text += std::string(e->name) + (names.empty() ? "" : " (also " + names.substr(2) + ")") + "\n  " +
+            std::string(e->summary) + "\n  cache types: ";
+    std::string types;
+    for (const std::string& t : list(e->cacheTypes)) types += (types.empty() ? "" : ", ") + t;
+    text += types + "\n  options:\n";
+    for (const ModelledOption& m : e->options) text += "    " + std::string(m.name) + ": " + std::string(m.meaning) + "\n";
+    text += "  refuses:\n";
+    for (std::string_view r : e->refusals) text += "    " + std::string(r) + "\n";
+    text += "  plans: " + std::string(planShapeName(e->planShape)) + ", " + std::string(e->planSummary) + "\n";
+    text += "  read at (" + std::string(e->name) + "@RELEASE names one; without it the first):\n";
+    for (const EngineRelease& r : e->releases) {
+      text += "    " + std::string(r.version) + " (" + std::string(r.date) + "): " + std::string(r.read) + "\n";
+    }
+    for (const EngineChange& c : e->changes) {
+      text += "  changed in " + std::string(c.release) + ": " + std::string(c.option) + ": " + std::string(c.what) +
+              "; " + std::string(c.replacement) + (c.strict ? "" : " (accepted without @RELEASE)") + "\n";
+    }
+    text += "\n";
+  }
+  if (o.json) {
+    nlohmann::ordered_json doc;
+    doc["engines"] = std::move(rows);
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << text;
+  }
+  return kExitOk;
+}
+
 int run(const Options& o) {
+  if (o.engines) {
+    if (!o.dump.empty()) {
+      return fail(Status::invalidArgument("--engines lists the engine rows; it takes no --dump (use eval DUMP --engine "
+                                          "\"…\" --explain for what an engine string stores for a dump)"));
+    }
+    return runEngines(o);
+  }
   int kvHeads = kRefKvHeads, tokens = kRefTokens, headDim = kRefHeadDim;
   KvShape shape;  // unknown without a dump: shape-dependent rows print their rule
   std::shared_ptr<const Dump> dump;
@@ -115,12 +195,15 @@ int run(const Options& o) {
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
   sub.add_flag("--json", o->json, "print JSON instead of a table");
+  sub.add_flag("--engines", o->engines,
+               "list the engines of --engine instead: cache types, options, refusals, plans and the releases read");
   sub.add_option("--dump", o->dump, "resolve each preset for this dump (head dim, kv heads, layers)");
   sub.add_option("--mapping", o->mapping, "mapping file for a non-canonical dump");
   return [o]() -> int { return run(*o); };
 };
 
-const Registrar registrar{"presets", "list the named K/V settings; with --dump, what each resolves to for it",
+const Registrar registrar{"presets", "list the named K/V settings (--engines: the engines); with --dump, what each "
+                          "resolves to for it",
                           setup};
 
 }  // namespace

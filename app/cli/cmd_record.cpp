@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli record`: run a llama2.c checkpoint and write its attention state as a KV dump
-// (docs/real-models.md).
+// `kvscope-cli record`: run a model (GGUF file, Hugging Face folder or llama2.c checkpoint) on a
+// token sequence and write its attention state as a KV dump (docs/real-models.md).
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "app/cli/command.h"
-#include "core/model/checkpoint.h"
+#include "core/model/model.h"
 #include "core/model/record.h"
+#include "core/util/atomic_file.h"
 
 namespace kvscope::cli {
 namespace {
@@ -15,47 +16,102 @@ namespace {
 struct Options {
   std::string model;
   std::string out;
-  int steps = 256;
+  int steps = 0;
   uint64_t seed = 0;
   double temperature = 0.0;
+  std::string tokens;
+  std::string tokensFile;
+  std::string textFile;
   std::string prompt;
+  std::string promptTokens;
   std::string tokenizer;
-  bool stepsGiven = false;
+  bool logits = false;
 };
 
 CommandSetup setup = [](CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("model", o->model, "llama2.c float32 checkpoint (e.g. stories260K.bin)")->required();
+  sub.add_option("model", o->model,
+                 "the model: a GGUF file, a Hugging Face folder (config.json + safetensors) or a llama2.c checkpoint")
+      ->required();
   sub.add_option("--out", o->out, "the dump to write (HDF5)")->required();
+  auto* tokens = sub.add_option("--tokens", o->tokens, "the sequence as token ids, e.g. 1,403,407 (exactly these)");
+  auto* tokensFile = sub.add_option("--tokens-file", o->tokensFile, "a file of token ids (commas or whitespace)");
+  auto* text = sub.add_option("--text", o->textFile, "a text file, tokenized with the model's tokenizer (BOS as the model says)");
+  auto* prompt = sub.add_option("--prompt", o->prompt, "a text given on the command line, tokenized like --text");
+  auto* promptTokens =
+      sub.add_option("--prompt-tokens", o->promptTokens, "token ids after BOS (llama2.c style), e.g. 403,407");
+  tokens->excludes(tokensFile)->excludes(text)->excludes(prompt)->excludes(promptTokens);
+  tokensFile->excludes(text)->excludes(prompt)->excludes(promptTokens);
+  text->excludes(prompt)->excludes(promptTokens);
+  prompt->excludes(promptTokens);
   auto* steps = sub.add_option("--steps", o->steps,
-                               "positions in the dump, BOS included (default 256, at most the model's seq_len)");
+                               "positions in the dump: the input, then sampled tokens up to this many (default: the "
+                               "input alone; with no input, BOS and 256 positions)");
   sub.add_option("--seed", o->seed, "seed of the sampler (default 0)");
   sub.add_option("--temperature", o->temperature, "sampling temperature; 0 (default) = greedy");
-  sub.add_option("--prompt-tokens", o->prompt, "token ids forced after BOS, e.g. 1,403,407");
-  sub.add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer.bin, to store each token's text");
-  return [o, steps]() -> int {
-    auto model = Checkpoint::load(o->model);
+  sub.add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer.bin, to store each token's text (llama2.c models)");
+  sub.add_flag("--logits", o->logits, "also store /logits [T, vocab] (T × vocab × 4 bytes: large for big vocabularies)");
+  return [o, steps, tokens, tokensFile, text, prompt]() -> int {
+    auto model = Model::load(o->model, o->tokenizer);
     if (!model) return fail(model.status());
+    RecordInput input;
+    if (tokens->count() > 0 || tokensFile->count() > 0) {
+      std::string list = o->tokens;
+      if (tokensFile->count() > 0) {
+        auto content = readTextFile(o->tokensFile);
+        if (!content) return fail(content.status().withContext("--tokens-file"));
+        list.clear();
+        for (char c : *content) list += (c == '\n' || c == '\r' || c == '\t' || c == ' ') ? ',' : c;
+        // Whitespace runs become empty items: squeeze them.
+        std::string squeezed;
+        for (char c : list)
+          if (c != ',' || (!squeezed.empty() && squeezed.back() != ',')) squeezed += c;
+        while (!squeezed.empty() && squeezed.back() == ',') squeezed.pop_back();
+        list = squeezed;
+      }
+      auto ids = parseTokenList(list);
+      if (!ids) return fail(ids.status().withContext(tokensFile->count() > 0 ? "--tokens-file" : "--tokens"));
+      if (ids->empty()) return fail(Status::invalidArgument("--tokens: the list is empty"));
+      input.tokens = std::move(*ids);
+    } else if (text->count() > 0) {
+      auto content = readTextFile(o->textFile);
+      if (!content) return fail(content.status().withContext("--text"));
+      input.text = std::move(*content);
+    } else if (prompt->count() > 0) {
+      input.text = o->prompt;
+    } else {
+      auto ids = parseTokenList(o->promptTokens);
+      if (!ids) return fail(ids.status().withContext("--prompt-tokens"));
+      input.promptTokens = std::move(*ids);
+    }
+    auto sequence = recordInputTokens(**model, input);
+    if (!sequence) return fail(sequence.status());
     RecordOptions options;
-    // The default never exceeds a small model's context.
-    options.steps = steps->count() > 0 ? o->steps : std::min(o->steps, (*model)->config().seqLen);
+    options.tokens = std::move(*sequence);
+    const bool noInput = tokens->count() == 0 && tokensFile->count() == 0 && text->count() == 0 && prompt->count() == 0;
+    // Without an input the model generates from BOS; the default never exceeds a small model's context.
+    options.steps = steps->count() > 0 ? o->steps
+                    : noInput          ? std::min(256, (*model)->hparams().contextLength)
+                                       : 0;
+    if (steps->count() > 0 && o->steps < static_cast<int>(options.tokens.size()))
+      return fail(Status::invalidArgument("--steps " + std::to_string(o->steps) + ": the input already has " +
+                                          std::to_string(options.tokens.size()) +
+                                          " tokens (--steps counts every position, the input included)"));
     options.seed = o->seed;
     options.temperature = o->temperature;
-    options.tokenizerPath = o->tokenizer;
-    auto prompt = parseTokenList(o->prompt);
-    if (!prompt) return fail(prompt.status().withContext("--prompt-tokens"));
-    options.promptTokens = *prompt;
-    auto rec = recordSequence(*model, options, cancellationProgress());
-    if (!rec) return fail(rec.status().withContext(o->model));
-    if (Status s = writeRecording(o->out, *rec, cancellationProgress()); !s.isOk()) return fail(s);
-    const ModelConfig& c = (*model)->config();
-    std::cout << "wrote " << o->out << ": " << c.layers << " layers, " << c.kvHeads << " kv heads, " << c.heads
-              << " query heads, " << rec->tokenCount() << " tokens, head dim " << c.headDim() << "\n";
+    options.logits = o->logits;
+    auto summary = recordDump(*model, options, o->out, cliProgress("record"));
+    if (!summary) return fail(summary.status().withContext(o->model));
+    const ModelHparams& hp = (*model)->hparams();
+    std::cout << "wrote " << o->out << ": " << hp.layers << " layers, " << hp.kvHeads << " kv heads, " << hp.heads
+              << " query heads, " << summary->tokens.size() << " tokens (" << summary->sampled << " sampled), head dim "
+              << hp.headDim << "\n";
     return kExitOk;
   };
 };
 
-const Registrar registrar{"record", "run a llama2.c checkpoint and write its keys, values, queries and logits as a dump",
+const Registrar registrar{"record",
+                          "run a model (GGUF, Hugging Face or llama2.c) and write its keys, values and queries as a dump",
                           setup};
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/model/checkpoint.h"
 #include "core/model/e2e.h"
+#include "core/model/model.h"
 #include "core/model/record.h"
 #include "core/report/eval.h"
 #include "core/sensitivity/plan_search.h"
@@ -70,22 +70,23 @@ Expected<E2ePair> runE2eCheck(const Options& o, const Dump& dump, const PlanSear
   if (!r.uniformAtBytes.found) {
     return Status::invalidArgument("--e2e: no uniform pair of the candidates has the plan's bytes per token or more");
   }
-  auto model = Checkpoint::load(modelPath);
+  auto model = Model::load(modelPath);
   if (!model) return model.status().withContext("--e2e");
-  auto rec = readRecording(dump, cancellationProgress());
-  if (!rec) return rec.status().withContext("--e2e");
-  auto base = e2eBaseline(*model, *rec, cancellationProgress());
-  if (!base) return base.status().withContext("--e2e: " + info.path);
   auto kp = parsePlan(r.uniformAtBytes.keySpec);
   auto vp = parsePlan(r.uniformAtBytes.valueSpec);
   if (!kp || !vp) return Status::internal("--e2e: the uniform pair does not parse");
+  std::vector<E2eSetting> settings(2);
+  settings[0].label = "plan";
+  settings[0].key = r.key;
+  settings[0].value = r.value;
+  settings[1].label = "uniform";
+  settings[1].key = *kp;
+  settings[1].value = *vp;
+  auto results = runE2e(*model, dump, settings, {}, cliProgress("search --e2e"));
+  if (!results) return results.status().withContext("--e2e: " + info.path);
   E2ePair out;
-  auto a = runE2e(*model, *rec, *base, r.key, r.value, cancellationProgress());
-  if (!a) return a.status().withContext("--e2e: the plan");
-  auto b = runE2e(*model, *rec, *base, *kp, *vp, cancellationProgress());
-  if (!b) return b.status().withContext("--e2e: the uniform pair");
-  out.plan = std::move(*a);
-  out.uniform = std::move(*b);
+  out.plan = std::move((*results)[0]);
+  out.uniform = std::move((*results)[1]);
   out.uniformLabel = "K " + r.uniformAtBytes.keySpec + ", V " + r.uniformAtBytes.valueSpec;
   return out;
 }
@@ -246,7 +247,7 @@ CommandSetup setup = [](CLI::App& sub) {
     if (o->plan) return runPlan(*o, **dump, *options);
     if (o->e2e || !o->model.empty()) return fail(Status::invalidArgument("--e2e and --model go with --plan"));
     if (!o->baseline.engine.empty() || !o->baseline.preset.empty()) {
-      const KvShape shape{info.headDim, info.layers, info.kvHeads};
+      const KvShape shape{info.headDim, info.layers, info.kvHeads, info.model};
       auto base = resolvePlans(o->baseline, shape);
       if (!base) return fail(base.status());
       if (o->baseline.explain) {

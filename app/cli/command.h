@@ -83,5 +83,8 @@ Expected<std::vector<int>> parseLayerList(const std::string& text, int layers);
 bool interrupted();
 /// A Progress that returns false after SIGINT (and prints nothing).
 Progress cancellationProgress();
+/// A Progress that also shows the work on standard error ("record: layer 3 of 24 12%"): one
+/// rewritten line on a terminal, a line per phase or tenth elsewhere.
+Progress cliProgress(const std::string& command);
 
 }  // namespace kvscope::cli

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <csignal>
 #include <cstring>
 #include <iostream>
@@ -93,6 +95,7 @@ std::string explainText(const SpecChoice& c, const ResolvedPlans& r, const KvSha
          std::to_string(shape.layers) + " layers:\n";
   out += "key:   " + toString(r.plans.key) + "\n";
   out += "value: " + toString(r.plans.value) + "\n";
+  if (!r.strings.query.empty()) out += "query: " + r.strings.query + " (what the engine rounds Q to; e2e applies it, eval keeps Q exact)\n";
   for (const std::string& n : r.strings.notes) out += "  " + n + "\n";
   return out;
 }
@@ -161,6 +164,28 @@ bool interrupted() { return gInterrupted != 0; }
 
 Progress cancellationProgress() {
   return [](double, std::string_view) { return !interrupted(); };
+}
+
+Progress cliProgress(const std::string& command) {
+  // On a terminal one line, rewritten as the work goes on; elsewhere one line each time the
+  // phase or the tenth of the work changes, so a log shows progress without flooding.
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto last = std::make_shared<std::pair<std::string, int>>("", -1);
+  return [command, tty, last](double fraction, std::string_view what) {
+    if (interrupted()) return false;
+    if (fraction < 0) return true;
+    const int percent = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100));
+    const int tenth = percent / 10;
+    if (tty) {
+      std::cerr << "\r\033[K" << command << ": " << what << " " << percent << "%" << (percent >= 100 ? "\n" : "")
+                << std::flush;
+    } else if (last->first != what || last->second != tenth) {
+      std::cerr << command << ": " << what << " " << percent << "%\n";
+    }
+    last->first = std::string(what);
+    last->second = tenth;
+    return true;
+  };
 }
 
 }  // namespace kvscope::cli

@@ -18,12 +18,13 @@
 #include "core/bench/workloads.h"
 #include "core/quant/format_table.h"
 #include "core/quant/spec.h"
+#include "core/bench/model_workloads.h"
 
 namespace kvscope::bench {
 
 const std::vector<std::string>& suiteGroups() {
   static const std::vector<std::string> groups{"quantize", "attention", "interactive", "eval",
-                                               "open", "sensitivity"};
+                                               "open", "sensitivity", "record"};
   return groups;
 }
 
@@ -69,6 +70,8 @@ constexpr double kSensitivitySeconds = 180.0;  // issue 21: the default ladder o
 constexpr double kDiagnoseSeconds = 20.0;
 constexpr double kPlanSeconds = 60.0;  // issue 21: plan search on top of the map
 constexpr double kOpenRss = 100.0 * 1024 * 1024;
+constexpr double kRecordGemmTarget = 0.50;  // issue 28: the layer GEMMs at half the machine GEMM rate
+constexpr double kE2eRecordRatio = 2.5;      // issue 28: e2e with a q4_0 cache at most 2.5x the record
 
 std::string percent(double ratio) {
   char buf[32];
@@ -139,6 +142,7 @@ class SuiteRunner {
       if (g == "eval") KVS_RETURN_IF_ERROR(eval());
       if (g == "open") KVS_RETURN_IF_ERROR(open());
       if (g == "sensitivity") KVS_RETURN_IF_ERROR(sensitivity());
+      if (g == "record") KVS_RETURN_IF_ERROR(record());
     }
     return Status::ok();
   }
@@ -497,6 +501,94 @@ class SuiteRunner {
     return Status::ok();
   }
 
+  /// The real-model rows (issue 28): a Qwen2.5-0.5B-shaped GGUF in Q8_0 and F16, recorded at
+  /// T = 2048 and replayed with a q4_0 cache; llama.cpp's prompt processing beside it when asked.
+  Status record() {
+    ModelShape shape;
+    int tokens = 2048;
+    std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::F16};
+    if (options_.quick) {
+      shape = ModelShape{2, 128, 4, 2, 32, 256, 1024};
+      tokens = 128;
+      types = {GgmlType::Q8_0};
+    }
+    measureGemmOnce();
+    for (GgmlType type : types) {
+      const std::string t = ggmlTypeInfo(type).name;
+      const std::string shapeStr = "L=" + std::to_string(shape.layers) + " dim=" + std::to_string(shape.dim) + " H=" +
+                                   std::to_string(shape.heads) + " KVH=" + std::to_string(shape.kvHeads) + " D=" +
+                                   std::to_string(shape.headDim) + " ffn=" + std::to_string(shape.ffn) +
+                                   " vocab=" + std::to_string(shape.vocab) + " T=" + std::to_string(tokens) + " " + t;
+      const std::string gemmTarget = "≥ " + percent(kRecordGemmTarget) + " of GEMM";
+      auto figures = benchModel(shape, type, tokens, tempDir(), options_.llamaCppDir, subProgress());
+      if (!figures) {
+        if (figures.status().code() == StatusCode::Cancelled) return figures.status();
+        result_.rows.push_back(notRun("record", "record (" + t + ")", shapeStr, gemmTarget, figures.status()));
+        continue;
+      }
+      const double flops = shape.layerGemmFlopsPerToken() * tokens;
+      const double share = flops / figures->recordSeconds / result_.machine.gemmFlopsPerSecond;
+      SuiteRow time;
+      time.group = "record";
+      time.name = "record (" + t + ")";
+      time.shape = shapeStr;
+      time.seconds = time.medianSeconds = figures->recordSeconds;
+      time.cpuSeconds = figures->recordCpuSeconds;
+      time.runs = 1;
+      time.figures = {{"tokens_per_s", tokens / figures->recordSeconds},
+                      {"layer_gemm_gflops", flops / figures->recordSeconds / 1e9},
+                      {"gemm_ratio", share},
+                      {"generate_seconds", figures->generateSeconds},
+                      {"file_bytes", static_cast<double>(figures->fileBytes)}};
+      time.measured = fixed(tokens / figures->recordSeconds, 0) + " tokens/s, layer GEMMs at " + percent(share) +
+                      " of GEMM";
+      time.target = gemmTarget;
+      time.verdict = judge(share >= kRecordGemmTarget);
+      time.note = "the whole record (loading, dequantization, attention, writing) counted as the layer GEMMs' time";
+      SuiteRow rss = time;
+      rss.runs = 0;
+      rss.name = "record peak RSS (" + t + ")";
+      const double limit = static_cast<double>(figures->fileBytes + shape.layerFloatBytes()) + 256.0 * (1 << 20);
+      rss.figures = {{"peak_rss_bytes", static_cast<double>(figures->recordPeakRssBytes)}, {"limit_bytes", limit}};
+      rss.measured = mib(static_cast<double>(figures->recordPeakRssBytes));
+      rss.target = "≤ file + one layer f32 + 256 MiB = " + mib(limit);
+      rss.verdict = judge(static_cast<double>(figures->recordPeakRssBytes) <= limit);
+      rss.note = "whole process, from a reset of the peak before the record";
+      SuiteRow e2e = time;
+      e2e.name = "e2e q4_0 (" + t + ")";
+      e2e.seconds = e2e.medianSeconds = figures->e2eSeconds;
+      e2e.cpuSeconds = 0;
+      const double ratio = figures->e2eSeconds / figures->recordSeconds;
+      e2e.figures = {{"seconds", figures->e2eSeconds}, {"record_ratio", ratio}};
+      e2e.measured = fixed(ratio, 2) + "× the record";
+      e2e.target = "≤ " + fixed(kE2eRecordRatio, 1) + "× the record";
+      e2e.verdict = judge(ratio <= kE2eRecordRatio);
+      e2e.note = "the exact and the q4_0 replay side by side, the next-token statistics over the whole vocabulary";
+      result_.rows.push_back(std::move(time));
+      result_.rows.push_back(std::move(rss));
+      result_.rows.push_back(std::move(e2e));
+      SuiteRow llama;
+      llama.group = "record";
+      llama.name = "llama.cpp prompt processing (" + t + ")";
+      llama.shape = shapeStr;
+      if (figures->llamaCppSeconds > 0) {
+        llama.seconds = llama.medianSeconds = figures->llamaCppSeconds;
+        llama.runs = 1;
+        const double vs = figures->recordSeconds / figures->llamaCppSeconds;
+        llama.figures = {{"seconds", figures->llamaCppSeconds}, {"record_over_llamacpp", vs}};
+        llama.measured = "record takes " + fixed(vs, 2) + "× llama.cpp's time";
+        llama.verdict = Verdict::Info;
+        llama.note = "llama.cpp through node-llama-cpp, f16 cache, all cores; it also quantizes the activations of "
+                     "quantized weights";
+      } else {
+        llama.verdict = Verdict::NotRun;
+        llama.note = figures->llamaCppNote;
+      }
+      result_.rows.push_back(std::move(llama));
+    }
+    return Status::ok();
+  }
+
   const SuiteOptions& options_;
   Budget budget_;
   SuiteResult result_;
@@ -510,7 +602,7 @@ Expected<SuiteResult> runSuite(const SuiteOptions& options) {
     const auto& all = suiteGroups();
     if (std::find(all.begin(), all.end(), g) == all.end()) {
       return Status::invalidArgument("unknown benchmark group '" + g +
-                                     "' (allowed: quantize, attention, interactive, eval, open, sensitivity)");
+                                     "' (allowed: quantize, attention, interactive, eval, open, sensitivity, record)");
     }
   }
   for (const std::string& g : suiteGroups()) {

@@ -12,7 +12,7 @@
 namespace kvscope::bench {
 
 /// The groups, in the order they are reported: "quantize", "attention", "interactive", "eval",
-/// "open", "sensitivity" ("open" runs first, in a process that has done nothing else yet).
+/// "open", "sensitivity", "record" ("open" runs first, in a process that has done nothing else yet).
 const std::vector<std::string>& suiteGroups();
 
 /// The spec strings the quantize group times, in order.
@@ -25,6 +25,7 @@ struct SuiteOptions {
   std::vector<std::string> only;  ///< groups to run; empty = all
   bool quick = false;             ///< small shapes (seconds in all), for smoke tests
   std::string tempDir;            ///< where generated dumps go; empty = $TMPDIR or /tmp
+  std::string llamaCppDir;        ///< record group: tests/conformance with node-llama-cpp, to time llama.cpp too
   Progress progress;              ///< told the current step; false cancels
 };
 

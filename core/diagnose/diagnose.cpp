@@ -52,12 +52,37 @@ struct Scored {
   Evidence evidence;
 };
 
+/// What a kind's evidence is grouped by, and the index of one piece of evidence in it.
+std::pair<const char*, int64_t> groupOf(FindingKind kind, const Evidence& e) {
+  switch (kind) {
+    case FindingKind::KeyBias:
+    case FindingKind::OutlierChannels: return {"channel", e.channel};
+    case FindingKind::MassiveTokens: return {"token", e.token};
+    case FindingKind::LowEntropyHeads: return {"query_head", e.queryHead};
+    case FindingKind::SideSensitivity: return {"layer", e.layer};
+    case FindingKind::HeadDim: break;
+  }
+  return {"", -1};
+}
+
+/// Sorts `items` strongest first, lists the strongest kMaxEvidence and keeps all of them in
+/// groups by what each is about (f.kind must be set).
 void keepStrongest(std::vector<Scored>& items, Finding& f) {
   std::stable_sort(items.begin(), items.end(),
                    [](const Scored& a, const Scored& b) { return a.strength > b.strength; });
   f.matches = static_cast<int>(items.size());
   for (size_t i = 0; i < items.size() && i < static_cast<size_t>(th::kMaxEvidence); ++i) {
     f.evidence.push_back(items[i].evidence);
+  }
+  // Items are strongest first, so a group's first entry is its strongest and groups appear in
+  // the order of their strongest place.
+  std::map<int64_t, size_t> slot;
+  for (const Scored& s : items) {
+    const auto [about, index] = groupOf(f.kind, s.evidence);
+    if (*about == '\0') continue;
+    auto [it, added] = slot.try_emplace(index, f.groups.size());
+    if (added) f.groups.push_back(EvidenceGroup{about, index, {}});
+    f.groups[it->second].evidence.push_back(s.evidence);
   }
 }
 
@@ -226,7 +251,7 @@ Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, c
   const int d = info.headDim;
   auto probe = parseSpec(th::kProbeSpec);
   if (!probe) return Status::internal("diagnose: the probe spec does not parse");
-  const RopeParams rope{info.ropeTheta, info.ropeStyle};
+  const RopeParams rope = info.rope();
 
   std::vector<Scored> bias, massive, outliers, lowEntropy;
   struct SideLayer {
@@ -489,19 +514,32 @@ std::string diagnosisToJson(const Diagnosis& dx) {
     e["summary"] = f.summary;
     e["advice"] = f.advice;
     e["matches"] = f.matches;
-    auto ev = nlohmann::ordered_json::array();
-    for (const Evidence& x : f.evidence) {
+    auto evidence = [](const std::vector<Evidence>& list) {
+      auto ev = nlohmann::ordered_json::array();
+      for (const Evidence& x : list) {
+        nlohmann::ordered_json o;
+        if (x.layer >= 0) o["layer"] = x.layer;
+        if (x.kvHead >= 0) o["kv_head"] = x.kvHead;
+        if (x.queryHead >= 0) o["query_head"] = x.queryHead;
+        if (x.channel >= 0) o["channel"] = x.channel;
+        if (x.token >= 0) o["token"] = x.token;
+        if (!x.tensor.empty()) o["tensor"] = x.tensor;
+        for (const auto& [name, v] : x.numbers) o[name] = number(v);
+        ev.push_back(o);
+      }
+      return ev;
+    };
+    e["evidence"] = evidence(f.evidence);
+    auto groups = nlohmann::ordered_json::array();
+    for (const EvidenceGroup& g : f.groups) {
       nlohmann::ordered_json o;
-      if (x.layer >= 0) o["layer"] = x.layer;
-      if (x.kvHead >= 0) o["kv_head"] = x.kvHead;
-      if (x.queryHead >= 0) o["query_head"] = x.queryHead;
-      if (x.channel >= 0) o["channel"] = x.channel;
-      if (x.token >= 0) o["token"] = x.token;
-      if (!x.tensor.empty()) o["tensor"] = x.tensor;
-      for (const auto& [name, v] : x.numbers) o[name] = number(v);
-      ev.push_back(o);
+      o["about"] = g.about;
+      o[g.about] = g.index;
+      o["matches"] = g.evidence.size();
+      o["evidence"] = evidence(g.evidence);
+      groups.push_back(o);
     }
-    e["evidence"] = ev;
+    e["groups"] = groups;
     findings.push_back(e);
   }
   j["findings"] = findings;
@@ -517,6 +555,14 @@ std::string diagnosisToText(const Diagnosis& dx) {
     for (const Evidence& e : f.evidence) out << "  - " << evidenceText(e) << "\n";
     if (f.matches > static_cast<int>(f.evidence.size())) {
       out << "  (" << f.matches - static_cast<int>(f.evidence.size()) << " more)\n";
+    }
+    if (f.groups.size() > 1) {
+      // The summary of all of it: each channel (token, head, layer) and how many places it has.
+      std::string line;
+      for (const EvidenceGroup& g : f.groups) {
+        line += (line.empty() ? "" : ", ") + std::to_string(g.index) + " (" + std::to_string(g.evidence.size()) + ")";
+      }
+      out << "  by " << f.groups.front().about << ": " << line << "\n";
     }
   }
   if (dx.findings.empty()) out << "nothing found that predicts a quantizer failure\n";

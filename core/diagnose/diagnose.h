@@ -37,7 +37,7 @@ inline constexpr double kSideRatio = 4.0;
 inline constexpr const char* kProbeSpec = "int4,axis=token";
 /// The probe and the entropies use the last this many queries of each layer.
 inline constexpr int kProbeQueries = 8;
-/// Evidence entries kept per finding (strongest first); Finding::matches counts them all.
+/// Evidence entries a finding lists first (strongest first); Finding::groups keeps them all.
 inline constexpr int kMaxEvidence = 8;
 }  // namespace diagnose_thresholds
 
@@ -58,13 +58,24 @@ struct Evidence {
   std::vector<std::pair<std::string, double>> numbers;  ///< named figures, e.g. {"mean", 302.1}
 };
 
+/// A finding's evidence about one thing: one channel (key_bias, outlier_channels), one token
+/// (massive_tokens), one query head (low_entropy_heads) or one layer (side_sensitivity).
+struct EvidenceGroup {
+  std::string about;               ///< "channel", "token", "query_head", "layer"
+  int64_t index = -1;              ///< which channel, token, query head or layer
+  std::vector<Evidence> evidence;  ///< every place about it, strongest first
+};
+
 /// One finding.
 struct Finding {
   FindingKind kind = FindingKind::KeyBias;  ///< what it is about
   std::string summary;  ///< one sentence: what was found
   std::string advice;   ///< what to do about it
   int matches = 0;      ///< places matching (evidence keeps the strongest kMaxEvidence)
-  std::vector<Evidence> evidence;  ///< strongest first
+  std::vector<Evidence> evidence;  ///< the strongest kMaxEvidence, strongest first
+  /// All the evidence, grouped by what it is about; groups ordered by their strongest place.
+  /// Empty for head_dim (one fact about the dump).
+  std::vector<EvidenceGroup> groups;
   /// massive_tokens: S of the advice's `sinks=S` (the last massive token + 1) when every massive
   /// token lies before kSinkWindow; 0 otherwise and for other kinds.
   int sinks = 0;
@@ -88,9 +99,10 @@ struct Diagnosis {
 /// queries; without them a note says so. Cancels via `progress`.
 Expected<Diagnosis> diagnose(const Dump& dump, const DiagnoseOptions& options, const Progress& progress = {});
 
-/// The diagnosis as JSON (`kvscope_diagnose: 1`).
+/// The diagnosis as JSON (`kvscope_diagnose: 1`): each finding's strongest evidence and all of it
+/// in its groups.
 std::string diagnosisToJson(const Diagnosis& diagnosis);
-/// A readable report: each finding, its advice and its evidence.
+/// A readable report: each finding, its advice, its strongest evidence and one line per group.
 std::string diagnosisToText(const Diagnosis& diagnosis);
 
 }  // namespace kvscope

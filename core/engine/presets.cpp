@@ -22,6 +22,7 @@ Status needsHeadDim(std::string_view preset) {
 Expected<ResolvedKv> llamacpp(std::string_view type, bool rotationDisabled, const KvShape& shape,
                               std::string_view preset) {
   if (shape.headDim <= 0) return needsHeadDim(preset);
+  KVS_RETURN_IF_ERROR(llamacppCheckBlocks(type, type, shape.headDim, "preset " + std::string(preset)));
   const LlamacppTensor k = llamacppTensor(type, true, shape.headDim, rotationDisabled);
   const LlamacppTensor v = llamacppTensor(type, false, shape.headDim, rotationDisabled);
   return ResolvedKv{k.spec, v.spec, {k.note, v.note}};
@@ -139,10 +140,16 @@ const std::array kPresets{
            "vLLM fp8 KV cache (e4m3) with a per-tensor fp32 scale calibrated from the data"},
     Preset{"vllm-fp8-uncalibrated", "fp8_e4m3,unitscale", "fp8_e4m3,unitscale",
            "vLLM fp8 KV cache (e4m3) without calibration: scale 1, values cast directly"},
-    Preset{"lmdeploy-int8", "int8,axis=token", "int8,axis=token",
-           "LMDeploy int8 KV cache: asymmetric per token (per head), fp16 scale and zero point"},
-    Preset{"lmdeploy-int4", "int4,axis=token", "int4,axis=token",
-           "LMDeploy int4 KV cache: asymmetric per token (per head), fp16 scale and zero point"},
+    // What --engine "lmdeploy --quant-policy 8|4 --backend turbomind --dtype float16" stores: one rule
+    // for both (tests/core/engine/presets_test.cpp compares them).
+    Preset{"lmdeploy-int8", "int8,round=even,codes=meta,scale=fp16", "int8,round=even,codes=meta,scale=fp16",
+           "LMDeploy TurboMind int8 KV cache of an fp16 model (--quant-policy 8 --backend turbomind --dtype float16): "
+           "asymmetric per token and kv head, fp16 scale and zero point, codes computed in fp16 and rounded half to "
+           "even (src/turbomind/kernels/attention/quantization.h ConvertKvCache)"},
+    Preset{"lmdeploy-int4", "int4,round=even,codes=meta,scale=fp16", "int4,round=even,codes=meta,scale=fp16",
+           "LMDeploy TurboMind int4 KV cache of an fp16 model (--quant-policy 4 --backend turbomind --dtype float16): "
+           "asymmetric per token and kv head, fp16 scale and zero point, codes computed in fp16 and rounded half to "
+           "even (src/turbomind/kernels/attention/quantization.h ConvertKvCache)"},
     Preset{"nvfp4", "nvfp4", "nvfp4",
            "NVIDIA NVFP4: e2m1 in blocks of 16 with e4m3 block scales and an fp32 tensor scale"},
     Preset{"mxfp4", "mxfp4", "mxfp4", "OCP MXFP4: e2m1 in blocks of 32 with a shared power-of-two (E8M0) scale"},

@@ -19,9 +19,16 @@ namespace kvscope {
 
 /// The part of a dump's shape a preset or an engine rule reads (§9). 0 = unknown.
 struct KvShape {
-  int headDim = 0;  ///< D
-  int layers = 0;   ///< layer count
-  int kvHeads = 0;  ///< kv heads
+  int headDim = 0;    ///< D
+  int layers = 0;     ///< layer count
+  int kvHeads = 0;    ///< kv heads
+  std::string model;  ///< the dump's `model` attribute (an engine may read an architecture name from it); empty = unknown
+
+  /// An unknown shape.
+  KvShape() = default;
+  /// D, layers, kv heads and (optionally) the model's name; 0 = unknown.
+  KvShape(int d, int l = 0, int h = 0, std::string m = {})
+      : headDim(d), layers(l), kvHeads(h), model(std::move(m)) {}
 };
 
 /// What a preset or an engine string resolves to for one shape: spec strings (a plan's syntax,
@@ -30,6 +37,15 @@ struct ResolvedKv {
   std::string key;                 ///< spec string for keys
   std::string value;               ///< spec string for values
   std::vector<std::string> notes;  ///< the rule applied, e.g. "D = 96 is not a multiple of 64: …"
+  /// What the engine rounds each query to before the scores, as a spec string ("q8_0", "fp16"),
+  /// after the rotation K gets; empty = exact. Only `e2e` applies it (docs/engines.md).
+  std::string query;
+
+  /// Nothing resolved yet.
+  ResolvedKv() = default;
+  /// Specs and notes (the query exact).
+  ResolvedKv(std::string k, std::string v, std::vector<std::string> n = {})
+      : key(std::move(k)), value(std::move(v)), notes(std::move(n)) {}
 };
 
 /// A shape-dependent preset's rule: the specs for `shape`, or an error naming what the shape lacks.

@@ -39,7 +39,7 @@ Expected<CheckedSetting> checkSetting(const SettingText& text, const SettingFlag
 /// A setting resolved for a dump's shape.
 struct ResolvedSetting {
   KvPlans plans;       ///< a plain spec is a one-part plan (quantization.md §12)
-  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them
+  ResolvedKv strings;  ///< the spec strings and notes as the preset or engine gave them; strings.query: what the engine rounds Q to
   std::string label;   ///< the preset name or engine string; empty for --key/--value
 };
 

@@ -12,7 +12,8 @@ namespace kvscope {
 namespace {
 
 // python/sglang/srt/server_args.py (commit 001067ff) `ServerArgs.kv_cache_dtype` choices. SGLang
-// releases before fp4_mx_block16 and nvfp4 existed accept the first six.
+// releases before fp4_mx_block16 and nvfp4 existed accept the first six; releases after 0.5.14
+// refuse fp4_e2m1 (kChanges).
 constexpr std::array<std::string_view, 9> kSglangCacheDtypes{"auto",     "fp8_e5m2", "fp8_e4m3",
                                                              "bf16",     "bfloat16", "fp4_e2m1",
                                                              "fp4_mx_block16", "nvfp4", "mxfp8"};
@@ -20,7 +21,7 @@ constexpr std::array<std::string_view, 0> kNoSwitches{};
 
 Status refuse(const std::string& message) { return Status::invalidArgument("sglang: " + message); }
 
-Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
+Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape& shape) {
   std::vector<std::string> positional;
   // --int8-kv-cache is refused before anything reads a value for it.
   for (const std::string& w : args.words) {
@@ -34,6 +35,8 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
   if (!options) return options.status();
   std::string dtype = "auto";
   std::string paramPath;
+  std::string recipe;  // --fp4-kv-cache-recipe (releases up to 0.5.14)
+  std::string scheme;  // kvscope's kv_cache_scheme=: the checkpoint holds calibrated k_scale/v_scale
   ResolvedKv r;
   std::vector<std::string> ignored;
   for (const auto& [name, value] : args.env) {
@@ -47,6 +50,13 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
                       joinNames(kSglangCacheDtypes) + ")");
       }
       dtype = *o.value;
+    } else if (o.name == "--fp4-kv-cache-recipe") {
+      // fp4_kv_cache_quant_method.py (mid-2026), FP4_KV_CACHE_QUANT_REGISTRY: nvfp4, mxfp4 and the
+      // older name blockfp4 of the block-16 recipe.
+      if (!o.value || (*o.value != "nvfp4" && *o.value != "mxfp4" && *o.value != "blockfp4")) {
+        return refuse(o.shown + ": SGLang's FP4 KV recipes are nvfp4 and mxfp4 (blockfp4, the older name of mxfp4)");
+      }
+      recipe = *o.value == "blockfp4" ? "mxfp4" : *o.value;
     } else if (o.name == "--quantization-param-path") {
       if (!o.value) return refuse("--quantization-param-path needs a file (a JSON of per-layer KV scaling factors)");
       paramPath = *o.value;
@@ -55,7 +65,31 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
     }
   }
   for (const std::string& p : positional) {
+    if (p.rfind("kv_cache_scheme=", 0) == 0) {
+      scheme = p.substr(16);
+      if (scheme != "tensor") {
+        return refuse(p + ": kvscope's word for a checkpoint with calibrated per-layer KV scales is "
+                          "kv_cache_scheme=tensor");
+      }
+      continue;
+    }
     ignored.push_back("ignored '" + p + "': it does not change what the KV cache stores");
+  }
+  if (!recipe.empty() && dtype != "fp4_e2m1") {
+    ignored.push_back("ignored --fp4-kv-cache-recipe " + recipe + ": it chooses the recipe of --kv-cache-dtype "
+                      "fp4_e2m1 only");
+  }
+  if (dtype == "fp4_e2m1") {
+    // Up to 0.5.14 fp4_e2m1 took its recipe from --fp4-kv-cache-recipe, mxfp4 (the block-16
+    // recipe, later named fp4_mx_block16) by default; later releases refuse fp4_e2m1 (the engine
+    // row's changes).
+    dtype = recipe == "nvfp4" ? "nvfp4" : "fp4_mx_block16";
+    r.notes.push_back("--kv-cache-dtype fp4_e2m1 with the recipe " + std::string(recipe.empty() ? "mxfp4 (the default)" : recipe) +
+                      " (--fp4-kv-cache-recipe): what --kv-cache-dtype " + dtype + " stores in later releases");
+  }
+  if (!scheme.empty() && dtype != "nvfp4") {
+    ignored.push_back("ignored kv_cache_scheme=" + scheme + ": only the nvfp4 cache reads the checkpoint's scales "
+                      "this way (fp8 takes them from --quantization-param-path)");
   }
   if (dtype == "auto") {
     r.key = r.value = "none";
@@ -64,7 +98,7 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
   } else if (dtype == "bf16" || dtype == "bfloat16") {
     r.key = r.value = "bf16";
     r.notes.push_back(dtype + ": each element is stored as bf16");
-  } else if (dtype == "fp4_e2m1" || dtype == "fp4_mx_block16") {
+  } else if (dtype == "fp4_mx_block16") {
     if (!paramPath.empty()) {
       return refuse("--kv-cache-dtype " + dtype + " with --quantization-param-path: MHATokenToKVPoolFP4.set_kv_buffer "
                     "divides K and V by the file's per-layer k_scale/v_scale before the block quantizer, which moves "
@@ -78,12 +112,29 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
                       "1e-10))), elements e2m1 with ties away from zero (the bounds 0.25, 0.75, …, 5 go up) → kvfp4");
     r.notes.push_back("no --quantization-param-path: k_scale and v_scale are None, so nothing is divided before the "
                       "block quantizer");
-  } else if (dtype == "nvfp4" || dtype == "mxfp8") {
-    return refuse("--kv-cache-dtype " + dtype + (dtype == "nvfp4" ? " (flashinfer's nvfp4_kv_quantize with a per-layer "
-                                                                    "global scale from the checkpoint)"
-                                                                  : " (the FA4 backend's MXFP8 cache)") +
-                  " was not read from SGLang's code; kvscope models auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2, "
-                  "fp4_e2m1 and fp4_mx_block16");
+  } else if (dtype == "nvfp4") {
+    // NVFP4KVCacheMethod: blocks of 16 along D (k_scale_buffer [.., head_dim // 16]), e4m3 block
+    // scales and a per-layer global scale from the checkpoint's k_scale/v_scale, 1.0 without one
+    // (load_scales_from_model); a calibrated k_scale is amax/(6·448).
+    if (shape.headDim > 0 && shape.headDim % 16 != 0) {
+      return refuse("--kv-cache-dtype nvfp4 with D = " + std::to_string(shape.headDim) + ": the NVFP4 cache stores one "
+                    "e4m3 scale per 16 channels of a head (head_dim // 16), so D must be a multiple of 16");
+    }
+    if (!paramPath.empty()) {
+      ignored.push_back("ignored --quantization-param-path " + paramPath + ": the nvfp4 cache takes its global scales "
+                        "from the checkpoint (load_scales_from_model); give kv_cache_scheme=tensor for a checkpoint "
+                        "with calibrated scales");
+    }
+    r.key = r.value = scheme.empty() ? "nvfp4,gscale=1" : "nvfp4";
+    r.notes.push_back(scheme.empty()
+                          ? "nvfp4: e2m1 in blocks of 16 with e4m3 block scales; without checkpoint scales the "
+                            "global scale is 1.0 (NVFP4KVCacheMethod.load_scales_from_model) → nvfp4,gscale=1"
+                          : "nvfp4 with kv_cache_scheme=tensor: the checkpoint's k_scale = amax/(6·448) per layer "
+                            "tensor, calibrated on the dump's tokens (assumed) → the contract's nvfp4");
+  } else if (dtype == "mxfp8") {
+    return refuse("--kv-cache-dtype mxfp8 (the FA4 backend's MXFP8 cache) was not read from SGLang's code; kvscope "
+                  "models auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2, nvfp4 and fp4_mx_block16 (fp4_e2m1 with "
+                  "sglang@0.5.14 and earlier)");
   } else {
     const std::string fmt = dtype;  // fp8_e4m3 or fp8_e5m2
     if (paramPath.empty()) {
@@ -105,14 +156,54 @@ Expected<ResolvedKv> resolveSglang(const EngineArgs& args, const KvShape&) {
   return r;
 }
 
+constexpr std::array<ModelledOption, 5> kOptions{{
+    {"--kv-cache-dtype", "auto|bf16|bfloat16|fp8_e4m3|fp8_e5m2|nvfp4|fp4_mx_block16 (also =X); fp4_e2m1 up to "
+                         "sglang@0.5.14"},
+    {"--fp4-kv-cache-recipe", "nvfp4|mxfp4 (blockfp4): the recipe of fp4_e2m1, up to sglang@0.5.14 (mxfp4 by default)"},
+    {"--quantization-param-path", "a JSON of per-layer fp8 k/v scales (kvscope assumes max|x|/Fmax over the dump)"},
+    {"kv_cache_scheme=tensor", "kvscope's word: the checkpoint holds calibrated per-layer NVFP4 k_scale/v_scale"},
+    {"other flags", "ignored with a note"},
+}};
+constexpr std::array<std::string_view, 7> kRefusals{
+    "a --kv-cache-dtype not among server_args.py's choices",
+    "fp4_e2m1 after 0.5.14 (\"--kv-cache-dtype=fp4_e2m1 no longer auto-selects an FP4 KV recipe\")",
+    "--fp4-kv-cache-recipe after 0.5.14, or a recipe other than nvfp4, mxfp4, blockfp4",
+    "nvfp4 with D not a multiple of 16",
+    "fp4_mx_block16 (fp4_e2m1) with --quantization-param-path (the file's scale moves every block's grid)",
+    "mxfp8 (not read)",
+    "--int8-kv-cache (not an SGLang flag)"};
+constexpr std::array<EngineRelease, 2> kReleases{{
+    {"main", "2026-late",
+     "sgl-project/sglang: the KV cache quantization methods module (resolve_kv_cache_quant, NVFP4KVCacheMethod, "
+     "FP4MXBlock16KVCacheMethod), python/sglang/srt/server_args.py 001067ff, mem_cache/memory_pool.py "
+     "(MHATokenToKVPool.set_kv_buffer), layers/quantization/kvfp4_tensor.py 0dae407b"},
+    {"0.5.14", "2026-06",
+     "mid-2026: --kv-cache-dtype fp4_e2m1 with --fp4-kv-cache-recipe nvfp4|mxfp4 "
+     "(fp4_kv_cache_quant_method.py FP4_KV_CACHE_QUANT_REGISTRY, get_fp4_kv_cache_quant_method); the newest release "
+     "kvscope takes to have it (the release that dropped it was not read)"},
+}};
+constexpr std::array<EngineChange, 2> kChanges{{
+    {"--kv-cache-dtype fp4_e2m1", "0.5.15",
+     "SGLang refuses it (\"--kv-cache-dtype=fp4_e2m1 no longer auto-selects an FP4 KV recipe\", resolve_kv_cache_quant)",
+     "write --kv-cache-dtype nvfp4 or --kv-cache-dtype fp4_mx_block16 (the recipes nvfp4 and mxfp4)"},
+    {"--fp4-kv-cache-recipe", "0.5.15", "removed with fp4_e2m1: the recipe is the --kv-cache-dtype",
+     "write --kv-cache-dtype nvfp4 or --kv-cache-dtype fp4_mx_block16"},
+}};
+
 }  // namespace
 
 extern const EngineDef kSglangEngine;
 constinit const EngineDef kSglangEngine{
     "sglang",
     {"sglang.launch_server"},
-    "SGLang: --kv-cache-dtype auto|bf16|bfloat16|fp8_e4m3|fp8_e5m2|fp4_e2m1|fp4_mx_block16, "
-    "--quantization-param-path",
-    resolveSglang};
+    "SGLang: --kv-cache-dtype with fp8 (scale 1 or a scale file), NVFP4 and the block-16 FP4 recipe",
+    kSglangCacheDtypes,
+    kOptions,
+    kRefusals,
+    kReleases,
+    kChanges,
+    resolveSglang,
+    PlanShape::Uniform,
+    "one --kv-cache-dtype for K and V on every layer (flags are not written)"};
 
 }  // namespace kvscope

@@ -15,7 +15,10 @@ namespace {
 constexpr std::string_view kExample =
     "transformers cache_implementation=quantized backend=quanto nbits=4 q_group_size=64 residual_length=128";
 constexpr std::array<std::string_view, 4> kImplementations{"dynamic", "static", "offloaded", "quantized"};
-constexpr std::array<std::string_view, 2> kBackends{"quanto", "HQQ"};
+// QuantizedCache's backends: "quanto" and "hqq" since the cache refactor (4.56, cache_utils.py
+// QuantizedCache.__init__ at 004999d9); "quanto" and "HQQ" before it (QuantizedCacheConfig).
+constexpr std::array<std::string_view, 3> kBackends{"quanto", "hqq", "HQQ"};
+constexpr std::string_view kHqqLowerSince = "4.56";
 
 Status refuse(const std::string& message) { return Status::invalidArgument("transformers: " + message); }
 
@@ -51,8 +54,20 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
       }
       implementation = v;
     } else if (o.name == "backend") {
-      if (!isOneOf(v, kBackends)) return refuse(o.shown + ": QuantizedCache's backends are quanto and HQQ");
-      backend = v;
+      if (!isOneOf(v, kBackends)) {
+        return refuse(o.shown + ": QuantizedCache's backends are quanto and hqq (spelled HQQ before transformers " +
+                      std::string(kHqqLowerSince) + ")");
+      }
+      if (v == "hqq" && !args.atLeast(kHqqLowerSince)) {
+        return refuse(o.shown + ": transformers@" + args.version + " spells it backend=HQQ (QuantizedCacheConfig; "
+                      "backend=hqq is the spelling from " + std::string(kHqqLowerSince) + " on)");
+      }
+      if (v == "HQQ") {
+        ignored.push_back("backend=HQQ: the spelling of transformers before " + std::string(kHqqLowerSince) + "; " +
+                          std::string(kHqqLowerSince) + " and later spell it hqq (QuantizedCache.__init__ raises "
+                          "\"Unknown quantization backend `HQQ`\"); both mean HQQ");
+      }
+      backend = v == "HQQ" ? "hqq" : v;
     } else if (o.name == "nbits") {
       KVS_RETURN_IF_ERROR(number(nbits));
     } else if (o.name == "q_group_size") {
@@ -100,7 +115,7 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
     }
     r.notes.insert(r.notes.end(), ignored.begin(), ignored.end());
   };
-  if (backend == "HQQ") {
+  if (backend == "hqq") {
     // cache_utils.py HQQQuantizedLayer.__init__ (commit 004999d9): HQQ's own checks, in its words.
     if (nbits != 1 && nbits != 2 && nbits != 3 && nbits != 4 && nbits != 8) {
       return refuse("\"`nbits` for `HQQ` backend has to be one of [`1`, `2`, `3`, `4`, `8`] but got " +
@@ -171,15 +186,54 @@ Expected<ResolvedKv> resolveTransformers(const EngineArgs& args, const KvShape& 
   return r;
 }
 
+constexpr std::array<ModelledOption, 8> kOptions{{
+    {"cache_implementation=", "quantized|dynamic|static|offloaded (dynamic by default; only quantized changes what is "
+                              "stored)"},
+    {"backend=", "quanto|hqq (HQQ before transformers 4.56; both accepted without @VERSION)"},
+    {"nbits=", "quanto 2, 4; HQQ 1, 2, 3, 4, 8"},
+    {"q_group_size=", "the group size (64 by default)"},
+    {"residual_length=", "the decode-time residual (128 by default): protects no prompt token"},
+    {"axis_key=, axis_value=", "quanto 0, −1; HQQ 0, 1"},
+    {"dtype=", "float16|bfloat16: the model dtype the scales are stored in (bfloat16 assumed)"},
+    {"other pairs", "ignored with a note"},
+}};
+constexpr std::array<std::string_view, 6> kRefusals{
+    "a cache_implementation other than quantized, dynamic, static, offloaded (sliding-window and hybrid caches evict "
+    "tokens)",
+    "a backend other than quanto, hqq, HQQ; hqq with @VERSION before 4.56, HQQ with @VERSION 4.56 or later",
+    "nbits and axes the backend refuses, in its own words",
+    "quanto axis-0 groups that straddle tokens (D not a multiple of q_group_size)",
+    "q_group_size outside 1 … 1000000, a negative residual_length",
+    "a word that is not a name=value pair"};
+constexpr std::array<EngineRelease, 3> kReleases{{
+    {"main", "2025-10",
+     "huggingface/transformers src/transformers/cache_utils.py 004999d9 (QuantizedCache(backend='quanto'|'hqq'), "
+     "HQQQuantizedLayer) and 67dd5524 (QuantizedLayer, QuantoQuantizedLayer); mobiusml/hqq e0b1d00e; "
+     "huggingface/optimum-quanto e33f8202"},
+    {"4.56", "2025-08", "the cache refactor: QuantizedCache(backend=…) takes quanto or hqq, HQQQuantizedCache and "
+                        "QuantoQuantizedCache deprecated (removal announced for 4.59)"},
+    {"4.42", "2024-06", "QuantizedCacheConfig(backend='quanto'|'HQQ'), the spelling of the releases before 4.56"},
+}};
+constexpr std::array<EngineChange, 1> kChanges{{
+    {"backend=HQQ", "4.56", "renamed backend=hqq by the cache refactor (QuantizedCache.__init__ raises \"Unknown "
+                            "quantization backend `HQQ`\")",
+     "write backend=hqq", false},
+}};
+
 }  // namespace
 
 extern const EngineDef kTransformersEngine;
 constinit const EngineDef kTransformersEngine{
     "transformers",
     {"hf", "huggingface"},
-    "Hugging Face transformers: cache_implementation=quantized|dynamic|static|offloaded, backend=quanto|HQQ, "
-    "nbits=2|4 (quanto), 1|2|3|4|8 (HQQ), q_group_size=G, residual_length=R, axis_key=0|-1 (HQQ: 0|1), "
-    "axis_value=0|-1 (HQQ: 0|1), dtype=float16|bfloat16",
-    resolveTransformers};
+    "Hugging Face transformers: cache_implementation=quantized with the quanto or HQQ backend",
+    kImplementations,
+    kOptions,
+    kRefusals,
+    kReleases,
+    kChanges,
+    resolveTransformers,
+    PlanShape::Uniform,
+    "one cache configuration for K and V on every layer (flags are not written)"};
 
 }  // namespace kvscope

@@ -32,6 +32,7 @@ Expected<ResolvedKv> resolveTrtllm(const EngineArgs& args, const KvShape& shape)
   if (!pairs) return pairs.status();
   std::string dtype = "auto";
   std::string from;
+  std::string backend = "pytorch";  // trtllm-serve --backend / LLM(backend=…): the PyTorch flow by default
   ResolvedKv r;
   std::vector<std::string> ignored;
   for (const auto& [name, value] : args.env) {
@@ -55,6 +56,12 @@ Expected<ResolvedKv> resolveTrtllm(const EngineArgs& args, const KvShape& shape)
       }
       dtype = v;
       from = o.shown;
+    } else if (o.name == "backend") {
+      if (*o.value != "pytorch" && *o.value != "tensorrt") {
+        return refuse(o.shown + ": kvscope models backend=pytorch (the default) and backend=tensorrt (engines built "
+                      "from a ModelOpt checkpoint)");
+      }
+      backend = *o.value;
     } else {
       ignored.push_back("ignored " + o.shown + ": it does not change what the KV cache stores");
     }
@@ -62,12 +69,18 @@ Expected<ResolvedKv> resolveTrtllm(const EngineArgs& args, const KvShape& shape)
   if (dtype == "auto") {
     r.key = r.value = "none";
     r.notes.push_back("auto: the cache holds the model's K and V in the model dtype (none)");
+  } else if (dtype == "fp8" && backend == "pytorch") {
+    // tensorrt_llm/_torch/attention_backend/trtllm.py, TrtllmAttention: an fp8 cache gets
+    // kv_cache_scaling_factor = 1; the checkpoint's scales are passed for FP4 caches only.
+    r.key = r.value = "fp8_e4m3,unitscale";
+    r.notes.push_back("fp8 (PyTorch backend): TrtllmAttention uses kv_cache_scaling_factor = 1 for an fp8 cache, "
+                      "whatever the checkpoint exports: elements cast to e4m3 as they are, saturating at ±448 "
+                      "(backend=tensorrt: the ModelOpt scale max(amax/448, 1))");
   } else if (dtype == "fp8") {
     r.key = r.value = "fp8_e4m3,minscale=1";
-    r.notes.push_back("fp8: ModelOpt's FP8_KV_CFG calibrates one max per layer tensor and exports k_scale = "
-                      "max(amax/448, 1) (postprocess_state_dict clamps it at 1); kvscope assumes the calibration data "
-                      "was the dump's tokens. Without exported scales TensorRT-LLM uses 1.0 (fp8_e4m3,unitscale), "
-                      "which is the same whenever max|x| ≤ 448");
+    r.notes.push_back("fp8 (backend=tensorrt): ModelOpt's FP8_KV_CFG calibrates one max per layer tensor and exports "
+                      "k_scale = max(amax/448, 1) (postprocess_state_dict clamps it at 1), which the engine loads; "
+                      "kvscope assumes the calibration data was the dump's tokens");
   } else {
     if (shape.headDim > 0 && shape.headDim % 16 != 0) {
       return refuse("kv_cache_dtype=nvfp4 quantizes blocks of 16 channels, but D = " + std::to_string(shape.headDim) +
@@ -82,14 +95,39 @@ Expected<ResolvedKv> resolveTrtllm(const EngineArgs& args, const KvShape& shape)
   return r;
 }
 
+constexpr std::array<ModelledOption, 4> kOptions{{
+    {"kv_cache_dtype=", "auto|fp8|nvfp4 (also --kv_cache_dtype fp8, kv_cache_config.dtype=, kv_cache_quant_algo=FP8|"
+                        "NVFP4 and ModelOpt's kv_cache_qformat=)"},
+    {"backend=", "pytorch (the default: fp8 with scale 1) or tensorrt (fp8 with the ModelOpt scale); also --backend X"},
+    {"other pairs", "ignored with a note"},
+    {"nvfp4", "the checkpoint's per-layer global scale amax/(6·448), calibrated on the dump's tokens (assumed)"},
+}};
+constexpr std::array<std::string_view, 4> kRefusals{
+    "a KV dtype other than auto, fp8, nvfp4 (int8's per-tensor scale is not modelled)",
+    "two KV dtype words that disagree",
+    "nvfp4 with D not a multiple of 16",
+    "a backend other than pytorch, tensorrt"};
+constexpr std::array<EngineRelease, 1> kReleases{{
+    {"main", "2026",
+     "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/attention_backend/trtllm.py TrtllmAttention (kv_cache_scaling_factor = "
+     "1 for fp8 caches; from the issue's description of the late-2026 code); NVIDIA/TensorRT-Model-Optimizer "
+     "5a4242fa (config.py FP8_KV_CFG, NVFP4_KV_CFG; export/quant_utils.py postprocess_state_dict)"},
+}};
+
 }  // namespace
 
 extern const EngineDef kTrtllmEngine;
 constinit const EngineDef kTrtllmEngine{
     "trtllm",
     {"tensorrt-llm", "trtllm-serve"},
-    "TensorRT-LLM: kv_cache_dtype=auto|fp8|nvfp4 (also kv_cache_config.dtype=, kv_cache_quant_algo=FP8|NVFP4 and "
-    "ModelOpt's kv_cache_qformat=)",
-    resolveTrtllm};
+    "TensorRT-LLM: kv_cache_dtype fp8 (scale 1 on the PyTorch backend) and nvfp4",
+    kDtypes,
+    kOptions,
+    kRefusals,
+    kReleases,
+    {},
+    resolveTrtllm,
+    PlanShape::Uniform,
+    "one kv_cache_dtype for K and V on every layer (flags are not written)"};
 
 }  // namespace kvscope

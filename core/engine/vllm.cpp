@@ -8,6 +8,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/engine_words.h"
+#include "core/quant/plan.h"
 
 namespace kvscope {
 
@@ -190,9 +191,19 @@ Expected<VllmFlags> parseVllmFlags(const EngineArgs& args) {
                   "without that word it changes nothing (allowed: --kv-cache-dtype-skip-layers sliding_window "
                   "sliding_window_layers=0,2,4)");
   }
-  if (!f.scheme.empty() && !f.dtype.starts_with("fp8")) {
-    return refuse("kv_cache_scheme=" + f.scheme + " gives per-tensor fp8 scales, which only --kv-cache-dtype fp8, "
-                  "fp8_e4m3 or fp8_e5m2 read (got " + f.dtype + ")");
+  if (!f.scheme.empty() && f.dtype == "fp8_e5m2") {
+    // vllm/model_executor/layers/attention/attention.py, Attention.__init__ (_init_kv_cache_quant):
+    // a checkpoint with a kv_cache_scheme holds e4m3 scales, and e5m2 is refused.
+    return refuse("--kv-cache-dtype fp8_e5m2 with kv_cache_scheme=" + f.scheme + ": vLLM refuses it (\"fp8_e5m2 "
+                  "kv-cache is not supported with fp8 checkpoints\", Attention.__init__); a checkpoint's kv_cache_scheme "
+                  "holds e4m3 scales (allowed: auto, fp8 or fp8_e4m3 with kv_cache_scheme=)");
+  }
+  if (!f.scheme.empty() && f.dtype == "auto") {
+    // The same place: with a kv_cache_scheme in the checkpoint, auto becomes fp8 (e4m3).
+    f.dtype = "fp8";
+    f.notes.push_back("--kv-cache-dtype auto with kv_cache_scheme=" + f.scheme + ": vLLM stores fp8 (e4m3) with the "
+                      "checkpoint's scales (Attention.__init__ turns auto into fp8 for a checkpoint with a "
+                      "kv_cache_scheme)");
   }
   return f;
 }
@@ -344,19 +355,35 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
                           : std::string(": first2+last2 for 4 or more layers")) +
         "; kvscope assumes a dense model (vLLM disables this protection for hybrid attention + Mamba models)");
     if (f.calculateScales) f.notes.push_back("ignored --calculate-kv-scales: TurboQuant stores no k_scale/v_scale");
+    if (!f.scheme.empty()) f.notes.push_back("ignored kv_cache_scheme=" + f.scheme + ": TurboQuant reads no k_scale/v_scale");
   }
   if (t == "nvfp4_4over6") {
     if (shape.headDim > 0 && shape.headDim % 16 != 0) {
       return refuse("--kv-cache-dtype nvfp4_4over6: \"head_size must be divisible by 16 for NVFP4 KV cache\" (D = " +
                     std::to_string(shape.headDim) + ")");
     }
-    both("nvfp4,gscale=1,4over6");
+    if (f.scheme == "attn_head") {
+      return refuse("--kv-cache-dtype nvfp4_4over6 with kv_cache_scheme=attn_head: the nvfp4 cache reads one global "
+                    "scale per layer (allowed: kv_cache_scheme=tensor)");
+    }
+    both(f.scheme.empty() ? "nvfp4,gscale=1,4over6" : "nvfp4,4over6");
     r.notes.push_back("nvfp4_4over6: the nvfp4 layout, and per block of 16 the e4m3 block scale of max/6 or of "
                       "max/4, whichever reconstructs with the smaller squared error (max/6 on a tie; "
-                      "cvt_warp_fp16_to_fp4_4over6); global scale 1/k_scale with k_scale = 1.0 assumed");
+                      "cvt_warp_fp16_to_fp4_4over6); global scale 1/k_scale, " +
+                      std::string(f.scheme.empty() ? "k_scale = 1.0 without checkpoint scales"
+                                                   : "k_scale from the checkpoint (kv_cache_scheme=" + f.scheme +
+                                                         "): amax/(6·448) per layer tensor, calibrated on the dump's "
+                                                         "tokens (assumed)"));
   }
   if (f.calculateScales && !t.starts_with("fp8") && !t.starts_with("turboquant_")) {
     f.notes.push_back("ignored --calculate-kv-scales: only the per-tensor fp8 types read k_scale/v_scale");
+  }
+  const bool perTensor = t == "fp8" || t == "fp8_e4m3" || t == "fp8_e5m2" || t == "nvfp4" || t == "nvfp4_4over6";
+  if (!f.scheme.empty() && !perTensor && !t.starts_with("turboquant_")) {
+    // vllm/model_executor/layers/quantization/kv_cache.py, process_weights_after_loading: the
+    // per-token-head caches compute their own scales and an unquantized cache forces 1.0.
+    f.notes.push_back("ignored kv_cache_scheme=" + f.scheme + ": --kv-cache-dtype " + t + " reads no checkpoint "
+                      "k_scale/v_scale (process_weights_after_loading sets them to 1.0)");
   }
   if (t == "auto") {
     both("none");
@@ -428,15 +455,144 @@ Expected<ResolvedKv> resolveVllm(const EngineArgs& args, const KvShape& shape) {
       return refuse("--kv-cache-dtype nvfp4: \"head_size must be divisible by 16 for NVFP4 KV cache\" (D = " +
                     std::to_string(shape.headDim) + ")");
     }
-    both("nvfp4,gscale=1");
-    r.notes.push_back("nvfp4: blocks of 16 channels with e4m3 block scales and global scale 1/k_scale, k_scale = 1.0 "
-                      "without checkpoint scales (reshape_and_cache_nvfp4_kernel); kvscope cannot read a "
-                      "checkpoint's k_scale and assumes 1");
+    if (f.scheme.empty()) {
+      both("nvfp4,gscale=1");
+      r.notes.push_back("nvfp4: blocks of 16 channels with e4m3 block scales and global scale 1/k_scale, k_scale = "
+                        "1.0 without checkpoint scales (reshape_and_cache_nvfp4_kernel); give kv_cache_scheme=tensor "
+                        "for a checkpoint with calibrated NVFP4 KV scales");
+    } else {
+      both("nvfp4");
+      r.notes.push_back("nvfp4 with kv_cache_scheme=" + f.scheme + ": the checkpoint's k_scale = amax/(6·448) per "
+                        "layer tensor, and reshape_and_cache_nvfp4_kernel's global scale 1/k_scale puts each block's "
+                        "e4m3 scale on amax/2688: the contract's nvfp4, calibrated on the dump's tokens (assumed)");
+      if (f.scheme == "attn_head") {
+        return refuse("--kv-cache-dtype nvfp4 with kv_cache_scheme=attn_head: the nvfp4 cache reads one global "
+                      "scale per layer (allowed: kv_cache_scheme=tensor)");
+      }
+    }
   }
   KVS_RETURN_IF_ERROR(applySkips(r, f, shape, boundary, boundaryUnknown));
   r.notes.insert(r.notes.end(), f.notes.begin(), f.notes.end());
   return r;
 }
+
+std::string joinInts(const std::vector<int>& v, const char* sep) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : sep) + std::to_string(x);
+  return out;
+}
+
+/// The --kv-cache-dtype values a plan chooses from, resolved for the shape; "auto" (the model
+/// dtype, what --kv-cache-dtype-skip-layers keeps) first. Dtypes the shape refuses are left out.
+std::vector<EngineType> planTypes(const KvShape& shape, std::vector<std::string>* notes) {
+  static constexpr std::string_view kDtypes[] = {
+      "auto", "fp8", "fp8_e5m2", "fp8_per_token_head", "int8_per_token_head", "int4_per_token_head",
+      "nvfp4", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc"};
+  std::vector<EngineType> out;
+  std::string leftOut;
+  for (std::string_view d : kDtypes) {
+    auto args = splitEngineString("vllm --kv-cache-dtype " + std::string(d));
+    auto r = args ? resolveVllm(*args, shape) : Expected<ResolvedKv>(args.status());
+    if (!r) {
+      leftOut += (leftOut.empty() ? "" : ", ") + std::string(d);
+      continue;
+    }
+    auto kp = parsePlan(r->key);
+    auto vp = parsePlan(r->value);
+    if (!kp || !vp || !isUniform(*kp) || !isUniform(*vp)) continue;
+    out.push_back({std::string(d), toString(kp->base), toString(vp->base)});
+  }
+  if (notes && !leftOut.empty()) {
+    notes->push_back("vLLM dtypes kvscope cannot model at this shape, left out: " + leftOut +
+                     " (--engine \"vllm --kv-cache-dtype X\" --explain says why)");
+  }
+  return out;
+}
+
+/// One --kv-cache-dtype for K and V, some layers kept in the model dtype.
+EngineFlags planFlags(const std::vector<std::string>& ks, const std::vector<std::string>& vs, const KvShape& shape) {
+  EngineFlags f;
+  f.engine = "vllm";
+  const int L = static_cast<int>(ks.size());
+  const std::vector<EngineType> types = planTypes(shape, nullptr);
+  const EngineType* skip = nullptr;
+  for (const EngineType& t : types) {
+    if (t.name == "auto") skip = &t;
+  }
+  for (const EngineType& t : types) {
+    if (!skip || t.name == "auto") continue;
+    std::vector<int> skipped;
+    bool ok = true;
+    for (int l = 0; l < L && ok; ++l) {
+      const auto i = static_cast<size_t>(l);
+      if (ks[i] == t.key && vs[i] == t.value) continue;
+      if (ks[i] == skip->key && vs[i] == skip->value) skipped.push_back(l);
+      else ok = false;
+    }
+    if (!ok || static_cast<int>(skipped.size()) == L) continue;
+    f.expressible = true;
+    f.flags = "vllm serve MODEL --kv-cache-dtype " + t.name;
+    if (!skipped.empty()) f.flags += " --kv-cache-dtype-skip-layers " + joinInts(skipped, " ");
+    f.statement = skipped.empty() ? "every layer " + t.name
+                                  : "layers " + joinInts(skipped, ",") + " keep the model dtype, the others " + t.name;
+    return f;
+  }
+  if (skip && std::all_of(ks.begin(), ks.end(), [&](const std::string& x) { return x == skip->key; }) &&
+      std::all_of(vs.begin(), vs.end(), [&](const std::string& x) { return x == skip->value; })) {
+    f.expressible = true;
+    f.flags = "vllm serve MODEL --kv-cache-dtype auto";
+    f.statement = "every layer in the model dtype";
+  } else {
+    f.statement = "vLLM stores one --kv-cache-dtype for K and V on every layer but those of "
+                  "--kv-cache-dtype-skip-layers (model dtype); this plan is not of that form";
+  }
+  return f;
+}
+
+constexpr std::array<ModelledOption, 8> kOptions{{
+    {"--kv-cache-dtype", "the cache dtype (auto by default; also --kv-cache-dtype=X): what each stores is the vLLM "
+                         "section of docs/engines.md"},
+    {"--kv-cache-dtype-skip-layers", "N… | sliding_window: those layers keep the model dtype (a plan part LAYERS:none)"},
+    {"--calculate-kv-scales", "vLLM before 0.26 only (vllm@0.25 and earlier): per-tensor fp8 scales max|x|/200 (K) and "
+                              "/100 (V) from the first batch; K_SCALE_CONSTANT, V_SCALE_CONSTANT change them"},
+    {"kv_cache_scheme=tensor|attn_head", "kvscope's word for a checkpoint with an llm-compressor kv_cache_scheme: "
+                                         "per-tensor (per-head) scales; auto becomes fp8; nvfp4 reads amax/(6·448)"},
+    {"int8_rounding=even|trunc", "kvscope's word: int8_per_token_head as after PR #45361 (even) or before it (trunc)"},
+    {"sliding_window_layers=LIST", "kvscope's word: the layers --kv-cache-dtype-skip-layers sliding_window skips"},
+    {"K_SCALE_CONSTANT, V_SCALE_CONSTANT", "environment, with --calculate-kv-scales (vllm@0.25 and earlier)"},
+    {"other flags", "serve, the model, --max-model-len, …: ignored with a note"},
+}};
+constexpr std::array<std::string_view, 9> kRefusals{
+    "a --kv-cache-dtype not in CacheDType; fp8_inc (Gaudi), fp8_ds_mla and nvfp4_ds_mla (MLA layouts), not modelled",
+    "--calculate-kv-scales from 0.26 on (removed by PR #49389)",
+    "fp8_e5m2 with a kv_cache_scheme checkpoint (\"fp8_e5m2 kv-cache is not supported with fp8 checkpoints\")",
+    "nvfp4, nvfp4_4over6 with D not a multiple of 16 (\"head_size must be divisible by 16 for NVFP4 KV cache\")",
+    "int4_per_token_head with D not a power of two (\"Requires power-of-2 dim, got D\")",
+    "turboquant_4bit_nc, _k3v4_nc, _3bit_nc with D not a power of two; 4-bit values with an odd D, 3-bit values with "
+    "D not a multiple of 8",
+    "--kv-cache-dtype-skip-layers with a layer the dump does not have, or with sliding_window but no "
+    "sliding_window_layers=",
+    "kv_cache_scheme= other than tensor or attn_head; attn_head with nvfp4",
+    "K_SCALE_CONSTANT, V_SCALE_CONSTANT that are not whole numbers > 0"};
+constexpr std::array<EngineRelease, 3> kReleases{{
+    {"main", "2026-08",
+     "vllm-project/vllm vllm/config/cache.py 002f10e0 (CacheDType; no calculate_kv_scales), "
+     "vllm/model_executor/layers/attention/attention.py 0014ca6b, triton_reshape_and_cache_flash.py 027e07f2, "
+     "_per_token_head_kernel.py 8940d7db, int4_per_token_head.py 055e47c2, nvfp4_kv_cache_kernels.cu 5a5fc068 and "
+     "0cd789b3, turboquant/config.py 1471680b, turboquant_attn.py and triton_turboquant_store.py 0135d081"},
+    {"0.26", "2026-07", "the first release after PR #49389 (merged 2026-07-22), which removed --calculate-kv-scales: "
+                        "fp8 scales come from the checkpoint, else 1.0 (the release is inferred from the dates)"},
+    {"0.18", "2026-03", "--calculate-kv-scales deprecated by PR #37201 (2026-03-16) and still there: "
+                        "Attention.calc_kv_scales, k_scale = max|k|/K_SCALE_CONSTANT (200), v_scale = max|v|/"
+                        "V_SCALE_CONSTANT (100), vllm/envs.py"},
+}};
+constexpr std::array<EngineChange, 2> kChanges{{
+    {"--calculate-kv-scales", "0.26", "removed by PR #49389 (merged 2026-07-22)",
+     "fp8 scales come from the checkpoint (kvscope's word kv_cache_scheme=tensor or attn_head), else 1.0 (write "
+     "nothing)"},
+    {"--no-calculate-kv-scales", "0.26", "removed by PR #49389 (merged 2026-07-22)",
+     "fp8 scales come from the checkpoint (kv_cache_scheme=), else 1.0: drop the flag"},
+}};
 
 }  // namespace
 
@@ -444,10 +600,17 @@ extern const EngineDef kVllmEngine;
 constinit const EngineDef kVllmEngine{
     "vllm",
     {"vllm-serve"},
-    "vLLM: --kv-cache-dtype auto|float16|bfloat16|fp8|fp8_e4m3|fp8_e5m2|fp8_per_token_head|int8_per_token_head|"
-    "int4_per_token_head|nvfp4|nvfp4_4over6|turboquant_k8v4|turboquant_4bit_nc|turboquant_k3v4_nc|"
-    "turboquant_3bit_nc, --kv-cache-dtype-skip-layers N…|sliding_window, --calculate-kv-scales (K_SCALE_CONSTANT, "
-    "V_SCALE_CONSTANT), kv_cache_scheme=tensor|attn_head, int8_rounding=even|trunc, sliding_window_layers=LIST",
-    resolveVllm};
+    "vLLM: --kv-cache-dtype with per-tensor, per-token-head, NVFP4 and TurboQuant caches, skipped layers and the "
+    "checkpoint's scales",
+    kVllmCacheDtypes,
+    kOptions,
+    kRefusals,
+    kReleases,
+    kChanges,
+    resolveVllm,
+    PlanShape::SkipLayers,
+    "one --kv-cache-dtype for K and V, some layers kept in the model dtype (--kv-cache-dtype-skip-layers)",
+    planTypes,
+    planFlags};
 
 }  // namespace kvscope

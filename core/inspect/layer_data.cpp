@@ -240,7 +240,7 @@ Expected<LayerQuantPtr> LayerQuantPool::compute(const DumpInfo& info, const Laye
   input.value = &tensors->value;
   input.query = tensors->query ? &*tensors->query : nullptr;
   input.keyPreRope = tensors->keyPreRope ? &*tensors->keyPreRope : nullptr;
-  input.rope = RopeParams{info.ropeTheta, info.ropeStyle};
+  input.rope = info.rope();
   input.softmaxScale = info.softmaxScale;
   const Status s = computeViewData(input, tensors, keySpec, valueSpec, local, workspace_, *out, progress);
   if (!s.isOk()) {

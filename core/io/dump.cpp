@@ -2,6 +2,7 @@
 // Opening validates the whole layout from metadata alone; data is read later, one layer (and one
 // sequence) at a time by hyperslab, so dumps larger than memory open instantly.
 #include "core/io/dump.h"
+#include "core/util/system.h"
 
 #include <unistd.h>
 
@@ -62,19 +63,6 @@ std::string gib(double bytes) {
   os.precision(g >= 100 ? 0 : g >= 1 ? 1 : 3);
   os << g << " GiB";
   return os.str();
-}
-
-/// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
-int64_t memAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -259,6 +247,23 @@ Expected<std::optional<double>> numberAttribute(const Impl& impl, hid_t obj, con
   if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v) < 0)
     return impl.bad(name, "attribute cannot be read");
   return std::optional<double>{v};
+}
+
+/// Reads a one-dimensional numeric attribute; empty when absent.
+Expected<std::vector<double>> numberArrayAttribute(const Impl& impl, hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::vector<double>{};
+  h5::Id attr = h5::attrId(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr) return impl.bad(name, "attribute cannot be opened");
+  h5::Id type = h5::typeId(H5Aget_type(attr.get()));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) return impl.bad(name, "attribute has the wrong type; expected numbers");
+  h5::Id space = h5::spaceId(H5Aget_space(attr.get()));
+  if (H5Sget_simple_extent_ndims(space.get()) > 1) return impl.bad(name, "attribute must be one-dimensional");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 1 || n > (1 << 20)) return impl.bad(name, "attribute must hold between 1 and 2^20 values");
+  std::vector<double> v(static_cast<size_t>(n));
+  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, v.data()) < 0) return impl.bad(name, "attribute cannot be read");
+  return v;
 }
 
 /// Reads a scalar string attribute (fixed or variable length); nullopt when absent.
@@ -474,6 +479,13 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
   auto modelPath = stringAttribute(impl, f, "model_path");
   if (!modelPath) return modelPath.status();
   if (*modelPath) info.modelPath = **modelPath;
+  auto invFreq = numberArrayAttribute(impl, f, "rope_inv_freq");
+  if (!invFreq) return invFreq.status();
+  for (double v : *invFreq) {
+    if (!(v > 0) || !std::isfinite(v))
+      return impl.bad("rope_inv_freq", "attribute must hold positive finite numbers (each RoPE pair's inverse frequency)");
+  }
+  info.ropeInvFreq = std::move(*invFreq);
 
   auto layers = countLayers(impl, options);
   if (!layers) return layers.status();
@@ -511,6 +523,10 @@ Status openCanonical(Impl& impl, const OpenOptions& options) {
     impl.sources[static_cast<size_t>(kind)] = std::move(src);
   }
   KVS_RETURN_IF_ERROR(checkShapes(impl, true));
+  if (!info.ropeInvFreq.empty() && static_cast<int>(info.ropeInvFreq.size()) * 2 != info.headDim)
+    return impl.bad("rope_inv_freq", "attribute holds " + std::to_string(info.ropeInvFreq.size()) +
+                                         " inverse frequencies; a head dim of " + std::to_string(info.headDim) +
+                                         " has " + std::to_string(info.headDim / 2) + " RoPE pairs");
   {
     h5::Id ds = h5::datasetId(H5Dopen2(f, "/layers/0/key", H5P_DEFAULT));
     auto meta = floatMeta(impl, ds.get(), "/layers/0/key", "");

@@ -38,6 +38,7 @@ struct DumpInfo {
   bool canonical = true;    ///< false when opened through a mapping
   double ropeTheta = 10000.0;
   RopeStyle ropeStyle = RopeStyle::Half;
+  std::vector<double> ropeInvFreq;  ///< `rope_inv_freq` [D/2] (kvscope's extension), empty when absent
   double softmaxScale = 0.0;  ///< the dump's `softmax_scale`, or 1/sqrt(D)
   std::string modelPath;      ///< `model_path` attribute written by `record`, empty when absent
   std::vector<std::string> warnings;
@@ -46,6 +47,8 @@ struct DumpInfo {
   [[nodiscard]] int64_t bytesPerTokenFp16() const {
     return int64_t{2} * layers * kvHeads * headDim * 2;
   }
+  /// RoPE as the dump describes it, for `prerope` specs.
+  [[nodiscard]] RopeParams rope() const { return RopeParams{ropeTheta, ropeStyle, ropeInvFreq}; }
   /// Number of query heads that share one kv head.
   [[nodiscard]] int groupSize() const { return kvHeads > 0 ? heads / kvHeads : 0; }
 };

@@ -68,10 +68,13 @@ Status checkOptions(const DumpWriterOptions& o, const std::string& path) {
     return bad("queries " + std::to_string(o.queries) + " exceed tokens " +
                std::to_string(o.tokens));
   if (o.logitsVocab < 0) return bad("logits vocabulary size must not be negative");
+  if (!o.ropeInvFreq.empty() && static_cast<int64_t>(o.ropeInvFreq.size()) * 2 != o.headDim)
+    return bad("rope_inv_freq needs one value per RoPE pair (" + std::to_string(o.headDim / 2) + "), got " +
+               std::to_string(o.ropeInvFreq.size()));
   for (const auto& [name, value] : o.stringAttributes) {
     (void)value;
     if (name.empty() || name == "kvdump_version" || name == "model" || name == "rope_theta" ||
-        name == "rope_style" || name == "softmax_scale")
+        name == "rope_style" || name == "softmax_scale" || name == "rope_inv_freq")
       return bad("extra attribute '" + name + "' is empty or collides with a format attribute");
   }
   return Status::ok();
@@ -188,6 +191,14 @@ struct DumpWriter::Impl {
                                                &*o.softmaxScale));
     for (const auto& [name, value] : o.stringAttributes)
       KVS_RETURN_IF_ERROR(writeStringAttribute(name.c_str(), value));
+    if (!o.ropeInvFreq.empty()) {
+      const hsize_t n = o.ropeInvFreq.size();
+      h5::Id space = h5::spaceId(H5Screate_simple(1, &n, nullptr));
+      h5::Id attr = h5::attrId(
+          H5Acreate2(file.get(), "rope_inv_freq", H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+      if (!attr || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, o.ropeInvFreq.data()) < 0)
+        return ioFail("rope_inv_freq", "cannot write attribute");
+    }
 
     h5::Id gcpl = h5::plistId(H5Pcreate(H5P_GROUP_CREATE));
     H5Pset_obj_track_times(gcpl.get(), false);

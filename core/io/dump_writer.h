@@ -49,6 +49,7 @@ struct DumpWriterOptions {
   std::optional<double> ropeTheta;                      ///< `rope_theta` (omitted when unset)
   std::optional<RopeStyle> ropeStyle;                   ///< `rope_style` (omitted when unset)
   std::optional<double> softmaxScale;                   ///< `softmax_scale` (omitted when unset)
+  std::vector<double> ropeInvFreq;                      ///< `rope_inv_freq` [D/2] (omitted when empty)
   std::map<std::string, std::string> stringAttributes;  ///< extra root strings, e.g. model_path
   /// Asked between blocks of about 1 MiB of every write (the fraction is that of the write);
   /// returning false stops the write with Status::cancelled(), so Ctrl-C is honoured quickly.

@@ -116,6 +116,8 @@ void writeInfo(Writer& w, const DumpInfo& i) {
   w.put<double>(i.ropeTheta).put<int32_t>(static_cast<int32_t>(i.ropeStyle)).put<double>(i.softmaxScale);
   w.str(i.modelPath).put<uint64_t>(i.warnings.size());
   for (const auto& s : i.warnings) w.str(s);
+  w.put<uint64_t>(i.ropeInvFreq.size());
+  for (double v : i.ropeInvFreq) w.put<double>(v);
 }
 
 DumpInfo readInfo(Parser& p) {
@@ -133,6 +135,8 @@ DumpInfo readInfo(Parser& p) {
   i.modelPath = p.str();
   const auto n = p.get<uint64_t>();
   for (uint64_t k = 0; k < n && p.ok(); ++k) i.warnings.push_back(p.str());
+  const auto pairs = p.get<uint64_t>();
+  for (uint64_t k = 0; k < pairs && p.ok(); ++k) i.ropeInvFreq.push_back(p.get<double>());
   return i;
 }
 

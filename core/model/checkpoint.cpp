@@ -1,14 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "core/model/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 
 namespace kvscope {
@@ -65,8 +58,6 @@ std::string describe(const ModelConfig& c) {
          " seq_len=" + std::to_string(c.seqLen);
 }
 
-std::string errnoText() { return std::strerror(errno); }
-
 }  // namespace
 
 Status validateConfig(const ModelConfig& c) {
@@ -101,38 +92,20 @@ Expected<uint64_t> checkpointSize(const ModelConfig& config) {
   return bytes;
 }
 
-Checkpoint::~Checkpoint() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mappingSize_);
-}
-
 Expected<std::shared_ptr<const Checkpoint>> Checkpoint::load(const std::string& path) {
   auto fail = [&](Status s) { return s.withContext(path); };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(Status::ioError("cannot open: " + errnoText()));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) {
-    Status s = Status::ioError("cannot stat: " + errnoText());
-    ::close(fd);
-    return fail(s);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail(Status::invalidData("not a regular file"));
-  }
-  const auto fileSize = static_cast<uint64_t>(st.st_size);
+  auto mapped = MappedFile::open(path);  // refuses FIFOs, devices and folders without blocking
+  if (!mapped) return mapped.status();
+  const uint64_t fileSize = (*mapped)->size();
   if (fileSize < kHeaderBytes) {
-    ::close(fd);
     return fail(Status::invalidData("expected a 28-byte llama2.c header, found a file of " +
                                     std::to_string(fileSize) + " bytes"));
   }
-  void* map = ::mmap(nullptr, static_cast<size_t>(fileSize), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) return fail(Status::ioError("cannot map: " + errnoText()));
+  const uint8_t* map = (*mapped)->bytes().data();
 
   std::shared_ptr<Checkpoint> cp(new Checkpoint());
   cp->path_ = path;
-  cp->mapping_ = map;
-  cp->mappingSize_ = static_cast<size_t>(fileSize);
+  cp->file_ = std::move(*mapped);
 
   int32_t header[7];
   std::memcpy(header, map, sizeof(header));
@@ -159,7 +132,7 @@ Expected<std::shared_ptr<const Checkpoint>> Checkpoint::load(const std::string& 
   auto counts = weightCounts(c);
   if (!counts) return fail(counts.status());
   const WeightCounts& w = *counts;
-  const float* p = reinterpret_cast<const float*>(static_cast<const char*>(map) + kHeaderBytes);
+  const float* p = reinterpret_cast<const float*>(map + kHeaderBytes);
   auto take = [&p](uint64_t n) {
     const float* at = p;
     p += n;
@@ -196,32 +169,111 @@ Expected<std::shared_ptr<const Checkpoint>> Checkpoint::load(const std::string& 
   return std::shared_ptr<const Checkpoint>(std::move(cp));
 }
 
+namespace {
+
+/// One weight's pointer and row-major shape, by its GGUF-style name; false when there is none.
+bool lookup(const Checkpoint& cp, std::string_view name, const float** data, std::vector<int64_t>* shape) {
+  const ModelConfig& c = cp.config();
+  const int64_t dim = c.dim, hid = c.hiddenDim, qd = int64_t{c.heads} * c.headDim(), kvd = c.kvDim(), vocab = c.vocabSize;
+  auto set = [&](const float* p, std::vector<int64_t> s) {
+    *data = p;
+    *shape = std::move(s);
+    return true;
+  };
+  if (name == "token_embd.weight") return set(cp.tokenEmbedding(), {vocab, dim});
+  if (name == "output_norm.weight") return set(cp.rmsFinal(), {dim});
+  if (name == "output.weight") return !c.sharedClassifier && set(cp.classifier(), {vocab, dim});
+  constexpr std::string_view kBlk = "blk.";
+  if (name.substr(0, kBlk.size()) != kBlk) return false;
+  const std::string_view rest = name.substr(kBlk.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 6) return false;
+  int layer = 0;
+  for (char ch : rest.substr(0, dot)) {
+    if (ch < '0' || ch > '9') return false;
+    layer = layer * 10 + (ch - '0');
+  }
+  if (layer >= c.layers || (dot > 1 && rest[0] == '0')) return false;
+  const LayerWeights& w = cp.layer(layer);
+  const std::string_view what = rest.substr(dot + 1);
+  if (what == "attn_norm.weight") return set(w.rmsAtt, {dim});
+  if (what == "attn_q.weight") return set(w.wq, {qd, dim});
+  if (what == "attn_k.weight") return set(w.wk, {kvd, dim});
+  if (what == "attn_v.weight") return set(w.wv, {kvd, dim});
+  if (what == "attn_output.weight") return set(w.wo, {dim, qd});
+  if (what == "ffn_norm.weight") return set(w.rmsFfn, {dim});
+  if (what == "ffn_gate.weight") return set(w.w1, {hid, dim});
+  if (what == "ffn_down.weight") return set(w.w2, {dim, hid});
+  if (what == "ffn_up.weight") return set(w.w3, {hid, dim});
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> Checkpoint::weightNames() const {
+  std::vector<std::string> names = {"token_embd.weight"};
+  for (int l = 0; l < config_.layers; ++l) {
+    for (const char* n : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down",
+                          "ffn_up"})
+      names.push_back("blk." + std::to_string(l) + "." + n + ".weight");
+  }
+  names.emplace_back("output_norm.weight");
+  if (!config_.sharedClassifier) names.emplace_back("output.weight");
+  return names;
+}
+
+bool Checkpoint::hasWeight(std::string_view name) const {
+  const float* data = nullptr;
+  std::vector<int64_t> shape;
+  return lookup(*this, name, &data, &shape);
+}
+
+Expected<WeightTensor> Checkpoint::weight(std::string_view name) const {
+  WeightTensor w;
+  const float* data = nullptr;
+  if (!lookup(*this, name, &data, &w.shape))
+    return Status::invalidData(path_ + ": tensor '" + std::string(name) + "' is missing");
+  w.name = std::string(name);
+  w.type = GgmlType::F32;
+  w.data = reinterpret_cast<const uint8_t*>(data);
+  w.bytes = static_cast<uint64_t>(w.elements()) * sizeof(float);
+  w.file = path_;
+  return w;
+}
+
 Expected<std::vector<std::string>> loadTokenizer(const std::string& path, int vocabSize) {
   auto bad = [&](const std::string& what) {
     return Status::invalidData(path + ": not a llama2.c tokenizer for a vocabulary of " +
                                std::to_string(vocabSize) + " tokens: " + what);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::ioError(path + ": cannot open: " + errnoText());
+  auto mapped = MappedFile::open(path);  // a FIFO or device is refused, never waited on
+  if (!mapped) return mapped.status();
+  const std::span<const uint8_t> bytes = (*mapped)->bytes();
+  size_t at = 0;
+  auto take = [&](void* dst, size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::memcpy(dst, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
   int32_t maxLen = 0;
-  if (!in.read(reinterpret_cast<char*>(&maxLen), sizeof(maxLen))) return bad("no header");
+  if (!take(&maxLen, sizeof(maxLen))) return bad("no header");
   if (maxLen <= 0 || maxLen > (1 << 16)) return bad("max_token_length " + std::to_string(maxLen));
   std::vector<std::string> pieces;
   pieces.reserve(static_cast<size_t>(vocabSize));
   for (int i = 0; i < vocabSize; ++i) {
     float score = 0;
     int32_t len = 0;
-    if (!in.read(reinterpret_cast<char*>(&score), sizeof(score)) ||
-        !in.read(reinterpret_cast<char*>(&len), sizeof(len)))
+    if (!take(&score, sizeof(score)) || !take(&len, sizeof(len)))
       return bad("ends after " + std::to_string(i) + " tokens");
     if (len < 0 || len > maxLen)
       return bad("token " + std::to_string(i) + " has length " + std::to_string(len) +
                  " (max_token_length " + std::to_string(maxLen) + ")");
     std::string piece(static_cast<size_t>(len), '\0');
-    if (len > 0 && !in.read(piece.data(), len)) return bad("token " + std::to_string(i) + " is cut short");
+    if (len > 0 && !take(piece.data(), static_cast<size_t>(len))) return bad("token " + std::to_string(i) + " is cut short");
     pieces.push_back(std::move(piece));
   }
-  if (in.peek() != std::char_traits<char>::eof())
+  if (at != bytes.size())
     return bad("has data after " + std::to_string(vocabSize) + " tokens (a tokenizer for another model?)");
   return pieces;
 }

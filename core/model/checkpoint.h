@@ -7,9 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "core/modelfile/mapped_file.h"
+#include "core/modelfile/weights.h"
 #include "core/util/status.h"
 
 namespace kvscope {
+
+/// RMSNorm epsilon of llama2.c (run.c).
+inline constexpr float kRmsNormEps = 1e-5f;
+/// RoPE base of llama2.c.
+inline constexpr double kLlamaRopeTheta = 10000.0;
+/// BOS of llama2.c's tokenizer.
+inline constexpr int kLlama2cBos = 1;
 
 /// The seven int32 of a llama2.c header, validated.
 struct ModelConfig {
@@ -41,17 +50,19 @@ struct LayerWeights {
   const float* w3 = nullptr;      ///< [hidden, dim]
 };
 
-/// A loaded checkpoint: the file is memory-mapped read-only and the weights point into it.
-class Checkpoint {
+/// A loaded checkpoint: the file is memory-mapped read-only and the weights point into it. As a
+/// WeightSource it names its weights as llama.cpp's convert-llama2c-to-ggml does (token_embd,
+/// blk.N.attn_norm/attn_q/attn_k/attn_v/attn_output/ffn_norm/ffn_gate (w1)/ffn_down (w2)/
+/// ffn_up (w3), output_norm, and output when the classifier is separate), all F32, [out, in].
+class Checkpoint final : public WeightSource {
  public:
   /// Maps and validates `path`: the header's values, and the file's exact size for them.
   static Expected<std::shared_ptr<const Checkpoint>> load(const std::string& path);
-  ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
 
   [[nodiscard]] const ModelConfig& config() const { return config_; }
-  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const std::string& path() const override { return path_; }
   /// [vocab, dim]
   [[nodiscard]] const float* tokenEmbedding() const { return tokenEmbedding_; }
   [[nodiscard]] const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
@@ -60,12 +71,16 @@ class Checkpoint {
   /// [vocab, dim]; the embedding table when shared.
   [[nodiscard]] const float* classifier() const { return classifier_; }
 
+  // WeightSource
+  [[nodiscard]] std::vector<std::string> weightNames() const override;
+  [[nodiscard]] bool hasWeight(std::string_view name) const override;
+  [[nodiscard]] Expected<WeightTensor> weight(std::string_view name) const override;
+
  private:
   Checkpoint() = default;
   std::string path_;
   ModelConfig config_;
-  void* mapping_ = nullptr;
-  size_t mappingSize_ = 0;
+  std::shared_ptr<const MappedFile> file_;  ///< the weights point into its mapping
   const float* tokenEmbedding_ = nullptr;
   std::vector<LayerWeights> layers_;
   const float* rmsFinal_ = nullptr;

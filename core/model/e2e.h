@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli e2e`: replay a recorded token sequence through the model twice, with an exact KV
-// cache and with a quantized one, and measure what the quantization does to the next-token
-// distribution (docs/real-models.md).
+// `kvscope-cli e2e`: replay a dump's token sequence through the model with an exact KV cache and,
+// side by side, with each quantized one, and measure what the quantization does to the next-token
+// distribution, with the figures `llama-perplexity --kl-divergence` reports (docs/real-models.md).
 #pragma once
 
 #include <memory>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "core/model/checkpoint.h"
-#include "core/model/record.h"
-#include "core/quant/plan.h"
 #include "core/engine/presets.h"
+#include "core/io/dump.h"
+#include "core/model/model.h"
+#include "core/quant/plan.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 
@@ -26,6 +26,7 @@ struct E2ePosition {
   bool top1Agrees = true;   ///< argmax P_fp == argmax P_quant
   std::optional<double> nllFp;     ///< −ln P_fp(token p+1); empty at the last position
   std::optional<double> nllQuant;  ///< −ln P_quant(token p+1)
+  std::optional<double> deltaP;    ///< P_quant(token p+1) − P_fp(token p+1) (llama-perplexity's Δp)
 };
 
 /// What one layer's attention saw during the quantized replay, over all positions and heads:
@@ -41,14 +42,23 @@ struct E2eLayer {
   std::string valueSpec;        ///< the same for V
 };
 
-/// Averages over positions.
+/// Statistics over the scored positions (those with a next token, from `scoreFrom`), defined as
+/// llama-perplexity's KL-divergence mode defines them.
 struct E2eSummary {
+  int scored = 0;          ///< positions scored
+  int scoreFrom = 0;       ///< the first scored position
   double klMean = 0;
+  double klMedian = 0;     ///< the middle value, or the mean of the two middle ones
+  double klP90 = 0, klP95 = 0, klP99 = 0;  ///< linear interpolation between sorted values
   double klMax = 0;
-  double top1Agreement = 1;
-  double nllFp = 0;      ///< mean over positions 0 … T−2
+  double top1Agreement = 1;  ///< "Same top p"
+  double meanDeltaP = 0;     ///< mean of P_quant(next) − P_fp(next)
+  double rmsDeltaP = 0;      ///< sqrt(mean Δp²)
+  double nllFp = 0;          ///< mean −ln P(next token)
   double nllQuant = 0;
-  double pplRatio = 1;   ///< exp(nllQuant − nllFp)
+  double pplFp = 1;          ///< exp(nllFp)
+  double pplQuant = 1;
+  double pplRatio = 1;       ///< exp(nllQuant − nllFp)
 };
 
 /// Storage and streaming of one tensor kind.
@@ -61,39 +71,49 @@ struct E2eTensorInfo {
   std::vector<QuantSpec> layerSpecs;  ///< each layer's spec
 };
 
-/// Everything one e2e run produced.
+/// One setting to replay: K and V plans, and what an engine's attention does to Q.
+struct E2eSetting {
+  std::string label;          ///< the sweep entry, preset or engine string as typed
+  Plan key;
+  Plan value;
+  std::string querySpec;      ///< spec the engine converts Q with before the scores; empty = exact
+  std::string preset;         ///< the preset it came from, or empty
+  std::string engine;         ///< the engine string it came from, or empty
+  std::vector<std::string> notes;  ///< the resolution's notes
+};
+
+/// Everything one e2e run of one setting produced.
 struct E2eResult {
   std::string model;
+  std::string modelFormat;
+  std::string architecture;
   int tokens = 0;
+  std::string label;
   E2eTensorInfo key;
   E2eTensorInfo value;
+  std::string querySpec;
   std::string preset;                 ///< empty when specs were given directly
   std::string engine;                 ///< the engine string the specs came from; empty otherwise
   E2eSummary summary;
   std::vector<E2ePosition> positions;
   std::vector<E2eLayer> layers;
-  std::optional<double> dumpLogitsMaxAbsDiff;  ///< the fp replay against the dump's /logits
+  std::optional<double> dumpLogitsMaxAbsDiff;  ///< the exact replay against the dump's /logits
+  std::optional<double> dumpKvMaxAbsDiff;      ///< the exact replay's K and V against the dump's
   std::vector<std::string> warnings;
   std::vector<std::string> notes;     ///< how the replay differs from the offline accounting
 };
 
-/// The exact replay, computed once and shared by every spec of a sweep.
-struct E2eBaseline {
-  std::vector<float> logits;   ///< [T, vocab]
-  std::vector<float> hidden;   ///< [T, L, dim] residual stream after each layer
-  std::optional<double> dumpLogitsMaxAbsDiff;
-  std::vector<std::string> warnings;
+struct E2eOptions {
+  int scoreFrom = 0;  ///< first scored position (llama-perplexity scores the second half of each chunk: T/2)
 };
 
-/// Checks that `recording` fits `model` (shapes, token ids, length) and replays it exactly.
-Expected<E2eBaseline> e2eBaseline(const std::shared_ptr<const Checkpoint>& model, const Recording& recording,
-                                  const Progress& progress = {});
-
-/// Replays `recording`'s tokens with the cache stored under `key`/`value` (specs or plans: each
-/// layer under its own spec) and compares with `baseline`.
-Expected<E2eResult> runE2e(const std::shared_ptr<const Checkpoint>& model, const Recording& recording,
-                           const E2eBaseline& baseline, const Plan& key, const Plan& value,
-                           const Progress& progress = {});
+/// Replays the dump's tokens through `model` once exactly and once per setting (side by side, each
+/// layer dequantized once) and compares. The dump must come from this model (shapes and token ids
+/// are checked; its K/V and /logits are compared with the exact replay and a difference is a
+/// warning). Calibrated specs read the dump's tensors.
+Expected<std::vector<E2eResult>> runE2e(const std::shared_ptr<const Model>& model, const Dump& dump,
+                                        const std::vector<E2eSetting>& settings, const E2eOptions& options = {},
+                                        const Progress& progress = {});
 
 /// The result as JSON: {"summary": {…}, "key", "value", "positions": […], "layers": […], …}.
 std::string e2eToJson(const E2eResult& result);
@@ -101,13 +121,7 @@ std::string e2eToJson(const E2eResult& result);
 /// Parses a sweep: "K1:V1;K2:V2" (a preset name may stand for a pair) or, when `text` names a
 /// file, its lines in the same form (# comments). Each entry gives (label, key, value). Its ';'
 /// and ':' are those of plans, so written entries are specs (a preset's may resolve to a plan);
-/// --key/--value take plans.
-struct SweepEntry {
-  std::string label;
-  Plan key;
-  Plan value;
-};
-/// Presets resolve for `shape` (the recording's head dim, layers and kv heads).
-Expected<std::vector<SweepEntry>> parseSweep(const std::string& text, const KvShape& shape);
+/// --key/--value take plans. Presets resolve for `shape` (the dump's head dim, layers and kv heads).
+Expected<std::vector<E2eSetting>> parseSweep(const std::string& text, const KvShape& shape);
 
 }  // namespace kvscope

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/quant/format_table.h"
+#include "core/quant/rope.h"
 
 namespace kvscope {
 
@@ -49,81 +50,64 @@ std::string streamingDescription(const QuantSpec& spec) {
   return {};
 }
 
-QuantizedKvStore::QuantizedKvStore(const ModelConfig& config, const Plan& key, const Plan& value,
-                                   RopeParams rope, std::vector<CalibrationLayer> calibration)
-    : config_(config), rope_(rope), calibration_(std::move(calibration)) {
-  for (int l = 0; l < config.layers; ++l) {
-    key_.push_back(specForLayer(key, l, config.layers));
-    value_.push_back(specForLayer(value, l, config.layers));
+QuantizedCacheStore::QuantizedCacheStore(int kvHeads, int headDim, std::vector<QuantSpec> key,
+                                         std::vector<QuantSpec> value, RopeParams rope,
+                                         CalibrationSource calibration, std::vector<std::string> querySpec)
+    : kvHeads_(kvHeads),
+      headDim_(headDim),
+      key_(std::move(key)),
+      value_(std::move(value)),
+      rope_(std::move(rope)),
+      calibration_(std::move(calibration)),
+      querySpec_(std::move(querySpec)) {}
+
+namespace {
+
+/// The first position at which a quantized row (or group) is held, from the spec's windows. The
+/// engine's view at step p: tokens [sinks, end(p)) have left the residual window or belong to a
+/// filled chunk (end(p) = sinks + ⌊(p+1−sinks)/C⌋·C with chunk=C, else p+1−R).
+int firstHeld(const QuantSpec& spec, int quantizedEnd) {
+  // The smallest p with end(p) ≥ quantizedEnd.
+  const int first = spec.sinks;
+  if (spec.chunk > 0) {
+    const int need = quantizedEnd - first;                   // rows past the sinks that must be in filled chunks
+    const int chunks = (need + spec.chunk - 1) / spec.chunk;  // ⌈need / C⌉
+    return first + chunks * spec.chunk - 1;
   }
-  const size_t rows = static_cast<size_t>(config.seqLen) * static_cast<size_t>(config.kvDim());
-  keyState_.assign(static_cast<size_t>(config.layers), TensorState{std::vector<float>(rows), 0});
-  valueState_.assign(static_cast<size_t>(config.layers), TensorState{std::vector<float>(rows), 0});
+  return quantizedEnd + spec.residual - 1;
 }
 
-Status QuantizedKvStore::store(int layer, int position, LayerCache& cache) {
-  KVS_RETURN_IF_ERROR(advance(layer, position, true, cache, keyState_[static_cast<size_t>(layer)]));
-  return advance(layer, position, false, cache, valueState_[static_cast<size_t>(layer)]);
-}
+}  // namespace
 
-Status QuantizedKvStore::advance(int layer, int position, bool isKey, LayerCache& cache, TensorState& state) {
+Status QuantizedCacheStore::storeTensor(int layer, bool isKey, int T, const float* exact, const float* exactPreRope,
+                                        const CalibrationLayer* cal, StoredRows& out) const {
   const QuantSpec& spec = (isKey ? key_ : value_)[static_cast<size_t>(layer)];
-  std::vector<float>& stored = isKey ? cache.key : cache.value;
-  const std::vector<float>& exact = isKey ? cache.exactKey : cache.exactValue;
-  const size_t rowBytes = sizeof(float) * static_cast<size_t>(cache.kvDim);
-  // The newest token always arrives exact; quantization below may replace it.
-  std::memcpy(cache.row(stored, position), cache.row(exact, position), rowBytes);
+  const int kvh = kvHeads_, d = headDim_, kvDim = kvh * d;
+  const std::string what = std::string(isKey ? "key" : "value") + " of layer " + std::to_string(layer);
+  out.since.assign(static_cast<size_t>(T), StoredRows::kNever);
+  out.rows.assign(static_cast<size_t>(T) * kvDim, 0.0f);
   const StreamingMode mode = streamingModeFor(spec);
   if (mode == StreamingMode::Exact) return Status::ok();
-
-  // Tokens [sinks, eligibleEnd) have left the residual window, or belong to a filled chunk, and
-  // must be stored quantized.
-  const int first = spec.sinks;
-  const int eligibleEnd = spec.chunk > 0 ? first + std::max(0, position + 1 - first) / spec.chunk * spec.chunk
-                                         : position + 1 - spec.residual;
-  const int available = eligibleEnd - first;
-  const int before = state.done;
-  if (mode == StreamingMode::ChannelGroups) {
-    while (state.done + spec.group <= available) {
-      KVS_RETURN_IF_ERROR(quantizeRows(layer, isKey, first + state.done, spec.group, cache,
-                                       state.rows.data()));
-      state.done += spec.group;
-    }
-  } else {
-    while (state.done < available) {
-      KVS_RETURN_IF_ERROR(quantizeRows(layer, isKey, first + state.done, 1, cache, state.rows.data()));
-      ++state.done;
-    }
-  }
-  for (int t = first + before; t < first + state.done; ++t) {
-    std::memcpy(cache.row(stored, t), state.rows.data() + static_cast<size_t>(t) * cache.kvDim, rowBytes);
-  }
-  return Status::ok();
-}
-
-Status QuantizedKvStore::quantizeRows(int layer, bool isKey, int first, int count, const LayerCache& cache,
-                                      float* out) {
-  const QuantSpec& spec = (isKey ? key_ : value_)[static_cast<size_t>(layer)];
-  const int kvh = config_.kvHeads, d = config_.headDim();
   const bool prerope = isKey && spec.prerope;
-  const std::vector<float>& source = prerope ? cache.exactKeyPreRope : (isKey ? cache.exactKey : cache.exactValue);
-  auto gather = [&](Tensor3& x, int tensorFirst) {
+  const float* source = prerope ? exactPreRope : exact;
+
+  auto gather = [&](Tensor3& x, int first, int count, int tensorFirst) {
     for (int h = 0; h < kvh; ++h)
       for (int t = 0; t < count; ++t)
-        std::memcpy(x.row(h, tensorFirst + t), cache.row(source, first + t) + static_cast<size_t>(h) * d,
+        std::memcpy(x.row(h, tensorFirst + t), source + static_cast<size_t>(first + t) * kvDim + static_cast<size_t>(h) * d,
                     sizeof(float) * static_cast<size_t>(d));
   };
-  auto scatter = [&](const Tensor3& x, int tensorFirst) {
+  auto scatter = [&](const Tensor3& x, int first, int count, int tensorFirst) {
     for (int h = 0; h < kvh; ++h)
       for (int t = 0; t < count; ++t)
-        std::memcpy(out + static_cast<size_t>(first + t) * cache.kvDim + static_cast<size_t>(h) * d,
+        std::memcpy(out.rows.data() + static_cast<size_t>(first + t) * kvDim + static_cast<size_t>(h) * d,
                     x.row(h, tensorFirst + t), sizeof(float) * static_cast<size_t>(d));
   };
-
-  if (streamingModeFor(spec) != StreamingMode::Calibrated) {
-    // The chunk alone: no kept tokens inside it, and RoPE at the chunk's own positions.
+  // One chunk alone (token-local rows, a channel group): no kept tokens inside it, RoPE at the
+  // chunk's own positions.
+  auto quantizeChunk = [&](int first, int count) -> Status {
     Tensor3 x(kvh, count, d);
-    gather(x, 0);
+    gather(x, first, count, 0);
     QuantSpec chunkSpec = spec;
     chunkSpec.sinks = 0;
     chunkSpec.residual = 0;
@@ -132,41 +116,106 @@ Status QuantizedKvStore::quantizeRows(int layer, bool isKey, int first, int coun
     QuantInput input;
     input.tensor = &x;
     auto q = quantizeTensor(input, chunkSpec);
-    if (!q) return q.status().withContext(std::string(isKey ? "key" : "value") + " of layer " + std::to_string(layer));
+    if (!q) return q.status().withContext(what);
     if (prerope) applyRope(q->reconstruction, rope_, first);
-    scatter(q->reconstruction, 0);
+    scatter(q->reconstruction, first, count, 0);
+    return Status::ok();
+  };
+  // Calibrated: the dump's whole tensor, with this token's row replaced by the replay's.
+  auto quantizeCalibrated = [&](int t) -> Status {
+    if (cal == nullptr)
+      return Status::invalidArgument("spec '" + toString(spec) +
+                                     "' needs scales of the whole cache, which a replay without a dump lacks");
+    const Tensor3& reference = isKey ? cal->key : cal->value;
+    if (reference.tokens < T || reference.heads != kvh || reference.dim != d)
+      return Status::invalidArgument("the dump's tensors do not cover the replay (layer " + std::to_string(layer) + ")");
+    if (prerope && cal->keyPreRope.heads == 0)
+      return Status::invalidArgument("spec '" + toString(spec) + "' needs key_pre_rope in the dump");
+    Tensor3 tensor = reference;
+    Tensor3 preRope;
+    QuantSpec fullSpec = spec;
+    fullSpec.residual = 0;  // the sliding window and the chunks are handled here, not at the end of the dump
+    fullSpec.chunk = 0;
+    QuantInput input;
+    input.rope = rope_;
+    input.tensor = &tensor;
+    if (prerope) {
+      preRope = cal->keyPreRope;
+      gather(preRope, t, 1, t);
+      input.preRope = &preRope;
+    } else {
+      gather(tensor, t, 1, t);
+    }
+    auto q = quantizeTensor(input, fullSpec);
+    if (!q) return q.status().withContext(what);
+    scatter(q->reconstruction, t, 1, t);
+    return Status::ok();
+  };
+
+  const int first = spec.sinks;
+  if (mode == StreamingMode::ChannelGroups) {
+    for (int g0 = first; g0 + spec.group <= T; g0 += spec.group) {
+      const int since = firstHeld(spec, g0 + spec.group);
+      if (since >= T) break;  // completes after the last position: never read
+      KVS_RETURN_IF_ERROR(quantizeChunk(g0, spec.group));
+      std::fill(out.since.begin() + g0, out.since.begin() + g0 + spec.group, since);
+    }
     return Status::ok();
   }
-
-  // Calibrated: the dump's whole tensor, with this token's row replaced by the replay's.
-  if (static_cast<size_t>(layer) >= calibration_.size() || calibration_[static_cast<size_t>(layer)].key == nullptr)
-    return Status::invalidArgument("spec '" + toString(spec) +
-                                   "' needs scales of the whole cache, which a replay without a dump lacks");
-  const CalibrationLayer& cal = calibration_[static_cast<size_t>(layer)];
-  const Tensor3* reference = isKey ? cal.key : cal.value;
-  if (reference == nullptr || reference->tokens < first + count || reference->heads != kvh || reference->dim != d)
-    return Status::invalidArgument("the dump's tensors do not cover the replay (layer " + std::to_string(layer) + ")");
-  if (prerope && cal.keyPreRope == nullptr)
-    return Status::invalidArgument("spec '" + toString(spec) + "' needs key_pre_rope in the dump");
-  Tensor3 tensor = *reference;
-  Tensor3 preRope;
-  QuantSpec fullSpec = spec;
-  fullSpec.residual = 0;  // the sliding window and the chunks are handled here, not at the end of the dump
-  fullSpec.chunk = 0;
-  QuantInput input;
-  input.rope = rope_;
-  input.tensor = &tensor;
-  if (prerope) {
-    preRope = *cal.keyPreRope;
-    gather(preRope, first);
-    input.preRope = &preRope;
-  } else {
-    gather(tensor, first);
+  for (int t = first; t < T; ++t) {
+    const int since = firstHeld(spec, t + 1);
+    if (since >= T) break;
+    KVS_RETURN_IF_ERROR(mode == StreamingMode::Calibrated ? quantizeCalibrated(t) : quantizeChunk(t, 1));
+    out.since[static_cast<size_t>(t)] = since;
   }
-  auto q = quantizeTensor(input, fullSpec);
-  if (!q) return q.status().withContext(std::string(isKey ? "key" : "value") + " of layer " + std::to_string(layer));
-  scatter(q->reconstruction, first);
   return Status::ok();
+}
+
+Status QuantizedCacheStore::store(int layer, int tokens, const float* key, const float* keyPreRope,
+                                  const float* value, StoredRows& storedKey, StoredRows& storedValue) {
+  const bool calibrated = streamingModeFor(key_[static_cast<size_t>(layer)]) == StreamingMode::Calibrated ||
+                          streamingModeFor(value_[static_cast<size_t>(layer)]) == StreamingMode::Calibrated;
+  CalibrationLayer cal;
+  if (calibrated && calibration_) {
+    auto c = calibration_(layer);
+    if (!c) return c.status();
+    cal = std::move(*c);
+  }
+  const CalibrationLayer* calPtr = calibrated && calibration_ ? &cal : nullptr;
+  KVS_RETURN_IF_ERROR(storeTensor(layer, true, tokens, key, keyPreRope, calPtr, storedKey));
+  return storeTensor(layer, false, tokens, value, nullptr, calPtr, storedValue);
+}
+
+Status QuantizedCacheStore::transformQuery(int layer, int tokens, int heads, float* query) const {
+  if (querySpec_.empty() || querySpec_[static_cast<size_t>(layer)].empty()) return Status::ok();
+  auto spec = parseSpec(querySpec_[static_cast<size_t>(layer)]);
+  if (!spec) return spec.status().withContext("the engine's query conversion");
+  const int d = headDim_;
+  Tensor3 q(heads, tokens, d);
+  for (int t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h)
+      std::memcpy(q.row(h, t), query + (static_cast<size_t>(t) * heads + h) * d, sizeof(float) * static_cast<size_t>(d));
+  QuantInput input;
+  input.tensor = &q;
+  auto r = quantizeTensor(input, *spec);
+  if (!r) return r.status().withContext("the engine's query conversion, layer " + std::to_string(layer));
+  for (int t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h)
+      std::memcpy(query + (static_cast<size_t>(t) * heads + h) * d, r->reconstruction.row(h, t),
+                  sizeof(float) * static_cast<size_t>(d));
+  return Status::ok();
+}
+
+CacheStore QuantizedCacheStore::asCacheStore(int heads) {
+  CacheStore s;
+  s.store = [this](int layer, int tokens, const float* key, const float* keyPreRope, const float* value,
+                   StoredRows& sk, StoredRows& sv) { return store(layer, tokens, key, keyPreRope, value, sk, sv); };
+  if (!querySpec_.empty()) {
+    s.transformQuery = [this, heads](int layer, int tokens, float* query) {
+      return transformQuery(layer, tokens, heads, query);
+    };
+  }
+  return s;
 }
 
 }  // namespace kvscope

@@ -1,66 +1,69 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `kvscope-cli record`: run a llama2.c model and keep everything a KV dump holds.
+// `kvscope-cli record`: run a model (GGUF, Hugging Face or llama2.c) on a token sequence and write
+// its keys, values and queries as a KV dump, one layer at a time (docs/real-models.md).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/io/dump.h"
-#include "core/model/checkpoint.h"
+#include "core/model/model.h"
 #include "core/util/status.h"
-#include "core/util/tensor.h"
 
 namespace kvscope {
 
-/// BOS of llama2.c's tokenizer.
-inline constexpr int kBosToken = 1;
-
 /// How to generate the recorded sequence.
 struct RecordOptions {
-  int steps = 256;                 ///< positions in the dump, BOS included (≤ seq_len)
-  uint64_t seed = 0;               ///< seed of the sampler
-  double temperature = 0.0;        ///< 0 = greedy
-  std::vector<int> promptTokens;   ///< forced after BOS (a leading BOS here is not repeated)
-  std::string tokenizerPath;       ///< llama2.c tokenizer.bin for token_text; empty = none
+  std::vector<int> tokens;   ///< the input sequence, exactly as recorded (BOS already decided)
+  int steps = 0;             ///< positions in the dump; more than tokens.size() samples the rest
+  uint64_t seed = 0;         ///< seed of the sampler
+  double temperature = 0.0;  ///< 0 = greedy (the lowest index wins a tie)
+  bool logits = false;       ///< store /logits [T, vocab] (large: T × vocab × 4 bytes)
 };
 
-/// One layer of a recording, in dump layout.
-struct LayerRecording {
-  Tensor3 key;         ///< [KVH, T, D] after RoPE
-  Tensor3 keyPreRope;  ///< [KVH, T, D]; empty (0 heads) when the source had none
-  Tensor3 value;       ///< [KVH, T, D]
-  Tensor3 query;       ///< [H, T, D] after RoPE; empty when the source had none
+/// What `record` wrote.
+struct RecordSummary {
+  std::vector<int> tokens;  ///< the sequence in the dump
+  int sampled = 0;          ///< how many of them were sampled
 };
 
-/// A sequence with its attention state: what `record` writes and what `e2e` reads back.
-struct Recording {
-  std::string model;                   ///< shown name (the checkpoint's file stem)
-  std::string modelPath;               ///< absolute path of the checkpoint
-  std::vector<int> tokens;             ///< [T], tokens[0] = BOS
-  std::vector<std::string> tokenText;  ///< [T] or empty
-  int vocabSize = 0;
-  std::vector<LayerRecording> layers;
-  std::vector<float> logits;           ///< [T, vocab] row-major; empty when the source had none
-  double ropeTheta = 10000.0;
-  RopeStyle ropeStyle = RopeStyle::Interleaved;
-
-  [[nodiscard]] int tokenCount() const { return static_cast<int>(tokens.size()); }
+/// The input sequence from the command line's forms, for `model`:
+/// `tokens` (exactly those ids), or `text` (tokenized with the model's tokenizer, BOS as the model
+/// says), or, when both are absent, BOS alone followed by `promptTokens` (llama2.c's
+/// `--prompt-tokens`: a leading BOS there is not repeated).
+struct RecordInput {
+  std::optional<std::vector<int>> tokens;
+  std::optional<std::string> text;
+  std::vector<int> promptTokens;
 };
+Expected<std::vector<int>> recordInputTokens(const Model& model, const RecordInput& input);
 
-/// Runs the model autoregressively: BOS, the prompt, then sampled tokens, `options.steps` in all.
-Expected<Recording> recordSequence(const std::shared_ptr<const Checkpoint>& model,
-                                   const RecordOptions& options, const Progress& progress = {});
-
-/// Writes a recording as a canonical dump (via DumpWriter, atomically).
-Status writeRecording(const std::string& path, const Recording& recording, const Progress& progress = {});
-
-/// Reads what e2e needs back from a dump: tokens (required), key/value/key_pre_rope per layer,
-/// and /logits when present. Queries are not read.
-Expected<Recording> readRecording(const Dump& dump, const Progress& progress = {});
+/// Runs the model over the input, samples up to `steps` positions, then writes the dump to
+/// `path` atomically (keys after RoPE, key_pre_rope, values, queries, tokens, token text,
+/// optionally logits; `rope_inv_freq` and the model's attributes). Progress per layer.
+Expected<RecordSummary> recordDump(const std::shared_ptr<const Model>& model, const RecordOptions& options,
+                                   const std::string& path, const Progress& progress = {});
 
 /// Parses "1,403,29" into token ids; errors name the bad item.
 Expected<std::vector<int>> parseTokenList(const std::string& text);
+
+/// A small deterministic generator (splitmix64), identical on every platform.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  /// The next 64 random bits.
+  uint64_t next();
+  /// Uniform in [0, 1) with 53 bits.
+  double uniform();
+
+ private:
+  uint64_t state_;
+};
+
+/// Picks the next token: argmax (lowest index on ties) when temperature is 0, otherwise a draw
+/// from softmax(logits / temperature) computed in double.
+int sampleToken(const std::vector<float>& logits, double temperature, SplitMix64& rng);
 
 }  // namespace kvscope

@@ -892,8 +892,8 @@ Expected<GroupDetail> groupedDetail(const Tensor3& x, const QuantSpec& spec, int
     return g;
   }
   GroupParams p = kernels::paramsFromRange(spec, r.lo, r.hi);
-  if (spec.codesFp32) {
-    // codes=fp32: the stored scale and min are the reference's (meta of the fp32 ones).
+  if (spec.codesFp32 || spec.codesMeta) {
+    // codes=fp32|meta: the stored scale and min are the reference's.
     const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
     p.scale = rp.scale;
     p.zero = rp.zero;
@@ -901,8 +901,8 @@ Expected<GroupDetail> groupedDetail(const Tensor3& x, const QuantSpec& spec, int
   g.scale = p.scale;
   g.zero = p.zero;
   kernels::applyGroupTo(spec, p, values.data(), work.data(), n);
-  if (spec.rounding != Rounding::Away || spec.codesFp32) {
-    // The same levels; the reference decides which one each value takes (round=, codes=fp32).
+  if (spec.rounding != Rounding::Away || spec.codesFp32 || spec.codesMeta) {
+    // The same codes; the reference decides which one each value takes (round=, codes=).
     const reference::Params rp = reference::groupParams(spec, reference::Range{r.lo, r.hi});
     for (int64_t i = 0; i < n; ++i) work[static_cast<size_t>(i)] = reference::quantizeValue(spec, rp, values[static_cast<size_t>(i)]);
   }
@@ -910,7 +910,12 @@ Expected<GroupDetail> groupedDetail(const Tensor3& x, const QuantSpec& spec, int
   switch (kernels::groupedKind(spec)) {
     case GroupedKind::Asym: {
       const int top = (1 << spec.bits) - 1;
-      for (int q = 0; q <= top; ++q) g.levels.push_back(static_cast<float>(q) * p.scale + p.zero);
+      for (int q = 0; q <= top; ++q) {
+        // codes=meta reads back in the metadata type: T(T(q·s) + m).
+        g.levels.push_back(spec.codesMeta ? fp::metaRound(fp::metaRound(double{p.scale} * q, spec.scale) + double{p.zero},
+                                                          spec.scale)
+                                          : static_cast<float>(q) * p.scale + p.zero);
+      }
       g.codesTotal = top + 1;
       break;
     }

@@ -9,12 +9,12 @@
 #include <cstdint>
 
 #include "core/quant/format_table.h"
+#include "core/quant/ggml_blocks.h"
 
 namespace kvscope::kernels {
 
-/// ggml's `kvalues_iq4nl`: the 16 non-linear levels of iq4_nl.
-inline constexpr std::array<int8_t, 16> kIq4nlValues{-127, -104, -83, -65, -49, -35, -22, -10,
-                                                     1,    13,   25,  38,  53,  69,  89,  113};
+/// ggml's `kvalues_iq4nl`: the 16 non-linear levels of iq4_nl (core/quant/ggml_blocks.h).
+using ggml::kIq4nlValues;
 
 /// ggml's `best_index_int8`: index of the table value nearest x (ties: the upper one).
 int iq4nlBestIndex(float x);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Scalar references: the spec's formulas, one value at a time, with ggml's block structs packed
-// and unpacked as ggml does. Slow on purpose; clarity first.
+// and unpacked as ggml does (core/quant/ggml_blocks.h). Slow on purpose; clarity first.
 #include "core/quant/reference.h"
 
 #include "core/quant/codebook.h"
@@ -21,6 +21,7 @@
 #include "core/quant/format_table.h"
 #include "core/quant/formats.h"
 #include "core/quant/fp_types.h"
+#include "core/quant/ggml_blocks.h"
 
 namespace kvscope {
 namespace reference {
@@ -172,6 +173,13 @@ Params groupParams(const QuantSpec& spec, Range r) {
         const double lo = std::min(r.lo, 0.0), hi = std::max(r.hi, 0.0);
         p.scale = static_cast<float>(meta((hi - lo) / n, spec));
         if (p.scale != 0.0f) p.intZero = static_cast<float>(std::clamp(std::round(-lo / p.scale), 0.0, n));
+      } else if (spec.codesMeta) {
+        // codes=meta: TurboMind's warp_stats takes min and max of the model-dtype values and
+        // computes scale = (max − min)·fp32(1/n) in fp32, stored in the model dtype.
+        const float lo = static_cast<float>(meta(r.lo, spec)), hi = static_cast<float>(meta(r.hi, spec));
+        const float invN = static_cast<float>(1.0 / (std::pow(2.0, spec.bits) - 1.0));
+        p.scale = static_cast<float>(meta((hi - lo) * invN, spec));
+        p.zero = lo;
       } else {
         const double n = std::pow(2.0, spec.bits) - 1.0;
         p.scale = static_cast<float>(meta((r.hi - r.lo) / n, spec));
@@ -214,6 +222,22 @@ float quantizeValue(const QuantSpec& spec, Params p, float x) {
         const float t = y + 0.5f;
         const float q = std::clamp(std::trunc(t), 0.0f, n);
         return q * s + p.zero;
+      }
+      if (spec.codesMeta) {
+        // codes=meta (docs/formats.md): LMDeploy TurboMind's ConvertKvCache<T, uint8_t/uint4_t>
+        // (src/turbomind/kernels/attention/quantization.h) works in the model dtype T: inv =
+        // T(fp32(1/s)), y = T(T(T(x) − m)·inv), the code the rounding mode of y, and the read-back
+        // T(T(q·s) + m). Each T operation is one rounding of the exact result (double holds the
+        // exact difference and product of two fp16/bf16 values).
+        if (s == 0.0f) return p.zero;
+        const auto t = [&](double v) { return static_cast<float>(meta(v, spec)); };
+        const float inv = t(1.0f / s);
+        const float y = t(static_cast<double>(t(static_cast<double>(t(x)) - p.zero)) * inv);
+        const float r = spec.rounding == Rounding::Trunc ? std::trunc(y)
+                        : spec.rounding == Rounding::Even ? std::nearbyint(y)
+                                                          : std::round(y);
+        const float q = std::clamp(r, 0.0f, static_cast<float>(std::pow(2.0, spec.bits) - 1.0));
+        return t(static_cast<double>(t(static_cast<double>(q) * s)) + p.zero);
       }
       if (spec.rounding != Rounding::Away) {
         // round=trunc|even (docs/formats.md): y = fp32(x·fp32(1/s)) (asym: (x − m)·fp32(1/s)),
@@ -310,240 +334,18 @@ Range clipRange(const QuantSpec& spec, const std::vector<float>& values) {
   return {};
 }
 
-// ---- ggml blocks, packed as ggml packs them -----------------------------------------------------
+// ---- ggml blocks: packed and unpacked by core/quant/ggml_blocks.h -----------------------------
 
 namespace {
 
-constexpr int kQk = 32;
+constexpr int kQk = ggml::kQk;
 
-struct BlockQ8_0 {
-  uint16_t d;
-  int8_t qs[kQk];
-};
-struct BlockQ4_0 {
-  uint16_t d;
-  uint8_t qs[kQk / 2];
-};
-struct BlockQ4_1 {
-  uint16_t d, m;
-  uint8_t qs[kQk / 2];
-};
-struct BlockQ5_0 {
-  uint16_t d;
-  uint8_t qh[4];
-  uint8_t qs[kQk / 2];
-};
-struct BlockQ5_1 {
-  uint16_t d, m;
-  uint8_t qh[4];
-  uint8_t qs[kQk / 2];
-};
-struct BlockIq4Nl {
-  uint16_t d;
-  uint8_t qs[kQk / 2];
-};
-static_assert(sizeof(BlockQ8_0) == 34, "q8_0: 8.5 bits per value");
-static_assert(sizeof(BlockQ4_0) == 18, "q4_0: 4.5 bits per value");
-static_assert(sizeof(BlockQ4_1) == 20, "q4_1: 5 bits per value");
-static_assert(sizeof(BlockQ5_0) == 22, "q5_0: 5.5 bits per value");
-static_assert(sizeof(BlockQ5_1) == 24, "q5_1: 6 bits per value");
-static_assert(sizeof(BlockIq4Nl) == 18, "iq4_nl: 4.5 bits per value");
-
-constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-/// ggml's C cast of a float to an 8-bit code, as x86 performs it: truncation to int32, then its
-/// low byte. When a block's id = 1/d overflowed (a block of subnormal values), x·id is infinite or
-/// NaN, which x86 converts to 0x80000000 (low byte 0) and C++ leaves undefined; said explicitly
-/// here, as the kernels do (kernels_block.cpp, degenerateInverse).
-int8_t ggmlCode(float v) {
-  return std::fabs(v) < 2147483648.0f ? static_cast<int8_t>(static_cast<int32_t>(v)) : int8_t{0};
-}
-
-uint16_t toFp16(float f) { return fp::fp16Bits(f); }
-float fromFp16(uint16_t h) { return fp::fp16Value(h); }
-
-void q8_0(float* x) {
-  BlockQ8_0 y{};
-  float amax = 0.0f;
-  for (int j = 0; j < kQk; j++) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / ((1 << 7) - 1);
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = toFp16(d);
-  for (int j = 0; j < kQk; ++j) y.qs[j] = ggmlCode(std::round(x[j] * id));
-  const float dd = fromFp16(y.d);
-  for (int j = 0; j < kQk; ++j) x[j] = y.qs[j] * dd;
-}
-
-void q4_0(float* x) {
-  BlockQ4_0 y{};
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kQk; j++) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  const float d = max / -8;
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = toFp16(d);
-  for (int j = 0; j < kQk / 2; ++j) {
-    const float x0 = x[j] * id;
-    const float x1 = x[kQk / 2 + j] * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x0 + 8.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x1 + 8.5f)));
-    y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
-  }
-  const float dd = fromFp16(y.d);
-  for (int j = 0; j < kQk / 2; ++j) {
-    x[j] = static_cast<float>((y.qs[j] & 0x0F) - 8) * dd;
-    x[j + kQk / 2] = static_cast<float>((y.qs[j] >> 4) - 8) * dd;
-  }
-}
-
-void q4_1(float* x) {
-  BlockQ4_1 y{};
-  float min = FLT_MAX, max = -FLT_MAX;
-  for (int j = 0; j < kQk; j++) {
-    if (x[j] < min) min = x[j];
-    if (x[j] > max) max = x[j];
-  }
-  const float d = (max - min) / ((1 << 4) - 1);
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = toFp16(d);
-  y.m = toFp16(min);
-  for (int j = 0; j < kQk / 2; ++j) {
-    const float x0 = (x[j] - min) * id;
-    const float x1 = (x[kQk / 2 + j] - min) * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x0 + 0.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(15, ggmlCode(x1 + 0.5f)));
-    y.qs[j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
-  }
-  const float dd = fromFp16(y.d), mm = fromFp16(y.m);
-  for (int j = 0; j < kQk / 2; ++j) {
-    x[j] = static_cast<float>(y.qs[j] & 0x0F) * dd + mm;
-    x[j + kQk / 2] = static_cast<float>(y.qs[j] >> 4) * dd + mm;
-  }
-}
-
-void q5_0(float* x) {
-  BlockQ5_0 y{};
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kQk; j++) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  const float d = max / -16;
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = toFp16(d);
-  uint32_t qh = 0;
-  for (int j = 0; j < kQk / 2; ++j) {
-    const float x0 = x[j] * id;
-    const float x1 = x[kQk / 2 + j] * id;
-    const auto xi0 = static_cast<uint8_t>(std::min<int>(31, ggmlCode(x0 + 16.5f)));
-    const auto xi1 = static_cast<uint8_t>(std::min<int>(31, ggmlCode(x1 + 16.5f)));
-    y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-    qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-    qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
-  }
-  std::memcpy(y.qh, &qh, sizeof(qh));
-  const float dd = fromFp16(y.d);
-  std::memcpy(&qh, y.qh, sizeof(qh));
-  for (int j = 0; j < kQk / 2; ++j) {
-    const auto xh0 = static_cast<uint8_t>(((qh >> (j + 0)) << 4) & 0x10);
-    const auto xh1 = static_cast<uint8_t>(((qh >> (j + 12))) & 0x10);
-    const int32_t x0 = ((y.qs[j] & 0x0F) | xh0) - 16;
-    const int32_t x1 = ((y.qs[j] >> 4) | xh1) - 16;
-    x[j] = static_cast<float>(x0) * dd;
-    x[j + kQk / 2] = static_cast<float>(x1) * dd;
-  }
-}
-
-void q5_1(float* x) {
-  BlockQ5_1 y{};
-  float min = FLT_MAX, max = -FLT_MAX;
-  for (int j = 0; j < kQk; j++) {
-    if (x[j] < min) min = x[j];
-    if (x[j] > max) max = x[j];
-  }
-  const float d = (max - min) / ((1 << 5) - 1);
-  const float id = d ? 1.0f / d : 0.0f;
-  y.d = toFp16(d);
-  y.m = toFp16(min);
-  uint32_t qh = 0;
-  for (int j = 0; j < kQk / 2; ++j) {
-    const float x0 = (x[j] - min) * id;
-    const float x1 = (x[kQk / 2 + j] - min) * id;
-    const auto xi0 = static_cast<uint8_t>(ggmlCode(x0 + 0.5f));
-    const auto xi1 = static_cast<uint8_t>(ggmlCode(x1 + 0.5f));
-    y.qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-    qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-    qh |= ((xi1 & 0x10u) >> 4) << (j + kQk / 2);
-  }
-  std::memcpy(y.qh, &qh, sizeof(qh));
-  const float dd = fromFp16(y.d), mm = fromFp16(y.m);
-  std::memcpy(&qh, y.qh, sizeof(qh));
-  for (int j = 0; j < kQk / 2; ++j) {
-    const auto xh0 = static_cast<uint8_t>(((qh >> (j + 0)) << 4) & 0x10);
-    const auto xh1 = static_cast<uint8_t>(((qh >> (j + 12))) & 0x10);
-    const int x0 = (y.qs[j] & 0x0F) | xh0;
-    const int x1 = (y.qs[j] >> 4) | xh1;
-    x[j] = static_cast<float>(x0) * dd + mm;
-    x[j + kQk / 2] = static_cast<float>(x1) * dd + mm;
-  }
-}
-
-int bestIndexInt8(int n, const int8_t* val, float x) {
-  if (x <= val[0]) return 0;
-  if (x >= val[n - 1]) return n - 1;
-  int ml = 0, mu = n - 1;
-  while (mu - ml > 1) {
-    const int mav = (ml + mu) / 2;
-    if (x < val[mav]) mu = mav;
-    else ml = mav;
-  }
-  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
-
-// quantize_row_iq4_nl_impl(super_block_size = block_size = 32, quant_weights = NULL, ntry = -1).
-void iq4nl(float* x) {
-  BlockIq4Nl y{};
-  uint8_t codes[kQk] = {};
-  float weight[kQk];
-  for (int j = 0; j < kQk; ++j) weight[j] = x[j] * x[j];
-  float amax = 0, max = 0;
-  for (int j = 0; j < kQk; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
-  float scale = 0;
-  if (!(amax < 1e-15f)) {
-    float d = max / kIq4nl[0];  // ntry <= 0: the largest value maps to -127
-    const float id = 1 / d;
-    float sumqx = 0, sumq2 = 0;
-    for (int j = 0; j < kQk; ++j) {
-      const float al = id * x[j];
-      const int l = bestIndexInt8(16, kIq4nl, al);
-      codes[j] = static_cast<uint8_t>(l);
-      const float q = kIq4nl[l];
-      const float w = weight[j];
-      sumqx += w * q * x[j];
-      sumq2 += w * q * q;
-    }
-    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
-    scale = d;  // the itry loop runs from 1 to -1: no iterations
-  }
-  y.d = toFp16(scale);
-  for (int j = 0; j < 16; ++j) y.qs[j] = static_cast<uint8_t>(codes[j] | (codes[16 + j] << 4));
-  const float dd = fromFp16(y.d);
-  for (int j = 0; j < 16; ++j) {
-    x[j] = dd * kIq4nl[y.qs[j] & 0xf];
-    x[j + 16] = dd * kIq4nl[y.qs[j] >> 4];
-  }
+/// One block quantized to ggml's packed layout and reconstructed from it, in place.
+template <typename Block>
+void roundTrip(float* x) {
+  Block y{};
+  ggml::quantizeBlock(x, y);
+  ggml::dequantizeBlock(y, x);
 }
 
 void mxfp4(float* x) {
@@ -623,12 +425,12 @@ void quantizeBlock(FormatId format, float* x, float g) {
   if (info.blockReference != nullptr) info.blockReference(x, g);
 }
 
-void q8_0Block(float* x, float /*g*/) { q8_0(x); }
-void q4_0Block(float* x, float /*g*/) { q4_0(x); }
-void q4_1Block(float* x, float /*g*/) { q4_1(x); }
-void q5_0Block(float* x, float /*g*/) { q5_0(x); }
-void q5_1Block(float* x, float /*g*/) { q5_1(x); }
-void iq4nlBlock(float* x, float /*g*/) { iq4nl(x); }
+void q8_0Block(float* x, float /*g*/) { roundTrip<ggml::BlockQ8_0>(x); }
+void q4_0Block(float* x, float /*g*/) { roundTrip<ggml::BlockQ4_0>(x); }
+void q4_1Block(float* x, float /*g*/) { roundTrip<ggml::BlockQ4_1>(x); }
+void q5_0Block(float* x, float /*g*/) { roundTrip<ggml::BlockQ5_0>(x); }
+void q5_1Block(float* x, float /*g*/) { roundTrip<ggml::BlockQ5_1>(x); }
+void iq4nlBlock(float* x, float /*g*/) { roundTrip<ggml::BlockIq4Nl>(x); }
 void mxfp4Block(float* x, float /*g*/) { mxfp4(x); }
 void nvfp4Block(float* x, float g) { nvfp4(x, g); }
 void kvfp4Block(float* x, float /*g*/) { kvfp4(x); }

@@ -123,7 +123,7 @@ constexpr const char* kOptionList =
     "sym, asym, zero=int|float|packed, prerope, sinks=S, residual=R, chunk=R, "
     "rot=hadamard|hadamard:N|rht|random|none, seed=N, outliers=f, "
     "axis=tensor|head|token|channel, group=G, clip=p|mse, scale=fp16|bf16|fp32, unitscale, "
-    "round=away|trunc|even, div=N, minscale=S, gscale=S, codes=fp32|stored, 4over6";
+    "round=away|trunc|even, div=N, minscale=S, gscale=S, codes=fp32|meta|stored, 4over6";
 
 bool isPowerOfTwo(long long n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -393,13 +393,15 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
       }
       (key == "div" ? spec.divisor : key == "minscale" ? spec.minScale : spec.globalScale) = v;
     } else if (key == "codes") {
-      KVS_RETURN_IF_ERROR(needsValue("fp32|stored"));
+      KVS_RETURN_IF_ERROR(needsValue("fp32|meta|stored"));
       if (!accepts(*info, kOptionIntegerGrid)) {
         return bad("'codes=' does not apply to " + formatName + " (allowed with int1 … int8, asymmetric, only)");
       }
-      if (value == "fp32") spec.codesFp32 = true;
-      else if (value == "stored") spec.codesFp32 = false;
-      else return bad("unknown codes rule '" + std::string(value) + "' (allowed: codes=fp32 or codes=stored)");
+      spec.codesFp32 = value == "fp32";
+      spec.codesMeta = value == "meta";
+      if (!spec.codesFp32 && !spec.codesMeta && value != "stored") {
+        return bad("unknown codes rule '" + std::string(value) + "' (allowed: codes=fp32, codes=meta or codes=stored)");
+      }
     } else if (key == "4over6") {
       KVS_RETURN_IF_ERROR(noValue());
       if (!accepts(*info, kOptionFourOverSix)) {
@@ -474,6 +476,10 @@ Expected<QuantSpec> parseSpec(std::string_view text) {
     if (roundGiven) {
       return bad("round= does not apply with zero=packed, which rounds half away from zero as vLLM's int4 kernel does");
     }
+  }
+  if (spec.codesMeta && (spec.symmetric || spec.zeroInt || spec.zeroPacked)) {
+    return bad("codes=meta is LMDeploy TurboMind's asymmetric grid with a float zero point: it does not apply with "
+               "sym, zero=int or zero=packed (allowed: " + formatName + ",round=even,codes=meta)");
   }
   if (spec.codesFp32 && (spec.symmetric || spec.zeroInt || spec.zeroPacked || roundGiven)) {
     return bad("codes=fp32 is vLLM's TurboQuant value grid (asymmetric, float min, its own rounding): it does not "
@@ -618,6 +624,10 @@ Status validateSpec(const QuantSpec& spec, const SpecContext& context) {
                          spec.rounding != Rounding::Away)) {
     return bad("codes=fp32 is allowed with asymmetric int1 … int8 without zero=int, zero=packed or round= only");
   }
+  if (spec.codesMeta && (!accepts(format, kOptionIntegerGrid) || spec.symmetric || spec.zeroInt || spec.zeroPacked ||
+                         spec.codesFp32)) {
+    return bad("codes=meta is allowed with asymmetric int1 … int8 without zero=int or zero=packed only");
+  }
   // With the head dim known, checkRotation below says more (e.g. "48 is not a power of two dividing 128").
   if (spec.rotationBlock != 0 && (spec.rotation != Rotation::Hadamard || spec.rotationBlock < 2 ||
                                   (context.headDim <= 0 && !isPowerOfTwo(spec.rotationBlock)))) {
@@ -658,6 +668,7 @@ std::string toString(const QuantSpec& spec) {
   if (spec.zeroPacked) add("zero=packed");
   if (spec.rounding != Rounding::Away) add(std::string("round=") + roundingName(spec.rounding));
   if (spec.codesFp32) add("codes=fp32");
+  if (spec.codesMeta) add("codes=meta");
   // Pipeline options, in the order of §1.
   if (spec.prerope) add("prerope");
   if (spec.sinks != 0) add("sinks=" + std::to_string(spec.sinks));

@@ -66,6 +66,7 @@ struct QuantSpec {
   double minScale = 0.0;    ///< `minscale=S` (int, fp8): s = max(s, S); 0 = no floor
   double globalScale = 0.0; ///< `gscale=S` (nvfp4 only): g = S; 0 = fp32(a/2688)
   bool codesFp32 = false;   ///< `codes=fp32` (int asym): codes from the unrounded fp32 scale and min (vLLM TurboQuant values)
+  bool codesMeta = false;   ///< `codes=meta` (int asym): codes and reconstruction in the metadata type (LMDeploy TurboMind)
   bool fourOverSix = false; ///< `4over6` (nvfp4 only): per block the scale max/6 or max/4 with the smaller squared error
 
   bool operator==(const QuantSpec&) const = default;
@@ -103,7 +104,8 @@ QuantizedTokens quantizedTokens(const QuantSpec& spec, int64_t tokens);
 /// Whether the format step runs the scalar reference (core/quant/reference.h) rather than the
 /// vectorized kernels: the integer zero point and the engines' rounding modes have no kernel.
 inline bool usesReferenceQuantizer(const QuantSpec& spec) {
-  return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away || spec.codesFp32 || spec.fourOverSix;
+  return spec.zeroInt || spec.zeroPacked || spec.rounding != Rounding::Away || spec.codesFp32 ||
+         spec.codesMeta || spec.fourOverSix;
 }
 /// Whether `spec`'s format is a vector quantizer of §11 (tq, tqp, and vLLM's tqg): per token vector, always rotated.
 inline bool isVectorFormat(const QuantSpec& spec) { return formatInfo(spec.format).alwaysRotates; }

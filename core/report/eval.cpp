@@ -394,7 +394,7 @@ Expected<EvalReport> evaluate(const Dump& dump, const EvalOptions& options, cons
 
     LayerContext context;
     context.layer = l;
-    context.rope = RopeParams{info.ropeTheta, info.ropeStyle};
+    context.rope = info.rope();
     context.softmaxScale = info.softmaxScale;
     context.origin = info.path + ": layer " + std::to_string(l);
     context.layers = info.layers;

@@ -391,7 +391,7 @@ Expected<SearchResult> searchBudgets(const Dump& dump, const SearchOptions& opti
       info.hasKeyPreRope && std::any_of(keyCands.begin(), keyCands.end(), [](const Prepared& p) {
         return p.spec.prerope && p.result.skipped.empty();
       });
-  const RopeParams rope{info.ropeTheta, info.ropeStyle};
+  const RopeParams rope = info.rope();
   const double scale = info.softmaxScale;
 
   const double total = static_cast<double>(result.layers.size()) *

@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/engine/engine.h"
-#include "core/engine/llamacpp.h"
 #include "core/report/report_format.h"
 
 namespace kvscope {
@@ -162,77 +161,9 @@ PlanSolution cheapestPlan(const std::vector<std::vector<PlanOption>>& layers,
   return out;
 }
 
-const char* planShapeName(PlanShape shape) {
-  switch (shape) {
-    case PlanShape::PerLayer: return "per-layer";
-    case PlanShape::Uniform: return "uniform";
-    case PlanShape::FirstLast: return "first-last";
-    case PlanShape::SkipLayers: return "skip-layers";
-  }
-  return "?";
-}
-
 // ---- Engines' types ----------------------------------------------------------------------------
-
-namespace {
-
-std::string canonical(const std::string& spec) {
-  auto s = parseSpec(spec);
-  return s ? toString(*s) : spec;
-}
-
-// One type an engine stores: its name and the K and V specs it stores at the dump's shape.
-struct EngineType {
-  std::string name;
-  std::string key, value;  // canonical specs
-};
-
-// llama.cpp's cache types without f32 (no smaller than f16), as llama.cpp (rotation on) or
-// ik_llama.cpp stores them. ik_llama.cpp stores ggml's blocks as they are unless -khad/-vhad
-// are given (ikawrakow/ik_llama.cpp common/common.cpp:2246-2251 at 8337e4cd, off by default).
-std::vector<EngineType> llamacppTypes(int headDim, bool rotationDisabled) {
-  std::vector<EngineType> out;
-  for (std::string_view t : llamacppCacheTypes()) {
-    if (t == "f32") continue;
-    out.push_back({std::string(t), canonical(llamacppTensor(t, true, headDim, rotationDisabled).spec),
-                   canonical(llamacppTensor(t, false, headDim, rotationDisabled).spec)});
-  }
-  return out;
-}
-
-// vLLM's --kv-cache-dtype values kvscope models, resolved for the shape; "auto" (the model dtype,
-// what --kv-cache-dtype-skip-layers keeps) first. Dtypes the shape refuses are left out.
-std::vector<EngineType> vllmTypes(const KvShape& shape, std::vector<std::string>* notes) {
-  static constexpr std::string_view kDtypes[] = {
-      "auto", "fp8", "fp8_e5m2", "fp8_per_token_head", "int8_per_token_head", "int4_per_token_head",
-      "nvfp4", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc"};
-  std::vector<EngineType> out;
-  std::string leftOut;
-  for (std::string_view d : kDtypes) {
-    auto r = resolveEngine("vllm --kv-cache-dtype " + std::string(d), shape);
-    if (!r) {
-      leftOut += (leftOut.empty() ? "" : ", ") + std::string(d);
-      continue;
-    }
-    auto kp = parsePlan(r->key);
-    auto vp = parsePlan(r->value);
-    if (!kp || !vp || !isUniform(*kp) || !isUniform(*vp)) continue;
-    out.push_back({std::string(d), toString(kp->base), toString(vp->base)});
-  }
-  if (notes && !leftOut.empty()) {
-    notes->push_back("vLLM dtypes kvscope cannot model at this shape, left out: " + leftOut +
-                     " (--engine \"vllm --kv-cache-dtype X\" --explain says why)");
-  }
-  return out;
-}
-
-std::string joinInts(const std::vector<int>& v, const char* sep) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : sep) + std::to_string(x);
-  return s;
-}
-
-}  // namespace
+// Every engine's cache types, plan shape and plan → flags mapping live in its row (core/engine/,
+// EngineDef): nothing here names an engine.
 
 Plan compactPlan(const std::vector<QuantSpec>& perLayer) {
   Plan plan;
@@ -285,157 +216,8 @@ std::vector<EngineFlags> engineFlagsFor(const Plan& key, const Plan& value, cons
   std::vector<std::string> ks, vs;
   for (const QuantSpec& s : *kr) ks.push_back(toString(s));
   for (const QuantSpec& s : *vr) vs.push_back(toString(s));
-  const bool uniform = std::all_of(ks.begin(), ks.end(), [&](const std::string& s) { return s == ks.front(); }) &&
-                       std::all_of(vs.begin(), vs.end(), [&](const std::string& s) { return s == vs.front(); });
-
-  // llama.cpp: one -ctk and one -ctv for every layer.
-  {
-    EngineFlags f;
-    f.engine = "llama.cpp";
-    if (!uniform) {
-      f.statement = "llama.cpp has no per-layer cache types (one -ctk and one -ctv for every layer); "
-                    "search with --engine llama.cpp for the best uniform setting";
-    } else {
-      for (bool norot : {false, true}) {
-        std::string tk, tv;
-        for (const EngineType& t : llamacppTypes(info.headDim, norot)) {
-          if (tk.empty() && t.key == ks.front()) tk = t.name;
-          if (tv.empty() && t.value == vs.front()) tv = t.name;
-        }
-        if (!tk.empty() && !tv.empty()) {
-          f.expressible = true;
-          f.flags = std::string(norot ? "LLAMA_ATTN_ROT_DISABLE=1 " : "") + "llama.cpp -ctk " + tk + " -ctv " + tv;
-          f.statement = "every layer: K " + tk + ", V " + tv;
-          break;
-        }
-      }
-      if (!f.expressible) {
-        f.statement = "K " + ks.front() + " / V " + vs.front() + " is not a pair of llama.cpp cache types";
-      }
-    }
-    out.push_back(f);
-  }
-
-  // ik_llama.cpp: per side a type, the first N and the last M layers overridden
-  // (-ctk-first/-ctk-last TYPE,N: ikawrakow/ik_llama.cpp common/common.cpp:1849-1892 and
-  // src/llama.cpp:1487-1501 at 8337e4cd, the last-N override applied after the first-N one).
-  {
-    EngineFlags f;
-    f.engine = "ik_llama.cpp";
-    const std::vector<EngineType> types = llamacppTypes(info.headDim, true);
-    std::string words, why;
-    bool ok = true;
-    for (int pass = 0; pass < 2 && ok; ++pass) {
-      const bool isKey = pass == 0;
-      const std::vector<std::string>& s = isKey ? ks : vs;
-      auto typeOf = [&](const std::string& spec) {
-        for (const EngineType& t : types) {
-          if ((isKey ? t.key : t.value) == spec) return t.name;
-        }
-        return std::string();
-      };
-      // Runs of equal specs: one is a base, two a base and an override, three first/base/last.
-      std::vector<std::pair<std::string, int>> runs;
-      for (const std::string& spec : s) {
-        if (runs.empty() || runs.back().first != spec) runs.push_back({spec, 0});
-        ++runs.back().second;
-      }
-      std::string first, base, last;
-      int nFirst = 0, nLast = 0;
-      if (runs.size() == 1) {
-        base = runs[0].first;
-      } else if (runs.size() == 2) {
-        if (runs[0].second >= runs[1].second) {
-          base = runs[0].first;
-          last = runs[1].first;
-          nLast = runs[1].second;
-        } else {
-          base = runs[1].first;
-          first = runs[0].first;
-          nFirst = runs[0].second;
-        }
-      } else if (runs.size() == 3) {
-        first = runs[0].first;
-        nFirst = runs[0].second;
-        base = runs[1].first;
-        last = runs[2].first;
-        nLast = runs[2].second;
-      } else {
-        ok = false;
-        why = std::string(isKey ? "K" : "V") + " changes spec " + std::to_string(runs.size() - 1) +
-              " times along the layers";
-        break;
-      }
-      const char* side = isKey ? "-ctk" : "-ctv";
-      const std::string tb = typeOf(base);
-      if (tb.empty()) {
-        ok = false;
-        why = (isKey ? "K " : "V ") + base + " is not an ik_llama.cpp cache type";
-        break;
-      }
-      words += std::string(" ") + side + " " + tb;
-      for (auto [spec, count, suffix] : {std::tuple{first, nFirst, "-first"}, std::tuple{last, nLast, "-last"}}) {
-        if (count == 0) continue;
-        const std::string t = typeOf(spec);
-        if (t.empty()) {
-          ok = false;
-          why = (isKey ? "K " : "V ") + spec + " is not an ik_llama.cpp cache type";
-          break;
-        }
-        words += std::string(" ") + side + suffix + " " + t + "," + std::to_string(count);
-      }
-    }
-    f.expressible = ok;
-    if (ok) {
-      f.flags = "ik_llama.cpp" + words;
-      f.statement = "-ctk-first/-ctk-last TYPE,N override the first/last N layers (ggml types, no -khad/-vhad)";
-    } else {
-      f.statement = "ik_llama.cpp cannot express this plan: " + why +
-                    " (it has one type per side with first-N and last-N overrides)";
-    }
-    out.push_back(f);
-  }
-
-  // vLLM: one --kv-cache-dtype for K and V, some layers kept in the model dtype.
-  {
-    EngineFlags f;
-    f.engine = "vllm";
-    const std::vector<EngineType> types = vllmTypes({info.headDim, info.layers, info.kvHeads}, nullptr);
-    const EngineType* skip = nullptr;
-    for (const EngineType& t : types) {
-      if (t.name == "auto") skip = &t;
-    }
-    for (const EngineType& t : types) {
-      if (!skip || t.name == "auto") continue;
-      std::vector<int> skipped;
-      bool ok = true;
-      for (int l = 0; l < L && ok; ++l) {
-        const auto i = static_cast<size_t>(l);
-        if (ks[i] == t.key && vs[i] == t.value) continue;
-        if (ks[i] == skip->key && vs[i] == skip->value) skipped.push_back(l);
-        else ok = false;
-      }
-      if (!ok || static_cast<int>(skipped.size()) == L) continue;
-      f.expressible = true;
-      f.flags = "vllm serve MODEL --kv-cache-dtype " + t.name;
-      if (!skipped.empty()) f.flags += " --kv-cache-dtype-skip-layers " + joinInts(skipped, " ");
-      f.statement = skipped.empty() ? "every layer " + t.name
-                                    : "layers " + joinInts(skipped, ",") + " keep the model dtype, the others " + t.name;
-      break;
-    }
-    if (!f.expressible) {
-      if (skip && std::all_of(ks.begin(), ks.end(), [&](const std::string& s) { return s == skip->key; }) &&
-          std::all_of(vs.begin(), vs.end(), [&](const std::string& s) { return s == skip->value; })) {
-        f.expressible = true;
-        f.flags = "vllm serve MODEL --kv-cache-dtype auto";
-        f.statement = "every layer in the model dtype";
-      } else {
-        f.statement = "vLLM stores one --kv-cache-dtype for K and V on every layer but those of "
-                      "--kv-cache-dtype-skip-layers (model dtype); this plan is not of that form";
-      }
-    }
-    out.push_back(f);
-  }
+  const KvShape shape{info.headDim, info.layers, info.kvHeads, info.model};
+  for (const EngineDef* e : planEngines()) out.push_back(e->planFlags(ks, vs, shape));
   return out;
 }
 
@@ -586,33 +368,34 @@ double bitsOfSpec(const QuantSpec& s, const DumpInfo& info) {
 
 }  // namespace
 
-Expected<std::vector<std::string>> planCandidates(const DumpInfo& info, const PlanSearchOptions& options) {
-  std::vector<std::string> out;
-  const std::string engine = options.engine;
-  if (engine.empty()) return options.candidates.empty() ? sensitivityCandidates() : options.candidates;
-  const EngineDef* def = findEngine(engine);
-  const bool ik = engine == "ik_llama.cpp" || engine == "ik-llama.cpp" || engine == "ik_llama";
-  if (!def && !ik) {
-    return Status::invalidArgument("--engine " + engine + ": not an engine kvscope knows (known: " +
-                                   engineNameList() + ", ik_llama.cpp)");
+namespace {
+
+/// The engine `name` names for a plan search: nullptr for "" (any plan), an error for an unknown one.
+Expected<const EngineDef*> planEngine(const std::string& name) {
+  if (name.empty()) return static_cast<const EngineDef*>(nullptr);
+  const EngineDef* def = findEngine(name);
+  if (def == nullptr) {
+    return Status::invalidArgument("--engine " + name + ": not an engine kvscope knows (known: " + engineNameList() + ")");
   }
-  if (ik || def->name == "llama.cpp") {
-    for (const EngineType& t : llamacppTypes(info.headDim, ik)) {
-      out.push_back(t.key);
-      out.push_back(t.value);
-    }
-  } else if (def->name == "vllm") {
-    for (const EngineType& t : vllmTypes({info.headDim, info.layers, info.kvHeads}, nullptr)) {
-      out.push_back(t.key);
-      out.push_back(t.value);
-    }
-  } else {
+  return def;
+}
+
+KvShape shapeOf(const DumpInfo& info) { return KvShape{info.headDim, info.layers, info.kvHeads, info.model}; }
+
+}  // namespace
+
+Expected<std::vector<std::string>> planCandidates(const DumpInfo& info, const PlanSearchOptions& options) {
+  auto def = planEngine(options.engine);
+  if (!def) return def.status();
+  if (*def == nullptr || (*def)->planTypes == nullptr) {
     return options.candidates.empty() ? sensitivityCandidates() : options.candidates;
   }
   std::set<std::string> seen;
   std::vector<std::string> unique;
-  for (const std::string& s : out) {
-    if (seen.insert(s).second) unique.push_back(s);
+  for (const EngineType& t : (*def)->planTypes(shapeOf(info), nullptr)) {
+    for (const std::string& s : {t.key, t.value}) {
+      if (seen.insert(s).second) unique.push_back(s);
+    }
   }
   return unique;
 }
@@ -634,29 +417,22 @@ Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSear
     return Status::invalidArgument("plan search: the map lacks a side that has a budget");
   }
   const size_t L = map.layers.size();
-  const KvShape shape{info.headDim, info.layers, info.kvHeads};
+  const KvShape shape = shapeOf(info);
 
-  // The shape and the choosable types.
+  // The shape and the choosable types: the engine row's (core/engine), or the map's candidates.
   std::vector<Choice> choices;
-  const std::string& engine = options.engine;
-  const bool ik = engine == "ik_llama.cpp" || engine == "ik-llama.cpp" || engine == "ik_llama";
-  const EngineDef* def = engine.empty() || ik ? nullptr : findEngine(engine);
-  if (!engine.empty() && !ik && !def) {
-    return Status::invalidArgument("--engine " + engine + ": not an engine kvscope knows (known: " +
-                                   engineNameList() + ", ik_llama.cpp)");
-  }
-  r.engine = ik ? "ik_llama.cpp" : def ? std::string(def->name) : std::string();
+  auto engineDef = planEngine(options.engine);
+  if (!engineDef) return engineDef.status();
+  const EngineDef* def = *engineDef;
+  r.engine = def ? std::string(def->name) : std::string();
   std::vector<EngineType> types;
-  if (ik || (def && def->name == "llama.cpp")) {
-    r.shape = ik ? PlanShape::FirstLast : PlanShape::Uniform;
-    types = llamacppTypes(info.headDim, ik);
-    if (!ik) {
-      r.notes.push_back("llama.cpp has no per-layer cache types (one -ctk and one -ctv for every layer): the plan is "
-                        "the best uniform pair of its cache types");
+  if (def && def->planTypes != nullptr) {
+    r.shape = def->planShape;
+    types = def->planTypes(shape, &r.notes);
+    if (r.shape == PlanShape::Uniform) {
+      r.notes.push_back(std::string(def->name) + " has no per-layer cache types (" + std::string(def->planSummary) +
+                        "): the plan is the best uniform pair of its cache types");
     }
-  } else if (def && def->name == "vllm") {
-    r.shape = PlanShape::SkipLayers;
-    types = vllmTypes(shape, &r.notes);
   } else {
     r.shape = def ? PlanShape::Uniform : PlanShape::PerLayer;
     const SensitivitySide& any = map.key.mapped ? map.key : map.value;
@@ -680,12 +456,9 @@ Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSear
   std::vector<int> keyPick(L, -1), valuePick(L, -1);
   bool found = true;
   if (r.shape == PlanShape::SkipLayers) {
-    // One dtype for K and V, each layer either that dtype or the model dtype ("auto"): both
-    // budgets bound the same choice, a two-dimensional problem per dtype.
-    int skip = -1;
-    for (size_t i = 0; i < choices.size(); ++i) {
-      if (types[i].name == "auto") skip = static_cast<int>(i);
-    }
+    // One type for K and V, each layer either that type or what skipped layers keep (the row's
+    // first type): both budgets bound the same choice, a two-dimensional problem per type.
+    const int skip = choices.empty() ? -1 : 0;
     double bestCost = std::numeric_limits<double>::infinity();
     found = false;
     for (size_t i = 0; i < choices.size(); ++i) {
@@ -728,7 +501,8 @@ Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSear
     }
     // A side without a budget takes the dtype's own spec for that side (one dtype for both).
     if (!options.keyBudget || !options.valueBudget) {
-      r.notes.push_back("vLLM has one --kv-cache-dtype for K and V: the side without a budget follows the other");
+      r.notes.push_back(std::string(def->name) + ": " + std::string(def->planSummary) +
+                        ": the side without a budget follows the other");
     }
   } else {
     for (int pass = 0; pass < 2; ++pass) {
@@ -915,11 +689,11 @@ Expected<PlanSearchResult> planSearch(const Dump& dump, const PlanSearchOptions&
   if (!cands) return cands.status();
   SensitivityOptions so;
   so.candidates = *cands;
-  // vLLM: one dtype for both sides, so both are mapped (only budgeted sides constrain).
+  // One type for both sides (skip-layers engines): both are mapped (only budgeted sides constrain).
   const EngineDef* def = options.engine.empty() ? nullptr : findEngine(options.engine);
-  const bool vllm = def && def->name == "vllm";
-  so.keys = options.keyBudget.has_value() || vllm;
-  so.values = options.valueBudget.has_value() || vllm;
+  const bool bothSides = def && def->planTypes != nullptr && def->planShape == PlanShape::SkipLayers;
+  so.keys = options.keyBudget.has_value() || bothSides;
+  so.values = options.valueBudget.has_value() || bothSides;
   so.sequence = options.sequence;
   so.lastQueries = options.lastQueries;
   const double mapShare = options.evaluateJoint ? 0.85 : 1.0;

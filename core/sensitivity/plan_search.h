@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/engine.h"
 #include "core/io/dump.h"
 #include "core/quant/plan.h"
 #include "core/report/eval.h"
@@ -57,15 +58,8 @@ PlanSolution cheapestPlan(const std::vector<std::vector<PlanOption>>& layers,
 
 // ---- Plans from a dump -----------------------------------------------------------------------
 
-/// What plans may look like: kvscope's plans, or what an engine's flags can express.
-enum class PlanShape {
-  PerLayer,    ///< any candidate on any layer, K and V apart (kvscope plans, §12)
-  Uniform,     ///< one spec for every layer, per side (llama.cpp; engines without per-layer types)
-  FirstLast,   ///< per side a base type, the first N and the last M layers overridden (ik_llama.cpp)
-  SkipLayers,  ///< one dtype for K and V together, some layers kept in the model dtype (vLLM)
-};
-/// "per-layer", "uniform", "first-last", "skip-layers".
-const char* planShapeName(PlanShape shape);
+// PlanShape (what plans may look like: kvscope's plans, or what an engine's flags can express)
+// and planShapeName live in core/engine/engine.h with the engine rows.
 
 /// What to search.
 struct PlanSearchOptions {
@@ -74,9 +68,8 @@ struct PlanSearchOptions {
   std::optional<Plan> fixedKey;       ///< an unsearched side's plan in the joint result
   std::optional<Plan> fixedValue;
   std::vector<std::string> candidates;  ///< spec strings; empty = sensitivityCandidates()
-  /// "" = any plan; otherwise an engine name or alias (engineTable): llama.cpp → uniform
-  /// llama.cpp cache types, ik_llama.cpp → first/last overrides of its cache types, vllm → one
-  /// --kv-cache-dtype plus skipped layers, any other engine → uniform candidates.
+  /// "" = any plan; otherwise an engine name or alias (engineTable): the row's plan shape and
+  /// cache types (EngineDef::planTypes), or uniform candidates for a row without plan types.
   std::string engine;
   int sequence = 0;
   int lastQueries = 0;
@@ -100,13 +93,8 @@ struct UniformPair {
   bool meets = false;                    ///< within both budgets
 };
 
-/// An engine's own flags for the chosen plans, or why it cannot express them.
-struct EngineFlags {
-  std::string engine;      ///< "llama.cpp", "ik_llama.cpp", "vllm"
-  bool expressible = false;
-  std::string flags;       ///< the command-line words, when expressible
-  std::string statement;   ///< for people: what the flags mean, or why there are none
-};
+// EngineFlags (an engine's own flags for the chosen plans, or why it cannot express them) lives in
+// core/engine/engine.h with the rows that write them.
 
 /// Everything a plan search produced.
 struct PlanSearchResult {
@@ -125,7 +113,7 @@ struct PlanSearchResult {
   std::vector<PlanLayerChoice> layers; ///< every layer
   UniformPair uniform;                 ///< the cheapest uniform pair within the budgets (same candidates)
   UniformPair uniformAtBytes;          ///< the uniform pair of the plan's bytes per token or the next larger
-  std::vector<EngineFlags> engineFlags;  ///< llama.cpp, ik_llama.cpp, vLLM: flags or why not
+  std::vector<EngineFlags> engineFlags;  ///< every plan engine's flags (planEngines()), or why not
   std::optional<EvalReport> joint;     ///< the chosen plans evaluated together
   std::vector<std::string> notes;
 };
@@ -145,7 +133,7 @@ Expected<std::vector<std::string>> planCandidates(const DumpInfo& info, const Pl
 /// on its runs of layers (`N` or `N-M`, joined by '+'). resolve(compactPlan(s), s.size()) == s.
 Plan compactPlan(const std::vector<QuantSpec>& perLayer);
 
-/// Each engine's flags for `key`/`value` at the dump's shape (llama.cpp, ik_llama.cpp, vLLM).
+/// Each plan engine's flags (planEngines(), table order) for `key`/`value` at the dump's shape.
 std::vector<EngineFlags> engineFlagsFor(const Plan& key, const Plan& value, const DumpInfo& info);
 
 /// JSON (`kvscope_plan_search: 1`, fields in docs/search-and-capacity.md); the joint report

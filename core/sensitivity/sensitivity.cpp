@@ -148,7 +148,7 @@ Expected<SensitivityMap> sensitivityMap(const Dump& dump, const SensitivityOptio
   const bool needPreRope =
       map.key.mapped && info.hasKeyPreRope &&
       std::any_of(specs.begin(), specs.end(), [](const QuantSpec& s) { return s.prerope; });
-  const RopeParams rope{info.ropeTheta, info.ropeStyle};
+  const RopeParams rope = info.rope();
 
   const double total = static_cast<double>(nl) *
                        static_cast<double>((map.key.mapped ? nc : 0) + (map.value.mapped ? nc : 0) + 1);

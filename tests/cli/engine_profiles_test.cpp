@@ -36,7 +36,7 @@ test::TempDir* CliEngineProfiles::dir_ = nullptr;
 std::string CliEngineProfiles::dump_;
 
 TEST_F(CliEngineProfiles, ExplainNamesTheRuleAndTheAssumption) {
-  auto r = test::runCli("eval '" + dump_ + "' --engine 'vllm --kv-cache-dtype fp8 --calculate-kv-scales' --explain");
+  auto r = test::runCli("eval '" + dump_ + "' --engine 'vllm@0.18 --kv-cache-dtype fp8 --calculate-kv-scales' --explain");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("key:   fp8_e4m3,div=200\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("value: fp8_e4m3,div=100\n"), std::string::npos) << r.out;
@@ -53,17 +53,18 @@ TEST_F(CliEngineProfiles, ExplainNamesTheRuleAndTheAssumption) {
   auto lm = test::runCli("eval '" + dump_ + "' --engine 'lmdeploy --backend pytorch --quant-policy 42' --explain");
   ASSERT_EQ(lm.exitCode, 0) << lm.err;
   EXPECT_NE(lm.out.find("key:   lmqjl4,scale=bf16\nvalue: lmtq2,scale=bf16\n"), std::string::npos) << lm.out;
-  auto sg = test::runCli("eval '" + dump_ + "' --engine 'sglang --kv-cache-dtype fp4_e2m1' --explain");
+  auto sg = test::runCli("eval '" + dump_ + "' --engine 'sglang --kv-cache-dtype fp4_mx_block16' --explain");
   ASSERT_EQ(sg.exitCode, 0) << sg.err;
   EXPECT_NE(sg.out.find("key:   kvfp4\n"), std::string::npos) << sg.out;
 }
 
 TEST_F(CliEngineProfiles, EvalRunsEachEnginesSpecs) {
   for (const char* engine : {"vllm --kv-cache-dtype int8_per_token_head", "sglang --kv-cache-dtype fp8_e4m3",
-                             "lmdeploy --quant-policy 4", "trtllm kv_cache_dtype=nvfp4",
-                             "vllm --kv-cache-dtype nvfp4", "sglang --kv-cache-dtype fp4_e2m1",
+                             "lmdeploy --backend turbomind --quant-policy 4", "trtllm kv_cache_dtype=nvfp4",
+                             "vllm --kv-cache-dtype nvfp4", "sglang --kv-cache-dtype fp4_mx_block16",
+                             "sglang --kv-cache-dtype nvfp4", "vllm kv_cache_scheme=tensor",
                              "lmdeploy --backend pytorch --quant-policy 42",
-                             "transformers cache_implementation=quantized backend=HQQ nbits=2"}) {
+                             "transformers cache_implementation=quantized backend=hqq nbits=2"}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "' --json -");
     ASSERT_EQ(r.exitCode, 0) << engine << "\n" << r.err;
     const Json j = Json::parse(r.out);
@@ -83,7 +84,7 @@ TEST_F(CliEngineProfiles, CapacityCountsEachEnginesBytes) {
   };
   EXPECT_EQ(bytes("vllm --kv-cache-dtype fp8"), 1024.0);
   EXPECT_EQ(bytes("vllm --kv-cache-dtype fp8_per_token_head"), 1056.0);
-  EXPECT_EQ(bytes("lmdeploy --quant-policy 4"), 544.0);
+  EXPECT_EQ(bytes("lmdeploy --backend turbomind --quant-policy 4"), 544.0);
 }
 
 // vLLM's layers kept in the model dtype are plans: TurboQuant's boundary layers (n = min(2, L // 2):
@@ -113,7 +114,12 @@ TEST_F(CliEngineProfiles, RefusalsExitWithStatus2) {
            {"sglang --int8-kv-cache", "not an SGLang flag"},
            {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers 2", "layer 2 does not exist: the dump has 2 layers"},
            {"vllm --kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window", "sliding_window_layers="},
-           {"lmdeploy --quant-policy 42", "only in the PyTorch engine"},
+           {"lmdeploy --quant-policy 42", "without --backend"},
+           {"lmdeploy --backend turbomind --quant-policy 16", "FP8 quantization is not supported"},
+           {"vllm --kv-cache-dtype fp8 --calculate-kv-scales", "removed by PR #49389"},
+           {"vllm --kv-cache-dtype fp8_e5m2 kv_cache_scheme=tensor", "not supported with fp8 checkpoints"},
+           {"sglang --kv-cache-dtype fp4_e2m1", "no longer auto-selects an FP4 KV recipe"},
+           {"transformers@4.57 cache_implementation=quantized backend=HQQ", "renamed backend=hqq"},
            {"transformers cache_implementation=quantized backend=HQQ nbits=5", "HQQ"}}) {
     auto r = test::runCli("eval '" + dump_ + "' --engine '" + engine + "'");
     EXPECT_EQ(r.exitCode, 2) << engine << "\n" << r.err;

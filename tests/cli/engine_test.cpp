@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -105,7 +106,7 @@ TEST_F(CliEngine, RefusedFlagsAndConflictsExitWithStatus2) {
        "llama.cpp: --cache-type-k q3_K is not a KV cache type llama.cpp accepts (it accepts f32, f16, bf16, q8_0, "
        "q4_0, q4_1, iq4_nl, q5_0, q5_1)"},
       {"--engine 'exllamav2 --cache-8bit'",
-       "unknown engine 'exllamav2' (known engines: llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm)"},
+       "unknown engine 'exllamav2' (known engines: llama.cpp, ik_llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm)"},
       {"--engine 'llama.cpp -fa off -ctv q4_0'", "requires flash_attn"},
       {"--engine 'llama.cpp -ctk q4_0' --preset kivi-2", "not both"},
       {"--engine 'llama.cpp' --key int4 --value int4", "not both"},
@@ -157,6 +158,66 @@ TEST_F(CliEngine, SearchMeasuresTheEngineAsTheBaselineToBeat) {
   // 2.25 bits per element) meets it and is cheaper than q4_0's 4.5.
   EXPECT_EQ(j["key"]["spec"], "int2");
   EXPECT_TRUE(base["beaten"].get<bool>());
+}
+
+// src/llama-context.cpp llama_init_from_model refuses a quantized cache type whose block size
+// does not divide the head dim: on stories260K (D = 8) "K cache type q8_0 with block size 32 does
+// not divide n_embd_head_k=8", which llama.cpp itself prints for that model (../shared
+// llamacpp-facts.md). kvscope used to report numbers for it; f16 still runs.
+TEST_F(CliEngine, LlamacppRefusesBlocksThatDoNotDivideTheHeadDim) {
+  const std::string d8 = dir_->file("d8.h5");
+  auto s = test::runCli("synth -q --layers 2 --kv-heads 4 --heads 8 --tokens 32 --queries 2 --head-dim 8 '" + d8 + "'");
+  ASSERT_EQ(s.exitCode, 0) << s.err;
+  auto r = test::runCli("eval '" + d8 + "' --engine 'llama.cpp -ctk q8_0' --json -");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("K cache type q8_0 with block size 32 does not divide n_embd_head_k=8"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty());
+  auto p = test::runCli("eval '" + d8 + "' --preset llamacpp-q4_0 --json -");
+  EXPECT_EQ(p.exitCode, 2) << p.err;
+  EXPECT_NE(p.err.find("preset llamacpp-q4_0"), std::string::npos) << p.err;
+  auto ok = test::runCli("eval '" + d8 + "' --engine 'llama.cpp -ctk f16 -ctv bf16' --json -");
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+}
+
+// --explain names what the CPU attention rounds Q to (ggml-cpu.c type_traits_cpu vec_dot_type:
+// q8_0 for a q4_0 K), in the basis K is stored in (llama.cpp rotates Q with K before the kernel
+// converts it), and says eval keeps Q exact.
+TEST_F(CliEngine, ExplainNamesTheQuerySpec) {
+  auto r = test::runCli("eval '" + d128_ + "' --engine 'llama.cpp -ctk q4_0' --explain");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("query: q8_0,rot=hadamard:128 (what the engine rounds Q to; e2e applies it, eval keeps Q exact)"),
+            std::string::npos)
+      << r.out;
+  auto f = test::runCli("eval '" + d128_ + "' --engine 'llama.cpp -ctk f32 -fa off' --explain");
+  ASSERT_EQ(f.exitCode, 0) << f.err;
+  EXPECT_EQ(f.out.find("query:"), std::string::npos) << f.out;
+}
+
+// presets --engines lists every row with its releases and changes.
+TEST_F(CliEngine, PresetsListsTheEngineRows) {
+  auto r = test::runCli("presets --engines --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  std::vector<std::string> names;
+  for (const Json& e : j["engines"]) {
+    names.push_back(e["name"]);
+    EXPECT_FALSE(e["releases"].empty()) << e["name"];
+    EXPECT_FALSE(e["refusals"].empty()) << e["name"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"llama.cpp", "ik_llama.cpp", "vllm", "sglang", "lmdeploy", "transformers",
+                                             "trtllm"}));
+  const Json& vllm = j["engines"][2];
+  EXPECT_EQ(vllm["plan_shape"], "skip-layers");
+  EXPECT_EQ(vllm["changes"][0]["option"], "--calculate-kv-scales");
+  EXPECT_EQ(vllm["changes"][0]["release"], "0.26");
+  auto text = test::runCli("presets --engines");
+  ASSERT_EQ(text.exitCode, 0) << text.err;
+  EXPECT_NE(text.out.find("changed in 0.26: --calculate-kv-scales"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("0.18 (2026-03)"), std::string::npos);
+  auto bad = test::runCli("presets --engines --dump '" + d128_ + "'");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("--engines"), std::string::npos) << bad.err;
 }
 
 }  // namespace

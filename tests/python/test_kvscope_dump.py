@@ -149,6 +149,30 @@ class NumpyInput(unittest.TestCase):
         inter = kvscope_dump.apply_rope(x, theta=100.0, style="interleaved")
         np.testing.assert_allclose(inter[0, 2], [np.cos(2.0), np.sin(2.0), 0.0, 0.0], atol=1e-6)
 
+    def test_llama_capture_refuses_models_that_normalize_q_and_k(self):
+        # Qwen3's q_norm/k_norm act between k_proj and RoPE: hooks on k_proj would store the
+        # wrong keys, so LlamaCapture refuses and names record (no torch needed to build it).
+        class Attn:
+            q_proj = k_proj = object()
+            q_norm = k_norm = object()
+
+        class Layer:
+            self_attn = Attn()
+
+        class Inner:
+            layers = [Layer()]
+
+        class Config:
+            num_attention_heads, num_key_value_heads, hidden_size = 4, 2, 16
+
+        class Model:
+            config = Config()
+            model = Inner()
+
+        with self.assertRaises(ValueError) as ctx:
+            kvscope_dump.LlamaCapture(Model())
+        self.assertIn("kvscope-cli record", str(ctx.exception))
+
     def test_bad_input_raises_and_leaves_the_previous_file(self):
         out = self.path("keep.h5")
         kvscope_dump.write_dump(out, random_cache(self.rng, layers=1))

@@ -196,7 +196,7 @@ class LayerSwitchTest : public QObject {
     const DumpInfo& info = w.dump()->info();
     const LayerQuant& lq = *w.layerQuant();
     Tensor3 preHat = coreReconstruction(path_, 3, TensorKind::Key, w.keyPanel()->spec());
-    applyInverseRope(preHat, RopeParams{info.ropeTheta, info.ropeStyle});
+    applyInverseRope(preHat, info.rope());
     QCOMPARE(lq.keyPreRopeHat->data, headData(preHat, 1));
     const Tensor3 pre = wholeTensor(path_, 3, TensorKind::KeyPreRope);
     QTRY_VERIFY_WITH_TIMEOUT(viewOf<HeatmapView>(w)->canvas()->data().columns > 0, kWaitMs);

@@ -303,7 +303,7 @@ class MainWindowTest : public QObject {
       viewOf<HistogramView>(w)->tensorBox()->setCurrentIndex(1);
       QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant()->keyPreRopeHat.has_value(), kWaitMs);
       Tensor3 expected = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
-      applyInverseRope(expected, RopeParams{info.ropeTheta, info.ropeStyle});
+      applyInverseRope(expected, info.rope());
       QCOMPARE(w.layerQuant()->keyPreRopeHat->data, expected.data);
       QCOMPARE(viewOf<HistogramView>(w)->data().count, info.tokens * info.headDim);
       QVERIFY(!viewOf<HistogramView>(w)->data().reconstructed.empty());

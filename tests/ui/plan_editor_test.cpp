@@ -51,7 +51,7 @@ std::vector<float> coreKeyHead0(const std::string& path, int layer, const QuantS
   if (!dump) qFatal("%s", dump.status().message().c_str());
   const DumpInfo& info = (*dump)->info();
   auto x = (*dump)->read(layer, TensorKind::Key);
-  QuantInput input{&*x, nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
+  QuantInput input{&*x, nullptr, info.rope()};
   auto out = quantizeTensor(input, s);
   if (!out) qFatal("%s", out.status().message().c_str());
   const Tensor3& r = out->reconstruction;

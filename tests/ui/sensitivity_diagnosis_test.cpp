@@ -70,7 +70,7 @@ std::vector<AttentionCases> expectedCases(const Dump& dump, int layer, const std
   std::optional<Tensor3> pre;
   if (info.hasKeyPreRope) pre = *dump.read(layer, TensorKind::KeyPreRope);
   const QuantSpec spec = *parseSpec(specText);
-  const RopeParams rope{info.ropeTheta, info.ropeStyle};
+  const RopeParams rope = info.rope();
   auto kh = quantizeTensor(QuantInput{&k, pre ? &*pre : nullptr, rope}, spec);
   auto vh = quantizeTensor(QuantInput{&v, nullptr, rope}, spec);
   if (!kh || !vh) qFatal("quantize failed");

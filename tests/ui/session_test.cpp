@@ -48,7 +48,7 @@ class SessionTest : public QObject {
  private:
   QTemporaryDir dir_;
   QString wide_;    // D = 64, 3 layers, 2 kv heads, 160 tokens
-  QString narrow_;  // D = 8 (stories260K's head dim), 2 layers, 4 kv heads, 96 tokens
+  QString narrow_;  // D = 32 (no Hadamard block of 64; llama.cpp refuses q4_0 at D = 8), 2 layers, 4 kv heads, 96 tokens
 
   QString write(const QString& name, const SynthOptions& o) {
     const QString path = dir_.filePath(name);
@@ -108,7 +108,7 @@ class SessionTest : public QObject {
     b.heads = 8;
     b.tokens = 96;
     b.queries = 4;
-    b.headDim = 8;
+    b.headDim = 32;
     b.seed = 4;
     narrow_ = write(QStringLiteral("narrow.h5"), b);
   }
@@ -138,7 +138,7 @@ class SessionTest : public QObject {
     w.openDump(narrow_);
     waitForViews(w, narrow_);
     const DumpInfo narrow = w.dump()->info();
-    QCOMPARE(narrow.headDim, 8);
+    QCOMPARE(narrow.headDim, 32);
     // What llama.cpp stores for this shape (core/engine), not the first dump's rot=hadamard:64.
     auto expected = resolveEngine("llama.cpp -ctk q4_0 -ctv q8_0", KvShape{narrow.headDim, narrow.layers, narrow.kvHeads});
     QVERIFY(expected.hasValue());
@@ -151,7 +151,7 @@ class SessionTest : public QObject {
   }
 
   // Issue 32 defect 1: plans typed for the first dump that the second cannot take
-  // (rot=hadamard:64 on D = 8) are reported, and every view is left empty, not showing the
+  // (rot=hadamard:64 on D = 32) are reported, and every view is left empty, not showing the
   // first dump's data under the second's title; nothing of the first dump arrives later.
   void aSettingThatDoesNotFitLeavesEveryViewEmpty() {
     MainWindow w(false);
@@ -167,7 +167,7 @@ class SessionTest : public QObject {
     }
     QSignalSpy errors(&w, &MainWindow::errorShown);
     w.openDump(narrow_);
-    QTRY_VERIFY_WITH_TIMEOUT(w.dump() && w.dump()->info().headDim == 8, kWaitMs);
+    QTRY_VERIFY_WITH_TIMEOUT(w.dump() && w.dump()->info().headDim == 32, kWaitMs);
     QVERIFY(!w.session()->settingProblem().isEmpty());
     QVERIFY2(w.session()->settingProblem().contains(QStringLiteral("hadamard")), qPrintable(w.session()->settingProblem()));
     QVERIFY(errors.count() >= 1);
@@ -206,7 +206,7 @@ class SessionTest : public QObject {
     // Undo brings the engine's setting back, and its notes with it.
     w.undoStack()->undo();
     QVERIFY(!notes->isHidden());
-    // On the D = 8 dump the engine string is resolved again: its notes say what applies there.
+    // On the D = 32 dump the engine string is resolved again: its notes say what applies there.
     w.openDump(narrow_);
     waitForViews(w, narrow_);
     QVERIFY2(!notes->text().contains(QStringLiteral("D = 64")), qPrintable(notes->text()));

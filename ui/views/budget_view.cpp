@@ -33,8 +33,9 @@
 #include <QSettings>
 
 #include "core/capacity/units.h"
-#include "core/model/checkpoint.h"
-#include "core/model/record.h"
+#include "core/engine/engine.h"
+#include "core/model/e2e.h"
+#include "core/model/model.h"
 #include "ui/export/exporter.h"
 #include "ui/state/session.h"
 #include "ui/workers/job_runner.h"
@@ -370,11 +371,11 @@ QString BudgetView::e2eUnavailableReason() const {
   if (!dump_) return tr("Open a dump written by kvscope-cli record to run the end-to-end check.");
   const DumpInfo& info = dump_->info();
   const QString model = q(info.modelPath);
-  if (!info.hasLogits || model.isEmpty())
-    return tr("The end-to-end check needs a dump written by kvscope-cli record (with /logits and model_path); "
+  if (!info.hasTokens || model.isEmpty())
+    return tr("The end-to-end check needs a dump written by kvscope-cli record (with /tokens and model_path); "
               "this one has %1.")
-        .arg(info.hasLogits ? tr("no model_path attribute") : tr("no /logits"));
-  if (!QFileInfo(model).isFile())
+        .arg(info.hasTokens ? tr("no model_path attribute") : tr("no /tokens"));
+  if (!QFileInfo::exists(model))
     return tr("The end-to-end check needs a dump written by kvscope-cli record and its model file at %1, "
               "which is missing.")
         .arg(model);
@@ -398,21 +399,14 @@ void BudgetView::runE2eCheck() {
   e2eRunner_->start<std::shared_ptr<const E2eResult>>(
       [dump, key, value](const Progress& progress) -> Expected<std::shared_ptr<const E2eResult>> {
         const std::string& path = dump->info().modelPath;
-        auto model = Checkpoint::load(path);
+        auto model = Model::load(path);
         if (!model) return model.status();
-        // Reading, the exact replay and the quantized replay share the progress bar in thirds.
-        const auto part = [&progress](double from) {
-          return Progress([&progress, from](double f, std::string_view what) {
-            return report(progress, from + f / 3.0, what);
-          });
-        };
-        auto recording = readRecording(*dump, part(0.0));
-        if (!recording) return recording.status();
-        auto baseline = e2eBaseline(*model, *recording, part(1.0 / 3.0));
-        if (!baseline) return baseline.status().withContext(dump->info().path);
-        auto result = runE2e(*model, *recording, *baseline, key, value, part(2.0 / 3.0));
-        if (!result) return result.status();
-        return std::make_shared<const E2eResult>(std::move(result).value());
+        E2eSetting setting;
+        setting.key = key;
+        setting.value = value;
+        auto results = runE2e(*model, *dump, {setting}, {}, progress);
+        if (!results) return results.status();
+        return std::make_shared<const E2eResult>(std::move(results->front()));
       },
       [this](std::shared_ptr<const E2eResult> result) {
         setE2eResult(std::move(result));
@@ -942,11 +936,13 @@ QStringList BudgetView::csvTableNames() const {
 
 void fillPlanEngines(QComboBox* box) {
   box->addItem(QObject::tr("any plan"), QString());
-  box->addItem(QStringLiteral("llama.cpp"), QStringLiteral("llama.cpp"));
-  box->addItem(QStringLiteral("ik_llama.cpp"), QStringLiteral("ik_llama.cpp"));
-  box->addItem(QStringLiteral("vLLM"), QStringLiteral("vllm"));
-  box->setToolTip(QObject::tr("Only plans this engine's flags can express: llama.cpp one type per side, ik_llama.cpp "
-                              "first/last layer overrides, vLLM one dtype plus skipped layers."));
+  // The engines whose flags a plan can be written in, and each one's plan shape, from the engine rows.
+  QString shapes;
+  for (const EngineDef* e : planEngines()) {
+    box->addItem(q(std::string(e->name)), q(std::string(e->name)));
+    shapes += QStringLiteral("\n") + q(std::string(e->name)) + QStringLiteral(": ") + q(std::string(e->planSummary));
+  }
+  box->setToolTip(QObject::tr("Only plans this engine's flags can express:") + shapes);
 }
 
 QString engineFlagsText(const PlanSearchResult& r, QString* why) {

@@ -68,15 +68,17 @@ TEST(EngineCapacity, Vllm) {
 TEST(EngineCapacity, Sglang) {
   EXPECT_DOUBLE_EQ(bytesPerToken("sglang"), kVectors * 512);
   EXPECT_DOUBLE_EQ(bytesPerToken("sglang --kv-cache-dtype fp8_e4m3"), kVectors * 256);
-  EXPECT_DOUBLE_EQ(bytesPerToken("sglang --kv-cache-dtype fp4_e2m1"), kVectors * 2 * (64 + 8));
+  EXPECT_DOUBLE_EQ(bytesPerToken("sglang --kv-cache-dtype fp4_mx_block16"), kVectors * 2 * (64 + 8));
+  EXPECT_DOUBLE_EQ(bytesPerToken("sglang@0.5.14 --kv-cache-dtype fp4_e2m1"), kVectors * 2 * (64 + 8));
 }
 
 // lmdeploy/pytorch/engine/cache_engine.py (commit 1263d5cd): int8 D bytes, int4 and TurboQuant K
 // D/2, TurboQuant V D/4; get_quant_cache_descs adds [scale, zero] (TurboQuant K: [mse_norm,
 // qjl_norm], V: [norm]) in the model dtype (2 bytes each).
 TEST(EngineCapacity, Lmdeploy) {
-  EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --quant-policy 8"), kVectors * 2 * (128 + 4));
-  EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --quant-policy 4"), kVectors * 2 * (64 + 4));
+  EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --backend turbomind --quant-policy 8"), kVectors * 2 * (128 + 4));
+  EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --backend turbomind --quant-policy 4"), kVectors * 2 * (64 + 4));
+  EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --backend pytorch --quant-policy 16"), kVectors * 256);
   EXPECT_DOUBLE_EQ(bytesPerToken("lmdeploy --backend pytorch --quant-policy 42"), kVectors * ((64 + 4) + (32 + 2)));
 }
 
@@ -87,20 +89,21 @@ TEST(EngineCapacity, Lmdeploy) {
 TEST(EngineCapacity, Transformers) {
   EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized"), kVectors * 2 * (64 + 8));
   EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized nbits=2"), kVectors * 2 * (32 + 8));
-  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=HQQ nbits=4"),
+  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=hqq nbits=4"),
                    kVectors * 2 * (64 + 8));
   // 3 bits: 7 int32 per 64 values = 28 bytes, two groups per vector.
-  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=HQQ nbits=3"),
+  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=hqq nbits=3"),
                    kVectors * 2 * (2 * 28 + 8));
-  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=HQQ nbits=1"),
+  EXPECT_DOUBLE_EQ(bytesPerToken("transformers cache_implementation=quantized backend=hqq nbits=1"),
                    kVectors * 2 * (16 + 8));
   EXPECT_DOUBLE_EQ(bytesPerToken("transformers"), kVectors * 512);
 }
 
-// TensorRT-LLM: fp8 1 byte per value with a per-layer scale from the checkpoint; NVFP4 D/2 + D/16
-// and a per-layer global scale.
+// TensorRT-LLM: fp8 1 byte per value (scale 1 on the PyTorch backend; a per-layer scale from the
+// checkpoint with backend=tensorrt); NVFP4 D/2 + D/16 and a per-layer global scale.
 TEST(EngineCapacity, Trtllm) {
-  EXPECT_NEAR(bytesPerToken("trtllm kv_cache_dtype=fp8"), kVectors * 256 + kLayerScalars, 1e-9);
+  EXPECT_NEAR(bytesPerToken("trtllm kv_cache_dtype=fp8"), kVectors * 256, 1e-9);
+  EXPECT_NEAR(bytesPerToken("trtllm kv_cache_dtype=fp8 backend=tensorrt"), kVectors * 256 + kLayerScalars, 1e-9);
   EXPECT_NEAR(bytesPerToken("trtllm kv_cache_dtype=nvfp4"), kVectors * 2 * (64 + 8) + kLayerScalars, 1e-9);
   EXPECT_DOUBLE_EQ(bytesPerToken("trtllm"), kVectors * 512);
 }

@@ -88,6 +88,53 @@ TEST_F(Diagnose, KeyBiasFoundOnQwen2BiasChannelsOnlyAndNotOnLlama) {
   EXPECT_EQ(find(run(shape("llama")), FindingKind::KeyBias), nullptr);
 }
 
+// With 8 kv heads the bias gives 2 layers × 8 heads × 2 channels = 32 places, more than the
+// strongest kMaxEvidence listed first: the groups keep every one of them, one group per channel,
+// so a second channel whose places are all weaker than the first's still appears (issue: the
+// JSON showed the 8 strongest rows, all of one channel, and "(24 more)").
+TEST_F(Diagnose, EvidenceIsKeptWholeAndGroupedByChannel) {
+  SynthOptions o = shape("qwen2-bias");
+  o.kvHeads = 8;
+  o.heads = 8;
+  const Diagnosis dx = run(o);
+  const Finding* f = find(dx, FindingKind::KeyBias);
+  ASSERT_NE(f, nullptr);
+  std::set<int> channels;
+  for (int l : {0, o.layers - 1})
+    for (int c : synthBiasChannels(o, l)) channels.insert(c);
+  EXPECT_EQ(f->matches, 2 * o.kvHeads * 2);
+  EXPECT_EQ(f->evidence.size(), static_cast<size_t>(diagnose_thresholds::kMaxEvidence));
+  size_t total = 0;
+  std::set<int> grouped;
+  double previousStrongest = INFINITY;
+  for (const EvidenceGroup& g : f->groups) {
+    EXPECT_EQ(g.about, "channel");
+    grouped.insert(static_cast<int>(g.index));
+    for (const Evidence& e : g.evidence) EXPECT_EQ(e.channel, g.index);
+    // Groups follow their strongest place; within a group the strongest comes first.
+    const double strongest = std::abs(number(g.evidence.front(), "mean"));  // findBias: strength |mean|
+    EXPECT_LE(strongest, previousStrongest * (1 + 1e-12));
+    previousStrongest = strongest;
+    total += g.evidence.size();
+  }
+  EXPECT_EQ(total, static_cast<size_t>(f->matches));
+  EXPECT_EQ(grouped, channels);
+  // The JSON holds all of it, grouped.
+  const auto j = nlohmann::json::parse(diagnosisToJson(dx));
+  for (const auto& finding : j["findings"]) {
+    if (finding["kind"] != "key_bias") continue;
+    size_t rows = 0;
+    for (const auto& g : finding["groups"]) {
+      EXPECT_EQ(g["about"], "channel");
+      EXPECT_EQ(g["matches"].get<size_t>(), g["evidence"].size());
+      rows += g["evidence"].size();
+    }
+    EXPECT_EQ(rows, static_cast<size_t>(f->matches));
+  }
+  // The text summarises: the strongest rows, then one line per channel.
+  EXPECT_NE(diagnosisToText(dx).find("  by channel: "), std::string::npos);
+}
+
 TEST_F(Diagnose, MassiveSinksFoundWithSinksAdviceAndNotOnLlama) {
   const SynthOptions o = shape("massive-sinks");
   const Diagnosis dx = run(o);

@@ -81,7 +81,16 @@ double bytesPerTokenHead(const Specs& s, int64_t d, int64_t tokens = 64) {
 const std::vector<float> kX{0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1f, 2.2f, -0.03f};
 
 TEST(EngineProfiles, EveryEngineIsInTheTable) {
-  EXPECT_EQ(engineNameList(), "llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm");
+  EXPECT_EQ(engineNameList(), "llama.cpp, ik_llama.cpp, vllm, sglang, lmdeploy, transformers, trtllm");
+  // Every row is complete: cache types, options, refusals, the releases read, a plan shape.
+  for (const EngineDef* e : engineTable()) {
+    EXPECT_FALSE(e->cacheTypes.empty()) << e->name;
+    EXPECT_FALSE(e->options.empty()) << e->name;
+    EXPECT_FALSE(e->refusals.empty()) << e->name;
+    EXPECT_FALSE(e->releases.empty()) << e->name;
+    EXPECT_FALSE(e->planSummary.empty()) << e->name;
+    EXPECT_EQ(e->planTypes == nullptr, e->planFlags == nullptr) << e->name;
+  }
   EXPECT_EQ(findEngine("tensorrt-llm"), findEngine("trtllm"));
   EXPECT_EQ(findEngine("sglang.launch_server"), findEngine("sglang"));
 }
@@ -105,23 +114,41 @@ TEST(Vllm, Fp8DefaultsToUnitScales) {
   EXPECT_NEAR(bytesPerTokenHead(resolved("vllm"), 128), 512.0, 0.0);
 }
 
-// vllm/model_executor/layers/attention/attention.py Attention.calc_kv_scales: k_scale =
-// max|k|/K_SCALE_CONSTANT, v_scale = max|v|/V_SCALE_CONSTANT; vllm/envs.py defaults 200 and 100.
-// K: a = 10 → s = 0.05, x/s → e4m3 [10, −24, 60, 192, −144, 2, 44, −0.625] (200 and 25 are
-// ties in exact arithmetic, just below them in fp32: 192 and 24 either way).
+// vllm/model_executor/layers/attention/attention.py Attention.calc_kv_scales (vLLM before PR
+// #49389): k_scale = max|k|/K_SCALE_CONSTANT, v_scale = max|v|/V_SCALE_CONSTANT; vllm/envs.py
+// defaults 200 and 100. K: a = 10 → s = 0.05, x/s → e4m3 [10, −24, 60, 192, −144, 2, 44, −0.625]
+// (200 and 25 are ties in exact arithmetic, just below them in fp32: 192 and 24 either way).
 // V: [1, −2.5, 20]: a = 20 → s = 0.2, x/s = [5, −12.5, 100] → [5, −12, 96].
-TEST(Vllm, CalculatedScalesDivideBy200And100) {
-  const Specs s = resolved("vllm --kv-cache-dtype fp8 --calculate-kv-scales");
+TEST(Vllm, CalculatedScalesDivideBy200And100BeforeTheirRemoval) {
+  const Specs s = resolved("vllm@0.18 --kv-cache-dtype fp8 --calculate-kv-scales");
   EXPECT_EQ(s.key, "fp8_e4m3,div=200");
   EXPECT_EQ(s.value, "fp8_e4m3,div=100");
   EXPECT_TRUE(hasNote(s, "first batch it serves"));
   EXPECT_EQ(quantized(s.parsed.key, kX), times({10, -24, 60, 192, -144, 2, 44, -0.625f}, 0.05f));
   EXPECT_EQ(quantized(s.parsed.value, {1.0f, -2.5f, 20.0f}), times({5, -12, 96}, 0.2f));
-  const Specs env = resolved("K_SCALE_CONSTANT=300 vllm --kv-cache-dtype fp8_e5m2 --calculate-kv-scales");
+  const Specs env = resolved("K_SCALE_CONSTANT=300 vllm@0.25 --kv-cache-dtype fp8_e5m2 --calculate-kv-scales");
   EXPECT_EQ(env.key, "fp8_e5m2,div=300");
   EXPECT_EQ(env.value, "fp8_e5m2,div=100");
-  EXPECT_NE(errorOf("V_SCALE_CONSTANT=abc vllm --kv-cache-dtype fp8 --calculate-kv-scales").find("int()"),
+  EXPECT_NE(errorOf("V_SCALE_CONSTANT=abc vllm@0.18 --kv-cache-dtype fp8 --calculate-kv-scales").find("int()"),
             std::string::npos);
+}
+
+// PR #49389 (merged 2026-07-22) removed calculate_kv_scales from vllm/config/cache.py (CacheConfig
+// at 002f10e0 has no such field): scales come from the checkpoint, else 1.0. The newest release
+// and 0.26 on refuse the flag naming the release and what replaced it.
+TEST(Vllm, CalculatedScalesAreRefusedFromTheirRemovalOn) {
+  for (const char* text : {"vllm --kv-cache-dtype fp8 --calculate-kv-scales", "vllm@0.26 --kv-cache-dtype fp8 "
+                                                                              "--calculate-kv-scales"}) {
+    const std::string e = errorOf(text);
+    EXPECT_NE(e.find("vllm: --calculate-kv-scales: removed by PR #49389"), std::string::npos) << e;
+    EXPECT_NE(e.find("(vllm 0.26)"), std::string::npos) << e;
+    EXPECT_NE(e.find("kv_cache_scheme=tensor"), std::string::npos) << e;
+    EXPECT_NE(e.find("write vllm@0.18"), std::string::npos) << e;
+  }
+  EXPECT_NE(errorOf("vllm --no-calculate-kv-scales").find("removed by PR #49389"), std::string::npos);
+  // A release newer than the newest read, or older than the oldest, is named in the notes.
+  EXPECT_TRUE(hasNote(resolved("vllm@0.10 --kv-cache-dtype fp8 --calculate-kv-scales"), "older than the oldest"));
+  EXPECT_NE(errorOf("vllm@0.x --kv-cache-dtype fp8").find("not a release number"), std::string::npos);
 }
 
 // llm-compressor src/llmcompressor/observers/helpers.py _flatten_attention (commit ab1ba3ef) and
@@ -135,7 +162,42 @@ TEST(Vllm, CheckpointScalesFromLlmCompressor) {
   EXPECT_EQ(resolved("vllm --kv-cache-dtype fp8 kv_cache_scheme=attn_head").value, "fp8_e4m3,axis=head");
   EXPECT_NE(errorOf("vllm --kv-cache-dtype fp8 kv_cache_scheme=token").find("cannot be applied to attention"),
             std::string::npos);
-  EXPECT_NE(errorOf("vllm --kv-cache-dtype nvfp4 kv_cache_scheme=tensor").find("only --kv-cache-dtype fp8"),
+}
+
+// vllm/model_executor/layers/attention/attention.py, Attention.__init__ (_init_kv_cache_quant):
+// with a kv_cache_scheme checkpoint, --kv-cache-dtype auto becomes fp8 (e4m3 with the checkpoint's
+// scales) and fp8_e5m2 is refused ("fp8_e5m2 kv-cache is not supported with fp8 checkpoints");
+// kvscope used to refuse the first and accept the second.
+TEST(Vllm, CheckpointWithKvSchemeTurnsAutoIntoFp8AndRefusesE5m2) {
+  const Specs a = resolved("vllm --kv-cache-dtype auto kv_cache_scheme=tensor");
+  EXPECT_EQ(a.key, "fp8_e4m3");
+  EXPECT_EQ(a.value, "fp8_e4m3");
+  EXPECT_TRUE(hasNote(a, "turns auto into fp8"));
+  EXPECT_EQ(resolved("vllm kv_cache_scheme=attn_head").key, "fp8_e4m3,axis=head");  // auto is the default
+  // Same codes as kv_cache_scheme=tensor with fp8 above (s = 10/448).
+  EXPECT_EQ(quantized(a.parsed.key, kX), times({22, -56, 128, 448, -320, 4.5f, 96, -1.375f}, 10.0f / 448.0f));
+  const std::string e = errorOf("vllm --kv-cache-dtype fp8_e5m2 kv_cache_scheme=tensor");
+  EXPECT_NE(e.find("fp8_e5m2 kv-cache is not supported with fp8 checkpoints"), std::string::npos) << e;
+  // The per-token-head caches compute their own scales; an unquantized cache forces 1.0.
+  EXPECT_TRUE(hasNote(resolved("vllm --kv-cache-dtype fp8_per_token_head kv_cache_scheme=tensor"),
+                      "ignored kv_cache_scheme=tensor"));
+}
+
+// csrc/libtorch_stable/nvfp4_kv_cache_kernels.cu (commit 5a5fc068), reshape_and_cache_nvfp4_kernel:
+// global_scale = 1/k_scale. A checkpoint's k_scale = amax/(6·448) makes the block scale
+// e4m3(max_block/(6·k_scale)), the contract's nvfp4 with g = amax/2688. A block [1, 0, …]: with
+// k_scale = 1 (no checkpoint) the block scale is e4m3(1/6) = 0.171875 and 1/0.171875 = 5.82 → e2m1
+// 6 → 1.03125; the calibrated g = 1/2688 gives block scale e4m3(448) = 448 and 1 (to fp32).
+TEST(Vllm, Nvfp4WithCheckpointScales) {
+  const Specs c = resolved("vllm --kv-cache-dtype nvfp4 kv_cache_scheme=tensor");
+  EXPECT_EQ(c.key, "nvfp4");
+  EXPECT_EQ(resolved("vllm --kv-cache-dtype nvfp4").key, "nvfp4,gscale=1");
+  EXPECT_EQ(resolved("vllm --kv-cache-dtype nvfp4_4over6 kv_cache_scheme=tensor").key, "nvfp4,4over6");
+  std::vector<float> x(16, 0.0f);
+  x[0] = 1.0f;
+  EXPECT_NEAR(quantized(c.parsed.key, x)[0], 1.0f, 1e-6f);  // 448·fp32(1/2688)·6
+  EXPECT_EQ(quantized(resolved("vllm --kv-cache-dtype nvfp4").parsed.key, x)[0], 1.03125f);
+  EXPECT_NE(errorOf("vllm --kv-cache-dtype nvfp4 kv_cache_scheme=attn_head").find("one global scale per layer"),
             std::string::npos);
 }
 
@@ -234,7 +296,7 @@ TEST(Sglang, Int8KvCacheIsNotAnSglangFlag) {
   EXPECT_NE(e.find("--int8-kv-cache is not an SGLang flag"), std::string::npos) << e;
   EXPECT_NE(e.find("auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16, fp4_e2m1, fp4_mx_block16"), std::string::npos) << e;
   EXPECT_NE(errorOf("sglang --kv-cache-dtype fp8").find("is not a cache dtype SGLang accepts"), std::string::npos);
-  EXPECT_NE(errorOf("sglang --kv-cache-dtype nvfp4").find("was not read"), std::string::npos);
+  EXPECT_NE(errorOf("sglang --kv-cache-dtype mxfp8").find("was not read"), std::string::npos);
 }
 
 // python/sglang/srt/mem_cache/memory_pool.py MHATokenToKVPoolFP4.set_kv_buffer (the stored version
@@ -242,8 +304,8 @@ TEST(Sglang, Int8KvCacheIsNotAnSglangFlag) {
 // batched_quantize on [tokens, heads, D]: 16 values, e = ceil(log2(max/6)). For kX (a = 10):
 // log2(10/6) = 0.74 → e = 1, scale 2; x/2 = [0.25, −0.625, 1.5, 5, −3.5, 0.05, 1.1, −0.015] →
 // #(≥ bounds) → [0.5, −0.5, 1.5, 6, −4, 0, 1, −0] · 2 (0.25 and 3.5 sit on bounds and go up).
-TEST(Sglang, Fp4E2m1IsKvfp4) {
-  const Specs s = resolved("sglang --kv-cache-dtype fp4_e2m1");
+TEST(Sglang, Fp4MxBlock16IsKvfp4) {
+  const Specs s = resolved("sglang --kv-cache-dtype fp4_mx_block16");
   EXPECT_EQ(s.key, "kvfp4");
   EXPECT_EQ(s.value, "kvfp4");
   std::vector<float> x = kX;
@@ -253,40 +315,110 @@ TEST(Sglang, Fp4E2m1IsKvfp4) {
   EXPECT_EQ(quantized(s.parsed.key, x), expected);
   // _create_buffers: (m, heads, D // 2) uint8 + (m, heads·D // 16) uint8 per layer, for K and V.
   EXPECT_NEAR(bytesPerTokenHead(s, 128), 2 * (64 + 8), 0.0);
-  EXPECT_EQ(resolved("sglang --kv-cache-dtype fp4_mx_block16").key, "kvfp4");
-  EXPECT_NE(errorOf("sglang --kv-cache-dtype fp4_e2m1 --quantization-param-path kv.json").find("k_scale"),
+  EXPECT_NE(errorOf("sglang --kv-cache-dtype fp4_mx_block16 --quantization-param-path kv.json").find("k_scale"),
             std::string::npos);
+}
+
+// The KV cache quantization methods module (late 2026), resolve_kv_cache_quant: fp4_e2m1 is refused
+// ("--kv-cache-dtype=fp4_e2m1 no longer auto-selects an FP4 KV recipe. Use --kv-cache-dtype=nvfp4 or
+// --kv-cache-dtype=fp4_mx_block16"). Mid-2026 releases (fp4_kv_cache_quant_method.py,
+// FP4_KV_CACHE_QUANT_REGISTRY: nvfp4, mxfp4, blockfp4) chose the recipe with --fp4-kv-cache-recipe,
+// mxfp4 (the block-16 recipe) by default; kvscope used to ignore the flag.
+TEST(Sglang, Fp4E2m1ChoseItsRecipeUntilItWasRefused) {
+  for (const char* text : {"sglang --kv-cache-dtype fp4_e2m1", "sglang@0.5.15 --kv-cache-dtype=fp4_e2m1"}) {
+    const std::string e = errorOf(text);
+    EXPECT_NE(e.find("no longer auto-selects an FP4 KV recipe"), std::string::npos) << e;
+    EXPECT_NE(e.find("--kv-cache-dtype nvfp4 or --kv-cache-dtype fp4_mx_block16"), std::string::npos) << e;
+    EXPECT_NE(e.find("write sglang@0.5.14"), std::string::npos) << e;
+  }
+  EXPECT_NE(errorOf("sglang --fp4-kv-cache-recipe nvfp4").find("removed with fp4_e2m1"), std::string::npos);
+  EXPECT_EQ(resolved("sglang@0.5.14 --kv-cache-dtype fp4_e2m1").key, "kvfp4");  // mxfp4 by default
+  EXPECT_EQ(resolved("sglang@0.5.14 --kv-cache-dtype fp4_e2m1 --fp4-kv-cache-recipe mxfp4").key, "kvfp4");
+  EXPECT_EQ(resolved("sglang@0.5.14 --kv-cache-dtype fp4_e2m1 --fp4-kv-cache-recipe blockfp4").key, "kvfp4");
+  EXPECT_EQ(resolved("sglang@0.5.14 --kv-cache-dtype fp4_e2m1 --fp4-kv-cache-recipe nvfp4").key, "nvfp4,gscale=1");
+  EXPECT_NE(errorOf("sglang@0.5.14 --kv-cache-dtype fp4_e2m1 --fp4-kv-cache-recipe fp8").find("nvfp4 and mxfp4"),
+            std::string::npos);
+}
+
+// NVFP4KVCacheMethod (the same module): blocks of 16 per head with e4m3 scales and a per-layer
+// global scale from the checkpoint's k_scale, 1.0 without one (load_scales_from_model); kvscope
+// used to refuse --kv-cache-dtype nvfp4 as unread. The same block [1, 0, …] as vLLM's nvfp4 test:
+// 1.03125 with scale 1.
+TEST(Sglang, Nvfp4WithCheckpointOrUnitGlobalScale) {
+  const Specs s = resolved("sglang --kv-cache-dtype nvfp4");
+  EXPECT_EQ(s.key, "nvfp4,gscale=1");
+  std::vector<float> x(16, 0.0f);
+  x[0] = 1.0f;
+  EXPECT_EQ(quantized(s.parsed.key, x)[0], 1.03125f);
+  EXPECT_EQ(resolved("sglang --kv-cache-dtype nvfp4 kv_cache_scheme=tensor").key, "nvfp4");
+  EXPECT_NE(errorOf("sglang --kv-cache-dtype nvfp4", {72, 4, 2}).find("multiple of 16"), std::string::npos);
 }
 
 // ---- LMDeploy --------------------------------------------------------------------------------
 
-// src/turbomind/kernels/attention/quantization.h (commit 1263d5cd) warp_stats / quantize:
-// fp16 model, int4: lo = −7, scale = fp16(17/15) = 1.1337891, zero = −7; (x − zero)·(1/scale) =
-// [6.615, 5.071, 8.820, 14.994, 0, 6.262, 8.114, 6.148] → round-to-even [7, 5, 9, 15, 0, 6, 8, 6];
-// x̂ = q·scale + zero.
-TEST(Lmdeploy, TurboMindInt4RoundsToEvenWithModelDtypeMetadata) {
-  const Specs s = resolved("lmdeploy serve api_server internlm2 --quant-policy 4 --dtype float16");
-  EXPECT_EQ(s.key, "int4,round=even");
-  EXPECT_EQ(quantized(s.parsed.key, kX), times({7, 5, 9, 15, 0, 6, 8, 6}, 1.1337890625f, -7.0f));
-  const Specs eight = resolved("lmdeploy --quant-policy 8");
-  EXPECT_EQ(eight.value, "int8,round=even,scale=bf16");
+// src/turbomind/kernels/attention/quantization.h (commit 1263d5cd) warp_stats, ConvertKvCache<T,
+// uint4_t>: fp16 model, int4: lo = −7, scale = fp16(fp32(17·fp32(1/15))) = 1161/1024, zero = −7,
+// inv_scale = fp16(1/scale) = 903/1024; y = fp16(fp16(x − zero)·inv_scale) → round half to even →
+// [7, 5, 9, 15, 0, 6, 8, 6]; read back fp16(fp16(q·scale) + zero).
+TEST(Lmdeploy, TurboMindInt4InTheModelDtype) {
+  const Specs s = resolved("lmdeploy serve api_server internlm2 --backend turbomind --quant-policy 4 --dtype float16");
+  EXPECT_EQ(s.key, "int4,round=even,codes=meta");
+  EXPECT_EQ(quantized(s.parsed.key, kX), (std::vector<float>{0.9375f, -1.33203125f, 3.203125f, 10.0f, -7.0f,
+                                                               -0.1953125f, 2.0703125f, -0.1953125f}));
+  const Specs eight = resolved("lmdeploy --backend turbomind --quant-policy 8");
+  EXPECT_EQ(eight.value, "int8,round=even,codes=meta,scale=bf16");
   EXPECT_TRUE(hasNote(eight, "assumes bf16"));
   // lmdeploy/pytorch/engine/cache_engine.py: D (int8) bytes + [scale, zero] in the model dtype.
   EXPECT_NEAR(bytesPerTokenHead(eight, 128), 264.0, 0.0);
   EXPECT_NEAR(bytesPerTokenHead(s, 128), 136.0, 0.0);
-  EXPECT_EQ(resolved("lmdeploy --quant-policy 0").key, "none");
+  EXPECT_EQ(resolved("lmdeploy --quant-policy 0").key, "none");  // both backends: no --backend needed
 }
 
-TEST(Lmdeploy, PyTorchEngineAndRefusals) {
+// The same ConvertKvCache<T, uint8_t> with T = bf16, int8, kX: scale = bf16(17·fp32(1/255)) =
+// 137/2048, inv_scale = bf16(1/scale) = 239/16. x = 2.2 is bf16 2.203125, x − zero = 9.203125 →
+// bf16 9.1875, ·239/16 = 137.24 → bf16 137 → code 137, where fp32 arithmetic gives 9.2·14.9489 =
+// 137.53 → 138. Codes [112, 86, 149, 254, 0, 106, 137, 104], read back bf16(bf16(q·s) + zero).
+TEST(Lmdeploy, TurboMindBf16Int8CodesDifferFromFp32Arithmetic) {
+  const Specs s = resolved("lmdeploy --backend turbomind --quant-policy 8 --dtype bfloat16");
+  EXPECT_EQ(quantized(s.parsed.key, kX),
+            (std::vector<float>{0.5f, -1.25f, 2.9375f, 10.0f, -7.0f, 0.09375f, 2.1875f, -0.03125f}));
+  auto fp32Codes = parseSpec("int8,round=even,scale=bf16");
+  ASSERT_TRUE(fp32Codes.hasValue());
+  EXPECT_EQ(quantized(*fp32Codes, kX)[6], 138.0f * (137.0f / 2048.0f) - 7.0f);
+  // The fp16 model's codes: [112, 86, 150, 255, 0, 106, 138, 104] with scale 273/4096.
+  const Specs h = resolved("lmdeploy --backend turbomind --quant-policy 8 --dtype float16");
+  EXPECT_EQ(quantized(h.parsed.key, kX)[3], 10.0f);  // fp16(fp16(255·273/4096) − 7)
+}
+
+// lmdeploy/archs.py autoget_backend and lmdeploy/turbomind/supported_models.py (commit 008d8e5b)
+// is_supported: TurboMind when the architecture is in SUPPORTED_ARCHS (Llama and Qwen2 with head
+// dim 64 or 128), else the PyTorch engine. TurboMind reads --quant-policy as a bit mask: 42 has the
+// int8 bit (kvscope used to say TurboMind refuses 42). PyTorch engine 16/17: fp8 with scale 1.0.
+TEST(Lmdeploy, BackendFromTheArchitectureAndRefusals) {
+  EXPECT_EQ(resolved("lmdeploy --quant-policy 8 architecture=LlamaForCausalLM").key,
+            "int8,round=even,codes=meta,scale=bf16");
+  EXPECT_EQ(resolved("lmdeploy --quant-policy 8 architecture=LlamaForCausalLM", {96, 4, 2}).key, "int8,scale=bf16");
+  EXPECT_EQ(resolved("lmdeploy --quant-policy 8 architecture=GemmaForCausalLM").key, "int8,scale=bf16");
+  EXPECT_EQ(resolved("lmdeploy --quant-policy 8", KvShape{128, 4, 2, "Qwen2ForCausalLM"}).key,
+            "int8,round=even,codes=meta,scale=bf16");  // the dump's model names its architecture
+  const std::string both = errorOf("lmdeploy --quant-policy 8");
+  EXPECT_NE(both.find("without --backend"), std::string::npos) << both;
+  EXPECT_NE(both.find("TurboMind stores K int8,round=even,codes=meta,scale=bf16"), std::string::npos) << both;
+  EXPECT_NE(both.find("the PyTorch engine stores K int8,scale=bf16"), std::string::npos) << both;
+  const Specs tm42 = resolved("lmdeploy --backend turbomind --quant-policy 42");
+  EXPECT_EQ(tm42.key, "int8,round=even,codes=meta,scale=bf16");
+  EXPECT_TRUE(hasNote(tm42, "bit mask"));
+  EXPECT_EQ(resolved("lmdeploy --backend pytorch --quant-policy 16").key, "fp8_e4m3,unitscale");
+  EXPECT_EQ(resolved("lmdeploy --backend pytorch --quant-policy fp8_e5m2").value, "fp8_e5m2,unitscale");
   const Specs p = resolved("lmdeploy --backend pytorch --quant-policy 8");
   EXPECT_EQ(p.key, "int8,scale=bf16");
   EXPECT_TRUE(hasNote(p, "equal in distribution only"));
-  EXPECT_NE(errorOf("lmdeploy --quant-policy 16").find("FP8 quantization is not supported"), std::string::npos);
-  EXPECT_NE(errorOf("lmdeploy --quant-policy 42").find("only in the PyTorch engine"), std::string::npos);
+  EXPECT_NE(errorOf("lmdeploy --backend turbomind --quant-policy 16").find("FP8 quantization is not supported"),
+            std::string::npos);
   EXPECT_NE(errorOf("lmdeploy --quant-policy 2").find("0, 4, 8, 16, 17, 42"), std::string::npos);
   EXPECT_NE(errorOf("lmdeploy --backend pytorch --quant-policy 42", {96, 4, 2}).find("power-of-2"), std::string::npos);
   // lmdeploy/cli/utils.py ArgumentHelper.quant_policy: the enum's names, any case.
-  EXPECT_EQ(resolved("lmdeploy --quant-policy INT8").key, "int8,round=even,scale=bf16");
+  EXPECT_EQ(resolved("lmdeploy --backend turbomind --quant-policy INT8").key, "int8,round=even,codes=meta,scale=bf16");
 }
 
 // lmdeploy/messages.py QuantPolicy.TURBO_QUANT = 42 ("K=4bit QJL4 + V=2bit MSE"), PyTorch engine
@@ -339,10 +471,10 @@ TEST(Transformers, RefusalsUseQuantosMessages) {
             std::string::npos);
   EXPECT_NE(errorOf("transformers cache_implementation=quantized axis_value=1").find("`axis_value` for `quanto`"),
             std::string::npos);
-  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=HQQ nbits=5")
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=hqq nbits=5")
                 .find("\"`nbits` for `HQQ` backend has to be one of [`1`, `2`, `3`, `4`, `8`] but got 5\""),
             std::string::npos);
-  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=HQQ axis_key=-1").find("`axis_key` for `HQQ`"),
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=hqq axis_key=-1").find("`axis_key` for `HQQ`"),
             std::string::npos);
   // stories260K's D = 8: quanto's groups of 64 would straddle tokens.
   EXPECT_NE(errorOf("transformers cache_implementation=quantized", {8, 5, 4}).find("straddle tokens"), std::string::npos);
@@ -353,7 +485,7 @@ TEST(Transformers, RefusalsUseQuantosMessages) {
 // and 1, quantize(tensor, axis, compute_dtype = the model dtype, nbits, group_size); hqq's rule
 // and its hand vectors are in tests/core/quant/formats/hqq_test.
 TEST(Transformers, HqqBackendIsHqqWithTheGivenAxes) {
-  const Specs s = resolved("transformers cache_implementation=quantized backend=HQQ nbits=2 q_group_size=64 "
+  const Specs s = resolved("transformers cache_implementation=quantized backend=hqq nbits=2 q_group_size=64 "
                            "residual_length=128 axis_value=1");
   EXPECT_EQ(s.key, "hqq2,scale=bf16");  // axis 0: HQQ's strided groups (axis=tensor, the default)
   EXPECT_EQ(s.value, "hqq2,axis=token,scale=bf16");
@@ -367,23 +499,60 @@ TEST(Transformers, HqqBackendIsHqqWithTheGivenAxes) {
   EXPECT_NEAR(bytesPerTokenHead(s, 128), 2 * (32 + 8), 0.0);
 }
 
+// cache_utils.py at 004999d9, QuantizedCache.__init__: backend "quanto" or "hqq", anything else
+// raises "Unknown quantization backend"; releases before the cache refactor (4.56) spelled it
+// "HQQ" (QuantizedCacheConfig). kvscope used to accept only HQQ. Both are accepted without
+// @RELEASE; a release refuses the other spelling.
+TEST(Transformers, HqqIsSpelledHqqSince456AndHQQBefore) {
+  const Specs lower = resolved("transformers cache_implementation=quantized backend=hqq nbits=4");
+  const Specs upper = resolved("transformers cache_implementation=quantized backend=HQQ nbits=4");
+  EXPECT_EQ(lower.key, "hqq4,scale=bf16");
+  EXPECT_EQ(upper.key, lower.key);
+  EXPECT_TRUE(hasNote(upper, "spelling of transformers before 4.56"));
+  EXPECT_EQ(resolved("transformers@4.57 cache_implementation=quantized backend=hqq").key, "hqq4,scale=bf16");
+  EXPECT_EQ(resolved("transformers@4.50 cache_implementation=quantized backend=HQQ").key, "hqq4,scale=bf16");
+  const std::string newer = errorOf("transformers@4.56 cache_implementation=quantized backend=HQQ");
+  EXPECT_NE(newer.find("renamed backend=hqq"), std::string::npos) << newer;
+  EXPECT_NE(newer.find("Unknown quantization backend"), std::string::npos) << newer;
+  EXPECT_NE(errorOf("transformers@4.50 cache_implementation=quantized backend=hqq").find("spells it backend=HQQ"),
+            std::string::npos);
+  EXPECT_NE(errorOf("transformers cache_implementation=quantized backend=Hqq").find("quanto and hqq"),
+            std::string::npos);
+}
+
 // ---- TensorRT-LLM ----------------------------------------------------------------------------
 
-// TensorRT-Model-Optimizer modelopt/torch/export/quant_utils.py postprocess_state_dict (commit
-// 5a4242fa): fp8 kv scales are amax/448 clamped at min 1. With a = 10 the scale is 1: e4m3(x).
-TEST(Trtllm, Fp8ScaleIsAtLeastOne) {
+// tensorrt_llm/_torch/attention_backend/trtllm.py, TrtllmAttention (the PyTorch backend, the
+// default): an fp8 cache gets kv_cache_scaling_factor = 1, checkpoint scales are passed for FP4
+// only. So a layer whose |K| exceeds 448 saturates: 1000 → 448 (kvscope used ModelOpt's
+// max(amax/448, 1), which would scale it to 1000/448 and not saturate).
+TEST(Trtllm, Fp8UsesScaleOneOnThePyTorchBackend) {
   const Specs s = resolved("trtllm kv_cache_dtype=fp8");
-  EXPECT_EQ(s.key, "fp8_e4m3,minscale=1");
+  EXPECT_EQ(s.key, "fp8_e4m3,unitscale");
   EXPECT_EQ(quantized(s.parsed.key, kX),
             (std::vector<float>{0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1015625f, 2.25f, -0.029296875f}));
-  EXPECT_EQ(resolved("trtllm --kv_cache_dtype fp8").value, "fp8_e4m3,minscale=1");
+  EXPECT_EQ(quantized(s.parsed.key, {1000.0f, -600.0f, 3.0f})[0], 448.0f);
+  EXPECT_EQ(quantized(s.parsed.key, {1000.0f, -600.0f, 3.0f})[1], -448.0f);
+  EXPECT_EQ(resolved("trtllm --kv_cache_dtype fp8").value, "fp8_e4m3,unitscale");
+  EXPECT_EQ(resolved("trtllm kv_cache_quant_algo=FP8").value, "fp8_e4m3,unitscale");
   EXPECT_EQ(resolved("trtllm kv_cache_qformat=nvfp4").key, "nvfp4");
   EXPECT_EQ(resolved("trtllm kv_cache_quant_algo=NVFP4 kv_cache_config.dtype=nvfp4").key, "nvfp4");
-  EXPECT_EQ(resolved("trtllm kv_cache_quant_algo=FP8").value, "fp8_e4m3,minscale=1");
   EXPECT_EQ(resolved("trtllm").key, "none");
   EXPECT_NEAR(bytesPerTokenHead(resolved("trtllm kv_cache_dtype=nvfp4"), 128), 144.0, 0.0);
   EXPECT_NE(errorOf("trtllm kv_cache_dtype=int8").find("per-tensor scale is not modelled"), std::string::npos);
   EXPECT_NE(errorOf("trtllm kv_cache_dtype=fp8 kv_cache_qformat=nvfp4").find("contradicts"), std::string::npos);
+  EXPECT_NE(errorOf("trtllm kv_cache_dtype=fp8 backend=onnx").find("backend=pytorch"), std::string::npos);
+}
+
+// TensorRT-Model-Optimizer modelopt/torch/export/quant_utils.py postprocess_state_dict (commit
+// 5a4242fa): fp8 kv scales are amax/448 clamped at min 1, which engines built from the checkpoint
+// (backend=tensorrt) load. With a = 10 the scale is 1: e4m3(x); with a = 1000, 1000/448.
+TEST(Trtllm, Fp8OnTheTensorRtBackendTakesModelOptsScale) {
+  const Specs s = resolved("trtllm kv_cache_dtype=fp8 --backend tensorrt");
+  EXPECT_EQ(s.key, "fp8_e4m3,minscale=1");
+  EXPECT_EQ(quantized(s.parsed.key, kX),
+            (std::vector<float>{0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1015625f, 2.25f, -0.029296875f}));
+  EXPECT_FLOAT_EQ(quantized(s.parsed.key, {1000.0f, -600.0f, 3.0f})[0], 1000.0f);  // 448·(1000/448)
 }
 
 }  // namespace

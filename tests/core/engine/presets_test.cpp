@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/quant/plan.h"
+#include "core/engine/engine.h"
 #include "core/engine/presets.h"
 
 namespace kvscope {
@@ -59,7 +60,7 @@ TEST(Presets, LlamacppRotatesAsItsKvCacheDoesAtEachHeadDim) {
       {128, ",rot=hadamard:128", ",rot=hadamard:64"},
       {64, ",rot=hadamard:64", ",rot=hadamard:64"},
       {96, "", ""},
-      {80, "", ""},
+      {160, "", ""},
       {192, ",rot=hadamard:64", ",rot=hadamard:64"},
       {256, ",rot=hadamard:256", ",rot=hadamard:64"},
   };
@@ -131,6 +132,12 @@ TEST(Presets, EveryResolvedSpecParsesAndValidatesAtTheShapesItApplies) {
       auto specs = presetSpecs(p.name, shape);
       if (std::string(p.name) == "quarot-4" && (d & (d - 1)) != 0) {
         EXPECT_FALSE(specs.hasValue());
+        continue;
+      }
+      // llama.cpp refuses a quantized cache whose block size 32 does not divide D (D = 80).
+      if (std::string(p.name).starts_with("llamacpp-") && d % 32 != 0) {
+        ASSERT_FALSE(specs.hasValue()) << p.name;
+        EXPECT_NE(specs.status().message().find("does not divide n_embd_head_k=80"), std::string::npos);
         continue;
       }
       // nvfp4/mxfp4 need KVH·D to be a multiple of their block: true at KVH = 2 for these D.
@@ -206,6 +213,25 @@ TEST(Presets, ResolvedStringsParseAsPlansWherePlansAreAccepted) {
   ASSERT_FALSE(bad.hasValue());
   EXPECT_NE(bad.status().message().find("preset p, value: plan 'q4_0;1:int9': part 2"), std::string::npos)
       << bad.status().message();
+}
+
+// The lmdeploy-int8/-int4 presets are what --engine "lmdeploy --quant-policy 8|4 --backend turbomind
+// --dtype float16" stores (src/turbomind/kernels/attention/quantization.h ConvertKvCache: codes in
+// the model dtype, round half to even): one rule for both. They used to be int8,axis=token (fp32
+// codes, rounded half away from zero) while the engine string resolved to another spec.
+TEST(Presets, LmdeployPresetsAreTheEngineString) {
+  for (const auto& [preset, policy] : {std::pair{"lmdeploy-int8", "8"}, std::pair{"lmdeploy-int4", "4"}}) {
+    auto p = presetSpecs(preset, KvShape{128, 4, 2});
+    ASSERT_TRUE(p.hasValue()) << p.status().message();
+    auto e = resolveEngine(std::string("lmdeploy --quant-policy ") + policy + " --backend turbomind --dtype float16",
+                           KvShape{128, 4, 2});
+    ASSERT_TRUE(e.hasValue()) << e.status().message();
+    auto es = parseResolved(*e, "lmdeploy");
+    ASSERT_TRUE(es.hasValue());
+    EXPECT_EQ(toString(p->key), toString(es->key)) << preset;
+    EXPECT_EQ(toString(p->value), toString(es->value)) << preset;
+    EXPECT_EQ(toString(p->key), std::string("int") + policy + ",round=even,codes=meta");
+  }
 }
 
 }  // namespace

@@ -2,12 +2,20 @@
 // Checkpoints generated in the test: a tiny model with random weights, and broken variants of it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <future>
 #include <random>
 
 #include "core/model/checkpoint.h"
-#include "core/model/transformer.h"
+#include "core/model/forward.h"
+#include "core/model/logits.h"
+#include "core/model/model.h"
 #include "tests/core/model/reference_model.h"
 #include "tests/support/test_support.h"
 
@@ -60,6 +68,45 @@ TEST(Checkpoint, LoadsAGeneratedModel) {
   EXPECT_TRUE((*cp)->config().sharedClassifier);
 }
 
+TEST(Checkpoint, WeightViewUsesGgufNamesAndShapes) {
+  // llama.cpp's convert-llama2c-to-ggml names; row-major [out, in] shapes from run.c's layout.
+  test::TempDir dir;
+  auto cp = Checkpoint::load(writeCheckpoint(dir, "tiny.bin", kHeader));
+  ASSERT_TRUE(cp) << cp.status().message();
+  const Checkpoint& c = **cp;
+  const auto names = c.weightNames();
+  EXPECT_EQ(names.size(), 1u + 2 * 9 + 1);  // no output.weight: the classifier is shared
+  EXPECT_FALSE(c.hasWeight("output.weight"));
+  EXPECT_FALSE(c.hasWeight("blk.2.attn_q.weight"));
+  EXPECT_FALSE(c.hasWeight("blk.01.attn_q.weight"));
+  struct Case {
+    const char* name;
+    const float* data;
+    std::vector<int64_t> shape;
+  };
+  const Case cases[] = {{"token_embd.weight", c.tokenEmbedding(), {11, 8}},
+                        {"blk.1.attn_q.weight", c.layer(1).wq, {8, 8}},
+                        {"blk.1.attn_k.weight", c.layer(1).wk, {4, 8}},
+                        {"blk.0.attn_output.weight", c.layer(0).wo, {8, 8}},
+                        {"blk.0.ffn_gate.weight", c.layer(0).w1, {12, 8}},
+                        {"blk.0.ffn_down.weight", c.layer(0).w2, {8, 12}},
+                        {"blk.1.ffn_up.weight", c.layer(1).w3, {12, 8}},
+                        {"blk.1.ffn_norm.weight", c.layer(1).rmsFfn, {8}},
+                        {"output_norm.weight", c.rmsFinal(), {8}}};
+  for (const Case& k : cases) {
+    auto w = c.weight(k.name);
+    ASSERT_TRUE(w) << k.name;
+    EXPECT_EQ(reinterpret_cast<const float*>(w->data), k.data) << k.name;
+    EXPECT_EQ(w->shape, k.shape) << k.name;
+    EXPECT_EQ(w->type, GgmlType::F32);
+  }
+  auto embedding = c.weight("token_embd.weight");
+  std::vector<float> row(8);
+  ASSERT_TRUE(dequantizeRows(*embedding, 3, 1, row.data()).isOk());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(row[static_cast<size_t>(i)], c.tokenEmbedding()[3 * 8 + i]);
+  EXPECT_NE(c.weight("nope").status().message().find("tensor 'nope' is missing"), std::string::npos);
+}
+
 TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   test::TempDir dir;
   int32_t h[7];
@@ -70,16 +117,24 @@ TEST(Checkpoint, SeparateClassifierMatchesFloat64Reference) {
   ASSERT_TRUE(cp) << cp.status().message();
   EXPECT_FALSE((*cp)->config().sharedClassifier);
   EXPECT_NE((*cp)->classifier(), (*cp)->tokenEmbedding());
+  EXPECT_EQ(reinterpret_cast<const float*>((*cp)->weight("output.weight")->data), (*cp)->classifier());
   test::ReferenceModel ref;
   ASSERT_TRUE(ref.load(path));
-  Transformer tf(*cp);
-  const int tokens[] = {1, 4, 10, 0, 7, 3};
+  auto model = Model::load(path);
+  ASSERT_TRUE(model) << model.status().message();
+  EXPECT_FALSE((*model)->hparams().tiedEmbeddings);
+  Forward forward(*model);
+  Stream stream;
+  const std::vector<int> tokens = {1, 4, 10, 0, 7, 3};
+  ASSERT_TRUE(forward.run(stream, tokens).isOk());
+  std::vector<float> logits;
+  ASSERT_TRUE(allLogits(forward, stream, logits).isOk());
   for (int pos = 0; pos < 6; ++pos) {
-    ASSERT_TRUE(tf.step(tokens[pos], pos).isOk());
-    std::vector<double> expected = ref.step(tokens[pos]);
-    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(tf.logits()[i], expected[i], 1e-4) << pos;
+    std::vector<double> expected = ref.step(tokens[static_cast<size_t>(pos)]);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(logits[static_cast<size_t>(pos) * 11 + i], expected[i], 1e-4) << pos;
   }
-  EXPECT_FALSE(tf.step(1, 6).isOk()) << "position 6 is beyond seq_len 6";
+  const int one[1] = {1};
+  EXPECT_FALSE(forward.run(stream, one).isOk()) << "position 6 is beyond seq_len 6";
 }
 
 TEST(Checkpoint, TruncatedFileNamesExpectedAndFoundSizes) {
@@ -142,6 +197,28 @@ TEST(Checkpoint, TinyAndMissingFiles) {
   EXPECT_EQ(missing.status().code(), StatusCode::IoError);
   EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos);
   EXPECT_EQ(Checkpoint::load(dir.path().string()).status().code(), StatusCode::InvalidData) << "a folder";
+}
+
+TEST(Checkpoint, FifoIsRefusedWithoutWaitingForAWriter) {
+  // Issue 28, bad input: the loader checks the file kind before any read (MappedFile opens with
+  // O_NONBLOCK), so a FIFO with no writer is refused at once. The tokenizer reads the same way.
+  test::TempDir dir;
+  const std::string fifo = dir.file("pipe.bin");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto done = std::async(std::launch::async, [&] {
+    return std::make_pair(Checkpoint::load(fifo).status(), loadTokenizer(fifo, 3).status());
+  });
+  if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    for (int i = 0; i < 2; ++i) {  // unblock the waiting open so that the test can end
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    }
+    done.wait();
+    FAIL() << "a FIFO blocked the llama2.c loader";
+  }
+  const auto [model, tokenizer] = done.get();
+  EXPECT_NE(model.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << model.message();
+  EXPECT_NE(tokenizer.message().find(fifo + ": not a regular file (a FIFO)"), std::string::npos) << tokenizer.message();
 }
 
 TEST(Tokenizer, ParsesPiecesAndRejectsBrokenFiles) {

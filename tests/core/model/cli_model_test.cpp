@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "core/io/dump.h"
-#include "core/model/checkpoint.h"
+#include "core/model/model.h"
 #include "core/model/record.h"
 #include "tests/support/test_support.h"
 
@@ -60,22 +60,26 @@ TEST(CliRecord, WritesACanonicalDumpThatReadsBackAsRecorded) {
   EXPECT_EQ(j["model"], "stories260K");
   EXPECT_EQ(j["model_path"], test::storiesModel().lexically_normal().string());
   EXPECT_EQ(j["dtype"], "float32");
-  EXPECT_TRUE(j["has_logits"]);
   EXPECT_TRUE(j["has_key_pre_rope"]);
   EXPECT_TRUE(j["has_token_text"]);
 
-  // The file holds exactly what an in-memory recording with the same options holds.
-  auto cp = Checkpoint::load(model);
-  ASSERT_TRUE(cp);
+
+  // The file holds exactly what recordDump with the same options writes.
+  auto m = Model::load(model, writeTokenizer(dir, 512));
+  ASSERT_TRUE(m);
   RecordOptions o;
+  o.tokens = {1, 403, 407};
   o.steps = 40;
   o.seed = 5;
   o.temperature = 0.7;
-  o.promptTokens = {403, 407};
-  auto rec = recordSequence(*cp, o);
-  ASSERT_TRUE(rec);
+  o.logits = true;
+  const std::string again = dir.file("again.h5");
+  auto rec = recordDump(*m, o, again);
+  ASSERT_TRUE(rec) << rec.status().message();
   auto dump = Dump::open(out);
   ASSERT_TRUE(dump) << dump.status().message();
+  auto same = Dump::open(again);
+  ASSERT_TRUE(same) << same.status().message();
   auto tokens = (*dump)->tokens();
   ASSERT_TRUE(tokens);
   ASSERT_EQ(tokens->size(), 40u);
@@ -84,15 +88,43 @@ TEST(CliRecord, WritesACanonicalDumpThatReadsBackAsRecorded) {
   ASSERT_TRUE(text);
   EXPECT_EQ((*text)[0], "<t1>");
   EXPECT_EQ((*text)[1], "<t403>");
-  auto logits = (*dump)->logits();
-  ASSERT_TRUE(logits);
-  EXPECT_EQ(*logits, rec->logits);
+  EXPECT_FALSE((*dump)->info().hasLogits) << "logits only with --logits";
   for (int l = 0; l < 5; ++l) {
-    EXPECT_EQ((*dump)->read(l, TensorKind::Key)->data, rec->layers[static_cast<size_t>(l)].key.data);
-    EXPECT_EQ((*dump)->read(l, TensorKind::KeyPreRope)->data, rec->layers[static_cast<size_t>(l)].keyPreRope.data);
-    EXPECT_EQ((*dump)->read(l, TensorKind::Value)->data, rec->layers[static_cast<size_t>(l)].value.data);
-    EXPECT_EQ((*dump)->read(l, TensorKind::Query)->data, rec->layers[static_cast<size_t>(l)].query.data);
+    for (TensorKind k : {TensorKind::Key, TensorKind::KeyPreRope, TensorKind::Value, TensorKind::Query})
+      EXPECT_EQ((*dump)->read(l, k)->data, (*same)->read(l, k)->data) << l;
   }
+  // --logits stores them; the tensors stay the same.
+  const std::string withLogits = dir.file("logits.h5");
+  ASSERT_EQ(test::runCli("record " + quoted(model) + " --out " + quoted(withLogits) +
+                         " --steps 40 --seed 5 --temperature 0.7 --prompt-tokens 403,407 --logits")
+                .exitCode,
+            0);
+  auto l = Dump::open(withLogits);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(*(*l)->logits(), *(*same)->logits());
+}
+
+TEST(CliRecord, TakesTokensFromTheCommandLineOrAFileExactly) {
+  REQUIRE_STORIES();
+  test::TempDir dir;
+  const std::string model = quoted(test::storiesModel().string());
+  const std::string out = dir.file("t.h5"), file = dir.file("ids.txt");
+  std::ofstream(file) << "5 6\n7,8\n";
+  ASSERT_EQ(test::runCli("record " + model + " --out " + quoted(out) + " --tokens-file " + quoted(file)).exitCode, 0);
+  auto d = Dump::open(out);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*(*d)->tokens(), (std::vector<int64_t>{5, 6, 7, 8})) << "exactly those ids: no BOS added, no sampling";
+  auto more = test::runCli("record " + model + " --out " + quoted(out) + " --tokens 5,6 --steps 10");
+  ASSERT_EQ(more.exitCode, 0) << more.err;
+  EXPECT_NE(more.out.find("10 tokens (8 sampled)"), std::string::npos) << more.out;
+  auto text = test::runCli("record " + model + " --out " + quoted(out) + " --prompt 'Once upon a time'");
+  EXPECT_EQ(text.exitCode, 2);
+  EXPECT_NE(text.err.find("no tokenizer"), std::string::npos) << text.err;
+  auto two = test::runCli("record " + model + " --out " + quoted(out) + " --tokens 1 --prompt x");
+  EXPECT_EQ(two.exitCode, 2);
+  auto shortSteps = test::runCli("record " + model + " --out " + quoted(out) + " --tokens 1,2,3 --steps 2");
+  EXPECT_EQ(shortSteps.exitCode, 2);
+  EXPECT_NE(shortSteps.err.find("already has 3 tokens"), std::string::npos) << shortSteps.err;
 }
 
 TEST(CliRecord, BadInputsFailWithExitStatus2AndAReason) {
@@ -101,7 +133,7 @@ TEST(CliRecord, BadInputsFailWithExitStatus2AndAReason) {
   const std::string model = quoted(test::storiesModel().string()), out = quoted(dir.file("x.h5"));
   auto tooLong = test::runCli("record " + model + " --out " + out + " --steps 600");
   EXPECT_EQ(tooLong.exitCode, 2);
-  EXPECT_NE(tooLong.err.find("seq_len 512"), std::string::npos) << tooLong.err;
+  EXPECT_NE(tooLong.err.find("context length 512"), std::string::npos) << tooLong.err;
   auto badPrompt = test::runCli("record " + model + " --out " + out + " --prompt-tokens 1,x");
   EXPECT_EQ(badPrompt.exitCode, 2);
   EXPECT_NE(badPrompt.err.find("--prompt-tokens"), std::string::npos) << badPrompt.err;
@@ -129,12 +161,16 @@ TEST(CliE2e, ReportsJsonForSpecsPresetsAndSweeps) {
   EXPECT_LT(j["summary"]["kl_mean"].get<double>(), 1e-2);
   EXPECT_GT(j["summary"]["kl_mean"].get<double>(), 0.0);
   EXPECT_EQ(j["positions"].size(), 64u);
-  EXPECT_EQ(j["dump_logits_max_abs_diff"], 0.0);
-  EXPECT_TRUE(one.err.empty()) << one.err;
+  EXPECT_EQ(j["summary"]["positions_scored"], 63);
+  EXPECT_TRUE(j["dump_logits_max_abs_diff"].is_null()) << "no /logits without --logits";
+  EXPECT_EQ(j["dump_kv_max_abs_diff"], 0.0);
+  EXPECT_EQ(one.err.find("warning"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("e2e: layer 5 of 5"), std::string::npos) << "progress per layer on stderr: " << one.err;
 
   auto preset = test::runCli("e2e " + model + " " + dump + " --preset kivi-2");
   ASSERT_EQ(preset.exitCode, 0) << preset.err;
-  EXPECT_NE(preset.out.find("perplexity ratio"), std::string::npos) << preset.out;
+  EXPECT_NE(preset.out.find("Mean PPL(Q)/PPL(base)"), std::string::npos) << preset.out;
+  EXPECT_NE(preset.out.find("RMS Δp"), std::string::npos) << preset.out;
 
   const std::string jsonFile = dir.file("sweep.json");
   auto sweep = test::runCli("e2e " + model + " " + dump + " --sweep 'none:none;int8:int8;int2:int2' --json " +
@@ -147,18 +183,21 @@ TEST(CliE2e, ReportsJsonForSpecsPresetsAndSweeps) {
   EXPECT_EQ(s["results"][0]["summary"]["kl_mean"], 0.0);
   EXPECT_LT(s["results"][1]["summary"]["kl_mean"].get<double>(), s["results"][2]["summary"]["kl_mean"].get<double>());
 
-  // An engine string resolves for the model's shape: stories260K's D = 8 is not a multiple of 64,
-  // so llama.cpp stores plain q8_0 blocks and the result equals --key q8_0 --value q8_0's.
-  auto engine = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q8_0 -ctv q8_0' --json -");
+  // An engine string resolves for the model's shape: at stories260K's D = 8 llama.cpp refuses a
+  // q8_0 cache (src/llama-context.cpp llama_init_from_model: block size 32 does not divide D), and
+  // stores bf16 as it is.
+  auto refused = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q8_0 -ctv q8_0' --json -");
+  EXPECT_EQ(refused.exitCode, 2) << refused.err;
+  EXPECT_NE(refused.err.find("does not divide n_embd_head_k=8"), std::string::npos) << refused.err;
+  auto engine = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk bf16 -ctv bf16' --json -");
   ASSERT_EQ(engine.exitCode, 0) << engine.err;
   auto e = nlohmann::json::parse(engine.out);
-  EXPECT_EQ(e["engine"], "llama.cpp -ctk q8_0 -ctv q8_0");
-  EXPECT_EQ(e["summary"]["kl_mean"], j["summary"]["kl_mean"]);
-  EXPECT_NE(engine.err.find("D = 8 is not a multiple of 64"), std::string::npos) << engine.err;
-  auto explain = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk q4_0' --explain");
+  EXPECT_EQ(e["engine"], "llama.cpp -ctk bf16 -ctv bf16");
+  EXPECT_NE(engine.err.find("bf16 is not a quantized type"), std::string::npos) << engine.err;
+  auto explain = test::runCli("e2e " + model + " " + dump + " --engine 'llama.cpp -ctk bf16' --explain");
   ASSERT_EQ(explain.exitCode, 0) << explain.err;
-  EXPECT_NE(explain.out.find("key:   q4_0\n"), std::string::npos) << explain.out;
-  EXPECT_EQ(explain.out.find("perplexity"), std::string::npos);  // nothing was replayed
+  EXPECT_NE(explain.out.find("key:   bf16\n"), std::string::npos) << explain.out;
+  EXPECT_EQ(explain.out.find("PPL"), std::string::npos);  // nothing was replayed
 
   auto both = test::runCli("e2e " + model + " " + dump + " --preset kivi-2 --key int4 --value int4");
   EXPECT_EQ(both.exitCode, 2);

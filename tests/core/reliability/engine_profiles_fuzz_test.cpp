@@ -19,8 +19,10 @@ std::string property(const std::string& text) {
 }
 
 const std::vector<std::string> kSeeds = {
-    "vllm serve m --kv-cache-dtype fp8 --calculate-kv-scales",
-    "K_SCALE_CONSTANT=300 vllm --kv-cache-dtype=fp8_e5m2 kv_cache_scheme=attn_head",
+    "vllm@0.18 serve m --kv-cache-dtype fp8 --calculate-kv-scales",
+    "K_SCALE_CONSTANT=300 vllm --kv-cache-dtype=fp8_e4m3 kv_cache_scheme=attn_head",
+    "sglang@0.5.14 --kv-cache-dtype fp4_e2m1 --fp4-kv-cache-recipe nvfp4",
+    "lmdeploy --quant-policy 8 architecture=LlamaForCausalLM",
     "vllm --kv-cache-dtype int8_per_token_head int8_rounding=trunc",
     "vllm --kv-cache-dtype int4_per_token_head",
     "vllm --kv-cache-dtype nvfp4 --max-model-len 4096",
@@ -33,6 +35,7 @@ const std::vector<std::string> kSeeds = {
 TEST(EngineProfilesFuzz, ChosenStringsKeepEveryProperty) {
   for (const std::string& s : kSeeds) EXPECT_EQ(property(s), "") << s;
   for (const char* s : {"vllm --kv-cache-dtype", "sglang --int8-kv-cache", "lmdeploy --quant-policy 42",
+                        "vllm --calculate-kv-scales", "sglang --kv-cache-dtype fp4_e2m1", "vllm@x",
                         "transformers nbits", "trtllm --", "vllm --kv-cache-dtype-skip-layers sliding_window",
                         "transformers cache_implementation=quantized q_group_size=0"}) {
     EXPECT_EQ(property(s), "") << s;
@@ -43,7 +46,8 @@ TEST(EngineProfilesFuzz, MutatedStringsKeepEveryProperty) {
   const std::vector<std::string> pieces = {" ", "=", "'", "--kv-cache-dtype", "fp8", "int4_per_token_head", "nvfp4",
                                            "--calculate-kv-scales", "--quant-policy", "8", "nbits=", "4",
                                            "q_group_size=", "96", "axis_key=", "-1", "kv_cache_dtype=", "--backend",
-                                           "pytorch", "kv_cache_scheme=", "tensor", "0", "9999999999"};
+                                           "pytorch", "kv_cache_scheme=", "tensor", "0", "9999999999", "@0.18",
+                                           "fp4_e2m1", "architecture="};
   std::mt19937 rng(2026120220);
   int accepted = 0;
   for (int i = 0; i < 3000; ++i) {

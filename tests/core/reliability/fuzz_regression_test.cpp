@@ -53,6 +53,39 @@ TEST(FuzzRegressions, EngineInputsAreHandled) {
   std::printf("[ replayed ] %d engine inputs\n", replay("engine", fuzz::fuzzEngine));
 }
 
+TEST(FuzzRegressions, GgufInputsAreHandled) {
+  std::printf("[ replayed ] %d gguf inputs\n", replay("gguf", fuzz::fuzzGguf));
+}
+
+TEST(FuzzRegressions, SafetensorsInputsAreHandled) {
+  std::printf("[ replayed ] %d safetensors inputs\n", replay("safetensors", fuzz::fuzzSafetensors));
+}
+
+TEST(FuzzRegressions, TokenizerInputsAreHandled) {
+  std::printf("[ replayed ] %d tokenizer inputs\n", replay("tokenize", fuzz::fuzzTokenizer));
+}
+
+// The tokenizer target's properties hold for good input, and random bytes keep them (mode byte,
+// then text or file): invalid UTF-8 refused at its offset, the tokens spell the text again.
+TEST(FuzzEntries, TokenizerInputsKeepEveryProperty) {
+  const std::string text = std::string(fuzz::kFuzzText);
+  for (char mode : {'\x00', '\x01', '\x05', '\x09', '\x0d', '\x11'})
+    EXPECT_EQ(run(fuzz::fuzzTokenizer, std::string(1, mode) + text), "") << int(mode);
+  EXPECT_EQ(run(fuzz::fuzzTokenizer, std::string("\x03gpt2\ngpt-2\na\nb\nab\nm a b\nc <s>")), "");
+  EXPECT_EQ(run(fuzz::fuzzTokenizer, std::string("\x03llama\n\n<unk>\n<s>\n</s>\n\xE2\x96\x81" "a\nu <t>")), "");
+  EXPECT_EQ(run(fuzz::fuzzTokenizer, std::string("\x02") + R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
+      "merges": ["a b"], "byte_fallback": true}, "pre_tokenizer": {"type": "Metaspace", "replacement": "_"},
+      "added_tokens": [{"id": 3, "content": "<s>", "special": true, "normalized": false}]})"), "");
+  std::mt19937 rng(28);
+  const std::string alphabet = "ab lo\n\t'S1\xC3\xA9\xE4\xBD\xA0\xF0\x9F\x98\x80\xC2\x85<|>s\xFF\x80";
+  for (int i = 0; i < 3000; ++i) {
+    std::string s(1, static_cast<char>(rng() % 2 + 4 * (rng() % 5)));  // llama or gpt2, each pre-tokenizer
+    const int n = static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) s += alphabet[rng() % alphabet.size()];
+    ASSERT_EQ(run(fuzz::fuzzTokenizer, s), "") << "input: " << s;
+  }
+}
+
 TEST(FuzzEntries, EngineStringsPassEveryProperty) {
   // Accepted and refused strings alike: the property is about how each is handled.
   for (const char* text : {"llama.cpp", "llama.cpp -ctk q4_0 -ctv q8_0", "llama-server --cache-type-k=q5_1 -fa on",

@@ -219,5 +219,31 @@ TEST(EngineOptions, StorageIsThatOfTheFormat) {
   EXPECT_EQ(b.metadataBits, 32.0);
 }
 
+// codes=meta (docs/formats.md): LMDeploy TurboMind's ConvertKvCache<T, uint8_t> in the model dtype
+// T (src/turbomind/kernels/attention/quantization.h). fp16 int4 on [0.5, −1.25, 3, 10, −7, 0.1,
+// 2.2, −0.03]: min −7, max 10 (fp16-exact), scale = fp16(17·fp32(1/15)) = 1161/1024, inv_scale =
+// fp16(1024/1161 = 0.88200) = 903/1024. x = 3: fp16(3 + 7) = 10, 10·903/1024 = 8.818 → fp16
+// 8.8203125 → even 9; read back fp16(fp16(9·1161/1024 = 10.2041) = 10.203125 − 7) = 3.203125.
+// x = 0.1: fp16(0.1) = 0.0999756, + 7 = 7.0999756 → fp16 7.1015625 (ulp 2⁻⁸ in [4, 8)),
+// ·903/1024 = 6.2624 → fp16 6.26171875 → 6; 6·1161/1024 = 6.802734375 is a tie → fp16 6.8046875,
+// − 7 = −0.1953125. Codes [7, 5, 9, 15, 0, 6, 8, 6].
+TEST(EngineOptions, CodesInTheMetadataType) {
+  EXPECT_EQ(toString(parsed("int8,codes=meta,round=even,scale=bf16")), "int8,round=even,codes=meta,scale=bf16");
+  EXPECT_EQ(parsed(toString(parsed("int4,round=even,codes=meta"))), parsed("int4,round=even,codes=meta"));
+  expectQuantizesTo("int4,round=even,codes=meta", {0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1f, 2.2f, -0.03f},
+                    {0.9375f, -1.33203125f, 3.203125f, 10.0f, -7.0f, -0.1953125f, 2.0703125f, -0.1953125f});
+  // A constant group (scale 0) reconstructs to its value.
+  expectQuantizesTo("int8,round=even,codes=meta", {2.0f, 2.0f}, {2.0f, 2.0f});
+  EXPECT_NE(errorOf("int8,sym,codes=meta").find("does not apply with sym"), std::string::npos);
+  EXPECT_NE(errorOf("fp8_e4m3,codes=meta").find("'codes=' does not apply to fp8_e4m3"), std::string::npos);
+  EXPECT_NE(errorOf("int4,codes=half").find("codes=fp32, codes=meta or codes=stored"), std::string::npos);
+  // The inspection's levels are the read-back values, so every reconstruction is one of them.
+  Tensor3 x = row({0.5f, -1.25f, 3.0f, 10.0f, -7.0f, 0.1f, 2.2f, -0.03f});
+  auto g = describeGroup(x, parsed("int4,round=even,codes=meta"), 0, 0, 3);
+  ASSERT_TRUE(g.hasValue()) << g.status().message();
+  EXPECT_EQ(g->scale, 1161.0 / 1024.0);
+  EXPECT_EQ(g->codesUsed, 7);  // 7, 5, 9, 15, 0, 6, 8, 6
+}
+
 }  // namespace
 }  // namespace kvscope

@@ -224,7 +224,7 @@ TEST(CodesFp32, SpecRules) {
   EXPECT_NE(parseError("int4,sym,codes=fp32").find("does not apply with sym"), std::string::npos);
   EXPECT_NE(parseError("int4,codes=fp32,round=even").find("round="), std::string::npos);
   EXPECT_NE(parseError("fp8_e4m3,codes=fp32").find("int1 … int8"), std::string::npos);
-  EXPECT_NE(parseError("int4,codes=fp16").find("codes=fp32 or codes=stored"), std::string::npos);
+  EXPECT_NE(parseError("int4,codes=fp16").find("codes=fp32, codes=meta or codes=stored"), std::string::npos);
   // Storage is the contract's asym: b bits and two fp16 values per group (config.py
   // value_packed_size: ceil(D·b/8) + 4 bytes).
   EXPECT_DOUBLE_EQ(storageFor(parsed("int4,codes=fp32"), 1, 1, 128).totalBits(), 8.0 * (64 + 4));
