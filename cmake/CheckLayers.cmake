@@ -1,14 +1,27 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-# cmake -DROOT=<source dir> [-DSTAMP=<file>] -P CheckLayers.cmake
-# Fails when a file under ROOT/core includes a core module its module may not use
-# (cmake/KvscopeLayers.cmake), a module that is not in the table, or any Qt header: core never
-# touches Qt. Every violation is listed as file:line, with what that module may include.
+# cmake -DROOT=<source dir> [-DTREE=core|ui] [-DSTAMP=<file>] -P CheckLayers.cmake
+# TREE=core (the default): fails when a file under ROOT/core includes a core module its module may
+# not use (KVSCOPE_CORE_LAYERS in cmake/KvscopeLayers.cmake), a module that is not in the table,
+# any Qt header (core never touches Qt), or ui/ or app/.
+# TREE=ui: fails when a file under ROOT/ui includes a ui module its module may not use
+# (KVSCOPE_UI_LAYERS; the files directly in ui/ are the module "window"), a module that is not in
+# the table, or app/. Every violation is listed as file:line, with what that module may include.
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/KvscopeLayers.cmake)
 get_filename_component(ROOT "${ROOT}" ABSOLUTE)
+if(NOT TREE)
+  set(TREE core)
+endif()
+if(TREE STREQUAL "core")
+  set(table ${KVSCOPE_CORE_LAYERS})
+elseif(TREE STREQUAL "ui")
+  set(table ${KVSCOPE_UI_LAYERS})
+else()
+  message(FATAL_ERROR "CheckLayers.cmake: TREE must be core or ui, not '${TREE}'")
+endif()
 
 set(known "")
-foreach(row IN LISTS KVSCOPE_CORE_LAYERS)
+foreach(row IN LISTS table)
   string(REPLACE ":" ";" parts "${row}")
   list(GET parts 0 module)
   list(APPEND known ${module})
@@ -21,38 +34,45 @@ foreach(row IN LISTS KVSCOPE_CORE_LAYERS)
   endif()
 endforeach()
 
-file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/core/*.h ${ROOT}/core/*.cpp)
+file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/${TREE}/*.h ${ROOT}/${TREE}/*.cpp)
 set(problems "")
 foreach(f IN LISTS files)
-  string(REGEX MATCH "^core/([a-z_]+)/" _ "${f}")
+  string(REGEX MATCH "^${TREE}/([a-z_]+)/" _ "${f}")
   set(module "${CMAKE_MATCH_1}")
   if(module STREQUAL "")
-    continue()
+    if(TREE STREQUAL "core")
+      continue()
+    endif()
+    set(module window)  # ui/main_window.*, ui/headless.*: the top, which may use every module
   endif()
   if(NOT module IN_LIST known)
     list(APPEND problems "${f}: module '${module}' is not in cmake/KvscopeLayers.cmake")
     continue()
   endif()
   file(STRINGS ${ROOT}/${f} lines REGEX "^[ \t]*#[ \t]*include")
+  string(REPLACE ";" " " may "${allowed_${module}}")
   foreach(line IN LISTS lines)
-    if(line MATCHES "#[ \t]*include[ \t]*[<\"](Q[A-Za-z]*|Qt[A-Za-z]*/)")
+    if(TREE STREQUAL "core" AND line MATCHES "#[ \t]*include[ \t]*[<\"](Q[A-Za-z]*|Qt[A-Za-z]*/)")
       list(APPEND problems "${f}: includes a Qt header (${line}), and core never uses Qt")
-    elseif(line MATCHES "#[ \t]*include[ \t]*\"core/([a-z_]+)/")
+    elseif(line MATCHES "#[ \t]*include[ \t]*\"${TREE}/([a-z_]+)/")
       set(target "${CMAKE_MATCH_1}")
       if(NOT target STREQUAL module AND NOT target IN_LIST allowed_${module})
-        string(REPLACE ";" " " may "${allowed_${module}}")
-        list(APPEND problems "${f}: ${line}: core/${module} may include only core/{${module} ${may}}")
+        list(APPEND problems "${f}: ${line}: ${TREE}/${module} may include only ${TREE}/{${module} ${may}}")
       endif()
-    elseif(line MATCHES "#[ \t]*include[ \t]*\"(ui|app)/")
+    elseif(TREE STREQUAL "ui" AND line MATCHES "#[ \t]*include[ \t]*\"ui/[a-z_]+\\.h\"" AND NOT module STREQUAL "window")
+      list(APPEND problems "${f}: ${line}: ui/${module} may include only ui/{${module} ${may}}, not the window")
+    elseif(TREE STREQUAL "core" AND line MATCHES "#[ \t]*include[ \t]*\"(ui|app)/")
       list(APPEND problems "${f}: ${line}: core may not include ui/ or app/")
+    elseif(TREE STREQUAL "ui" AND line MATCHES "#[ \t]*include[ \t]*\"app/")
+      list(APPEND problems "${f}: ${line}: ui may not include app/")
     endif()
   endforeach()
 endforeach()
 
 if(problems)
   list(JOIN problems "\n  " text)
-  message(FATAL_ERROR "core layering (cmake/KvscopeLayers.cmake, docs/architecture.md):\n  ${text}")
+  message(FATAL_ERROR "${TREE} layering (cmake/KvscopeLayers.cmake, docs/architecture.md):\n  ${text}")
 endif()
 if(STAMP)
-  file(WRITE ${STAMP} "core layering checked\n")
+  file(WRITE ${STAMP} "${TREE} layering checked\n")
 endif()

@@ -20,4 +20,18 @@ set(KVSCOPE_CORE_LAYERS
   "sensitivity:attention engine io metrics quant report search util"
   "diagnose:attention io metrics quant util"
   "command:attention diagnose engine io metrics quant report search sensitivity util"
-  "bench:attention capacity diagnose engine io metrics model modelfile quant report search sensitivity synth tokenize util")
+  "inspect:attention io quant util"
+  "bench:attention capacity diagnose engine inspect io metrics model modelfile quant report search sensitivity synth tokenize util")
+
+# The layers of ui/ (docs/architecture.md, "Layers"), checked the same way before kvscope_ui
+# compiles: the files directly in ui/ (the window, the headless launch) are the module "window".
+# state holds the document (ui/state/session.h) and the lanes that feed the views, and knows no
+# widget; views show the state and send it the user's edits; nothing below the window includes it.
+set(KVSCOPE_UI_LAYERS
+  "workers:"
+  "state:workers"
+  "export:"
+  "widgets:export state workers"
+  "views:export state widgets workers"
+  "dialogs:export state widgets workers"
+  "window:dialogs export state views widgets workers")

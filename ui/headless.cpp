@@ -14,9 +14,7 @@
 #include "core/engine/setting.h"
 #include "core/util/atomic_file.h"
 #include "ui/main_window.h"
-#include "ui/views/budget_view.h"
-#include "ui/views/diagnosis_view.h"
-#include "ui/views/sensitivity_view.h"
+#include "ui/views/view.h"
 #include "ui/views/view_registry.h"
 
 namespace kvscope::ui {
@@ -118,35 +116,17 @@ namespace {
 int waitUntilReady(MainWindow& window, const Launch& launch, const std::function<Status()>& done) {
   QEventLoop loop;
   int exitCode = 0;
-  bool layerSeen = false, driftSeen = false, searchStarted = false, searchDone = false;
-  const bool needSearch = !launch.exportDir.isEmpty() &&
-                          (launch.views.isEmpty() || launch.views.contains(QString::fromLatin1(BudgetView::kName)));
-  const auto exported = [&](const QString& view) {
-    return !launch.exportDir.isEmpty() && (launch.views.isEmpty() || launch.views.contains(view));
+  bool layerSeen = false, driftSeen = false;
+  // Views exported, or shown (a screenshot), compute what they compute on demand (the sensitivity
+  // map, the diagnosis, the budget search), one after the other once the rest is done.
+  const auto wanted = [&](const View* v) {
+    const bool exported = !launch.exportDir.isEmpty() && (launch.views.isEmpty() || launch.views.contains(v->exportName()));
+    return exported || const_cast<View*>(v)->widget()->isVisible();
   };
   const auto finishIfReady = [&] {
-    if (!layerSeen || !driftSeen || !window.summaryComplete()) return;
-    // The sensitivity map and the diagnosis run on their own lanes when exported or shown; the
-    // map needs queries, without which the view only says so.
-    SensitivityView* sensitivity = window.sensitivityView();
-    if ((exported(QString::fromLatin1(SensitivityView::kName)) || sensitivity->isVisible()) && window.dump() &&
-        window.dump()->info().hasQuery && !sensitivity->upToDate()) {
-      sensitivity->compute();
-      return;
-    }
-    DiagnosisView* diagnosis = window.diagnosisView();
-    if ((exported(QString::fromLatin1(DiagnosisView::kName)) || diagnosis->isVisible()) && !diagnosis->upToDate()) {
-      diagnosis->compute();
-      return;
-    }
     if (!layerSeen || !driftSeen || !window.summaryComplete() || !window.comparisonComplete()) return;
-    if (needSearch && !searchDone) {
-      // The budget view's Pareto fronts need the search; start it once the rest is done.
-      if (!searchStarted) {
-        searchStarted = true;
-        window.runSearch(window.budgetView()->searchOptions());
-      }
-      return;
+    for (View* v : window.views()) {
+      if (wanted(v) && !v->prepareExport()) return;  // exportReady() calls again
     }
     const Status s = done();
     if (!s.isOk()) {
@@ -158,10 +138,8 @@ int waitUntilReady(MainWindow& window, const Launch& launch, const std::function
   QObject::connect(&window, &MainWindow::layerReady, &loop, [&] { layerSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::driftReady, &loop, [&] { driftSeen = true; finishIfReady(); });
   QObject::connect(&window, &MainWindow::summaryFinished, &loop, [&] { finishIfReady(); });
-  QObject::connect(window.sensitivityView(), &SensitivityView::computed, &loop, [&] { finishIfReady(); });
-  QObject::connect(window.diagnosisView(), &DiagnosisView::computed, &loop, [&] { finishIfReady(); });
   QObject::connect(&window, &MainWindow::comparisonReady, &loop, [&] { finishIfReady(); });
-  QObject::connect(&window, &MainWindow::searchFinished, &loop, [&] { searchDone = true; finishIfReady(); });
+  QObject::connect(&window, &MainWindow::exportReady, &loop, [&] { finishIfReady(); });
   QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
     std::fprintf(stderr, "kvscope: %s\n", message.toUtf8().constData());
     exitCode = 2;

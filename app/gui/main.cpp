@@ -13,12 +13,13 @@
 #include "core/io/mapping.h"
 #include "core/engine/presets.h"
 #include "ui/headless.h"
+#include "core/inspect/layer_data.h"
 #include "ui/main_window.h"
 
 int main(int argc, char** argv) {
   // kvscope_ui is a static library: its resources must be registered by hand.
   Q_INIT_RESOURCE(kvscope);
-  kvscope::ui::keepFreedMemoryForReuse();
+  kvscope::keepFreedMemoryForReuse();
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("kvscope"));
   QApplication::setOrganizationName(QStringLiteral("kvscope"));

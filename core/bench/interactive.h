@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/bench/measure.h"
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
 

@@ -25,7 +25,7 @@ enum class FormatInputEnd { Done, NonFinite, Cancelled };
 /// are appended to `setAside` when given (indices into `out`, head by head, ascending). Every
 /// copied value is checked: NonFinite (out then holds no meaningful result) when one is NaN or
 /// infinite. Cancels between heads when `progress` returns false (reported from 0 to
-/// 0.5). The pipeline and the histogram's format space (core/metrics/view_data.h) both use it.
+/// 0.5). The pipeline and the histogram's format space (core/inspect/view_data.h) both use it.
 FormatInputEnd formatInputInto(const Tensor3& source, const QuantSpec& spec, int64_t firstHead, int64_t heads,
                                Tensor3& out, std::vector<Outlier>* setAside = nullptr, const Progress& progress = {});
 

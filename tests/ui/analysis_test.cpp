@@ -98,11 +98,11 @@ class AnalysisTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     openSample(w);
     w.showTab(4);
-    BudgetView* budget = w.budgetView();
+    BudgetView* budget = viewOf<BudgetView>(w);
     SearchOptions options = budget->searchOptions();
     options.candidates = {"int2", "int4", "int8,axis=channel"};
-    QSignalSpy done(&w, &MainWindow::searchFinished);
-    w.runSearch(options);
+    QSignalSpy done(viewOf<BudgetView>(w), &BudgetView::searchFinished);
+    viewOf<BudgetView>(w)->runSearch(options);
     QVERIFY(done.wait(kWaitMs));
     const SearchResult* result = budget->searchResult();
     QVERIFY(result);
@@ -153,16 +153,16 @@ class AnalysisTest : public QObject {
   void searchShowsProgressAndCancelStopsIt() {
     MainWindow w(false);
     openSample(w);
-    BudgetView* budget = w.budgetView();
-    QSignalSpy done(&w, &MainWindow::searchFinished);
+    BudgetView* budget = viewOf<BudgetView>(w);
+    QSignalSpy done(viewOf<BudgetView>(w), &BudgetView::searchFinished);
     budget->searchButton()->click();  // the default candidates: many seconds of work
-    QVERIFY(w.searchRunner()->busy());
+    QVERIFY(viewOf<BudgetView>(w)->searchRunner()->busy());
     QVERIFY(!budget->cancelSearchButton()->isHidden());
     QVERIFY(!budget->searchProgressBar()->isHidden());
     QVERIFY(!budget->searchButton()->isEnabled());
     budget->cancelSearchButton()->click();
-    QVERIFY(!w.searchRunner()->busy());
-    w.searchRunner()->waitForIdle();  // returns: the worker saw the cancel and stopped
+    QVERIFY(!viewOf<BudgetView>(w)->searchRunner()->busy());
+    viewOf<BudgetView>(w)->searchRunner()->waitForIdle();  // returns: the worker saw the cancel and stopped
     QCoreApplication::processEvents();
     QCOMPARE(done.count(), 0);
     QVERIFY(!budget->searchResult());
@@ -200,7 +200,7 @@ class AnalysisTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     openSample(w);
     w.showTab(1);
-    HeatmapCanvas* canvas = w.heatmapView()->canvas();
+    HeatmapCanvas* canvas = viewOf<HeatmapView>(w)->canvas();
     canvas->repaint();
     const int tokens = static_cast<int>(w.dump()->info().tokens);
     const int dim = static_cast<int>(w.dump()->info().headDim);
@@ -325,7 +325,7 @@ class AnalysisTest : public QObject {
     openSample(w);
     if (!w.summaryComplete()) QVERIFY(summary.wait(kWaitMs));
     // What the export changes for a small figure (margins, fewer ticks) it puts back.
-    QChart* histogram = w.histogramView()->chart();
+    QChart* histogram = viewOf<HistogramView>(w)->chart();
     auto* yAxis = qobject_cast<QValueAxis*>(histogram->axes(Qt::Vertical).value(0));
     QVERIFY(yAxis);
     const QMargins marginsBefore = histogram->margins();

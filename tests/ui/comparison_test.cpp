@@ -26,14 +26,13 @@
 #include "core/attention/detail.h"
 #include "core/engine/engine.h"
 #include "core/io/dump.h"
-#include "core/metrics/view_compare.h"
+#include "core/inspect/view_compare.h"
 #include "core/engine/presets.h"
 #include "core/quant/quantize.h"
 #include "core/report/eval.h"
 #include "core/synth/synth.h"
 #include "ui/main_window.h"
 #include "tests/ui/ui_test_support.h"
-#include "ui/model/comparison.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/histogram_view.h"
@@ -125,8 +124,8 @@ class ComparisonTest : public QObject {
 
     // Pin as A, then two bits for keys (B) through the slider.
     bar->pinButton()->click();
-    QVERIFY(w.comparison()->pinned().has_value());
-    QVERIFY(w.comparison()->pinned()->key == Plan(*parseSpec("int8")));
+    QVERIFY(w.session()->pinned().has_value());
+    QVERIFY(w.session()->pinned()->key == Plan(*parseSpec("int8")));
     QVERIFY(bar->unpinButton()->isVisibleTo(bar));
     QVERIFY2(bar->aLabel()->text().contains(QStringLiteral("K int8")), qPrintable(bar->aLabel()->text()));
     w.keyPanel()->bitsSlider()->setValue(2);
@@ -141,7 +140,7 @@ class ComparisonTest : public QObject {
     const Tensor3& key = w.layerQuant()->tensors->key;
 
     // Histogram: three lines; A's counts are core's int8 reconstruction on the bins shown.
-    HistogramView* hist = w.histogramView();
+    HistogramView* hist = viewOf<HistogramView>(w);
     w.showTab(0);
     QVERIFY(hist->comparisonSeries()->isVisible());
     QCOMPARE(hist->comparisonSeries()->name(), QStringLiteral("reconstructed A"));
@@ -155,7 +154,7 @@ class ComparisonTest : public QObject {
     QVERIFY(expectedA != expectedB);  // int8 and int2 do not fill the same bins
 
     // Heat map: switched to the change in error by the pin; cells are |B err| − |A err|.
-    HeatmapView* heat = w.heatmapView();
+    HeatmapView* heat = viewOf<HeatmapView>(w);
     w.showTab(1);
     QCOMPARE(heat->valueBox()->currentIndex(), HeatmapView::kDifferenceIndex);
     QImage canvas(900, 400, QImage::Format_ARGB32);
@@ -187,7 +186,7 @@ class ComparisonTest : public QObject {
     QVERIFY(csv.startsWith(QStringLiteral("channel,token,error_b_minus_error_a")));
 
     // Drift: s′ and P′ for A and B; A's equal core's row under A's reconstructions.
-    DriftView* drift = w.driftView();
+    DriftView* drift = viewOf<DriftView>(w);
     w.showTab(2);
     QVERIFY(drift->scoreCaseA()->isVisible());
     QCOMPARE(drift->scoreCase()->name(), QStringLiteral("s′ B"));
@@ -214,7 +213,7 @@ class ComparisonTest : public QObject {
     QVERIFY(drift->toCsv().contains(QStringLiteral("# setting A")));
 
     // Summary: A, B and B − A of the chosen metric per (layer, kv head), equal to core's evaluate.
-    SummaryView* summary = w.summaryView();
+    SummaryView* summary = viewOf<SummaryView>(w);
     w.showTab(3);
     summary->comparisonMetricBox()->setCurrentIndex(summary->comparisonMetricBox()->findData(QStringLiteral("K_rel_error")));
     QStandardItemModel* model = summary->model();
@@ -246,23 +245,23 @@ class ComparisonTest : public QObject {
 
     // Unpin: the views show B alone again; undo brings A back, redo removes it.
     bar->unpinButton()->click();
-    QVERIFY(!w.comparison()->pinned());
+    QVERIFY(!w.session()->pinned());
     QVERIFY(!hist->comparisonSeries()->isVisible());
     QCOMPARE(heat->valueBox()->currentIndex(), 0);  // the colouring chosen before the pin
     QCOMPARE(w.undoStack()->undoText(), QStringLiteral("unpin A"));
     w.undoStack()->undo();
-    QVERIFY(w.comparison()->pinned().has_value());
-    QVERIFY(w.comparison()->pinned()->key == Plan(*parseSpec("int8")));
+    QVERIFY(w.session()->pinned().has_value());
+    QVERIFY(w.session()->pinned()->key == Plan(*parseSpec("int8")));
     w.undoStack()->redo();
-    QVERIFY(!w.comparison()->pinned());
+    QVERIFY(!w.session()->pinned());
     // Undo back past the slider move and the pin: nothing pinned, K int8 again.
     w.undoStack()->undo();  // unpin
     w.undoStack()->undo();  // the slider move
     QVERIFY(w.keyPanel()->spec() == *parseSpec("int8"));
-    QVERIFY(w.comparison()->pinned().has_value());
+    QVERIFY(w.session()->pinned().has_value());
     QCOMPARE(w.undoStack()->undoText(), QStringLiteral("pin as A"));
     w.undoStack()->undo();
-    QVERIFY(!w.comparison()->pinned());
+    QVERIFY(!w.session()->pinned());
   }
 
   // A is computed when pinned and when the layer in view changes, never for a move of B's controls.
@@ -273,18 +272,18 @@ class ComparisonTest : public QObject {
     w.pinAsA();
     w.keyPanel()->bitsSlider()->setValue(3);
     waitForBoth(w, w.keyPanel()->spec());
-    const LayerQuant* a = w.comparison()->layer().get();
+    const LayerQuant* a = w.feed()->pinned()->layer().get();
     QVERIFY(a != nullptr);
-    QSignalSpy aReady(w.comparison(), &Comparison::layerReady);
+    QSignalSpy aReady(w.feed()->pinned(), &SettingLane::layerComputed);
     w.keyPanel()->bitsSlider()->setValue(2);
     waitForBoth(w, w.keyPanel()->spec());
     QCOMPARE(aReady.count(), 0);
-    QCOMPARE(w.comparison()->layer().get(), a);
+    QCOMPARE(w.feed()->pinned()->layer().get(), a);
     // Another layer: A follows, with core's int8 reconstruction of that layer's head.
     w.select(2, 1);
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparisonComplete(), kWaitMs);
     QVERIFY(aReady.count() >= 1);
-    const LayerQuant& a2 = *w.comparison()->layer();
+    const LayerQuant& a2 = *w.feed()->pinned()->layer();
     QCOMPARE(a2.tensors->layer, 2);
     const Tensor3 expected = coreReconstruction(sample_.toStdString(), 2, TensorKind::Key, *parseSpec("int8"));
     const int64_t head = a2.hatHead(1);
@@ -303,15 +302,15 @@ class ComparisonTest : public QObject {
     const auto kivi = parseResolved(*resolvePreset("kivi-4", shape), "kivi-4");
     QVERIFY(kivi.hasValue());
     w.pinAsA();
-    QVERIFY(w.comparison()->pinned()->key.base == kivi->key);
-    QVERIFY(w.comparison()->pinned()->value.base == kivi->value);
+    QVERIFY(w.session()->pinned()->key.base == kivi->key);
+    QVERIFY(w.session()->pinned()->value.base == kivi->value);
     const QString engine = QStringLiteral("llama.cpp -ctk q4_0 -ctv q4_0");
     QVERIFY(w.applyEngine(engine));
     const auto llama = parseResolved(*resolveEngine(engine.toStdString(), shape), engine.toStdString());
     QVERIFY(llama.hasValue());
     QVERIFY(w.keyPanel()->spec() == llama->key);
     waitForBoth(w, llama->key);
-    QVERIFY(w.comparison()->matches(w.layerQuant()));
+    QVERIFY(w.feed()->comparisonMatches());
     // The Edit menu offers the same as the bar.
     auto* unpinAction = [&]() -> QAction* {
       for (QAction* a : w.findChildren<QAction*>()) {
@@ -325,12 +324,12 @@ class ComparisonTest : public QObject {
     w.comparisonBar()->swapButton()->click();
     QVERIFY(w.keyPanel()->spec() == kivi->key);
     QVERIFY(w.valuePanel()->spec() == kivi->value);
-    QVERIFY(w.comparison()->pinned()->key.base == llama->key);
+    QVERIFY(w.session()->pinned()->key.base == llama->key);
     QCOMPARE(w.undoStack()->count(), steps + 1);
     QCOMPARE(w.undoStack()->undoText(), QStringLiteral("swap A and B"));
     w.undoStack()->undo();
     QVERIFY(w.keyPanel()->spec() == llama->key);
-    QVERIFY(w.comparison()->pinned()->key.base == kivi->key);
+    QVERIFY(w.session()->pinned()->key.base == kivi->key);
   }
 
   void sessionsKeepThePinnedSetting() {
@@ -348,20 +347,20 @@ class ComparisonTest : public QObject {
     MainWindow w(false);
     QSignalSpy layer(&w, &MainWindow::layerReady);
     QVERIFY(w.loadSession(session).isOk());
-    QVERIFY(w.comparison()->pinned().has_value());
-    QVERIFY(w.comparison()->pinned()->key == Plan(*parseSpec("int8")));
-    QVERIFY(w.comparison()->pinned()->value == Plan(*parseSpec("int4")));
+    QVERIFY(w.session()->pinned().has_value());
+    QVERIFY(w.session()->pinned()->key == Plan(*parseSpec("int8")));
+    QVERIFY(w.session()->pinned()->value == Plan(*parseSpec("int4")));
     QVERIFY(w.keyPanel()->spec() == *parseSpec("int2"));
     QVERIFY(layer.wait(kWaitMs));
     waitForBoth(w, *parseSpec("int2"));
-    QVERIFY(w.comparison()->summaryComplete());
+    QVERIFY(w.feed()->pinned()->summaryComplete());
     // A session without a pinned setting unpins.
     const QString plain = dir_.filePath(QStringLiteral("plain-session.json"));
     w.unpinA();
     QVERIFY(w.saveSession(plain).isOk());
     w.pinAsA();
     QVERIFY(w.loadSession(plain).isOk());
-    QVERIFY(!w.comparison()->pinned());
+    QVERIFY(!w.session()->pinned());
   }
 
   void headlessComparisonMatchesTheCli() {

@@ -2,9 +2,9 @@
 // The GUI's pure computations (heat map binning, histograms) against hand-computed values.
 #include <QtTest>
 
-#include "ui/compute/heatmap_data.h"
-#include "ui/compute/histogram_data.h"
-#include "ui/widgets/chart_ticks.h"
+#include "core/inspect/view_data.h"
+#include "core/inspect/view_data.h"
+#include "ui/export/chart_ticks.h"
 #include "ui/workers/job_runner.h"
 
 #include <atomic>

@@ -20,6 +20,7 @@
 #include "core/engine/presets.h"
 #include "core/synth/synth.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/export/exporter.h"
 #include "ui/views/budget_view.h"
 #include "ui/widgets/spec_panel.h"
@@ -84,10 +85,10 @@ class E2eCheckTest : public QObject {
 
   // Runs the check and returns the result the view shows.
   const E2eResult* runCheck(MainWindow& w) {
-    QSignalSpy done(&w, &MainWindow::e2eFinished);
-    w.budgetView()->e2eButton()->click();
+    QSignalSpy done(viewOf<BudgetView>(w), &BudgetView::e2eFinished);
+    viewOf<BudgetView>(w)->e2eButton()->click();
     if (!done.wait(kWaitMs)) return nullptr;
-    return w.budgetView()->e2eResult();
+    return viewOf<BudgetView>(w)->e2eResult();
   }
 
  private slots:
@@ -123,8 +124,8 @@ class E2eCheckTest : public QObject {
   void showsCoreResultForCurrentSpecs() {
     MainWindow w(false);
     open(w, recorded_);
-    QVERIFY2(w.e2eUnavailableReason().isEmpty(), qPrintable(w.e2eUnavailableReason()));
-    QVERIFY(w.budgetView()->e2eGroup()->isEnabled());
+    QVERIFY2(viewOf<BudgetView>(w)->e2eUnavailableReason().isEmpty(), qPrintable(viewOf<BudgetView>(w)->e2eUnavailableReason()));
+    QVERIFY(viewOf<BudgetView>(w)->e2eGroup()->isEnabled());
 
     // An 8-bit preset that applies at stories260K's D = 8 (llama.cpp refuses q8_0 there).
     QVERIFY(w.applyPreset(QStringLiteral("vllm-fp8")));
@@ -140,7 +141,7 @@ class E2eCheckTest : public QObject {
     QCOMPARE(shownQ8->key.specText, q8.key.specText);
     QCOMPARE(shownQ8->value.specText, q8.value.specText);
     QCOMPARE(shownQ8->tokens, kSteps);
-    const BudgetView* view = w.budgetView();
+    const BudgetView* view = viewOf<BudgetView>(w);
     compareShown(view, "kl_mean", q8.summary.klMean, 1e-5 * q8.summary.klMean + 1e-12);
     compareShown(view, "kl_max", q8.summary.klMax, 1e-5 * q8.summary.klMax + 1e-12);
     compareShown(view, "top1", q8.summary.top1Agreement, 5e-5);
@@ -149,7 +150,7 @@ class E2eCheckTest : public QObject {
 
     // Changing the specs makes the shown check stale: it is cleared, not left beside other specs.
     w.setSpecs(spec("int2"), spec("int2"));
-    QVERIFY(!w.budgetView()->e2eResult());
+    QVERIFY(!viewOf<BudgetView>(w)->e2eResult());
     QCOMPARE(view->e2eFigure(QStringLiteral("kl_mean")), QStringLiteral("–"));
 
     const E2eResult* shownInt2 = runCheck(w);
@@ -176,7 +177,7 @@ class E2eCheckTest : public QObject {
     const E2eResult* shown = runCheck(w);
     QVERIFY2(shown, qPrintable(w.lastError()));
     const E2eResult core = coreE2e(recorded_, spec("int4"), spec("int4,axis=channel"));
-    BudgetView* view = w.budgetView();
+    BudgetView* view = viewOf<BudgetView>(w);
     // The table kvscope-cli e2e prints: one row per layer, at the CLI's precision
     // (app/cli/cmd_e2e.cpp textReport: %.4g, top-1 %.4f).
     QTableWidget* table = view->e2eTable();
@@ -222,18 +223,18 @@ class E2eCheckTest : public QObject {
     auto sample = ensureSampleDump(dir_.filePath(QStringLiteral("sample")).toStdString());
     QVERIFY2(sample.hasValue(), sample.status().message().c_str());
     open(w, QString::fromStdString(*sample));
-    QVERIFY(!w.budgetView()->e2eGroup()->isEnabled());
-    QVERIFY2(w.budgetView()->e2eGroup()->toolTip().contains(QStringLiteral("kvscope-cli record")),
-             qPrintable(w.budgetView()->e2eGroup()->toolTip()));
+    QVERIFY(!viewOf<BudgetView>(w)->e2eGroup()->isEnabled());
+    QVERIFY2(viewOf<BudgetView>(w)->e2eGroup()->toolTip().contains(QStringLiteral("kvscope-cli record")),
+             qPrintable(viewOf<BudgetView>(w)->e2eGroup()->toolTip()));
     // Asked anyway (the menu-less path), it reports through the window's error path.
-    w.runE2eCheck();
+    viewOf<BudgetView>(w)->runE2eCheck();
     QVERIFY(w.lastError().contains(QStringLiteral("end-to-end check")));
-    QVERIFY(!w.budgetView()->e2eResult());
+    QVERIFY(!viewOf<BudgetView>(w)->e2eResult());
 
     open(w, orphan_);
-    QVERIFY(!w.budgetView()->e2eGroup()->isEnabled());
-    QVERIFY2(w.budgetView()->e2eGroup()->toolTip().contains(dir_.filePath(QStringLiteral("gone/stories260K.bin"))),
-             qPrintable(w.budgetView()->e2eGroup()->toolTip()));
+    QVERIFY(!viewOf<BudgetView>(w)->e2eGroup()->isEnabled());
+    QVERIFY2(viewOf<BudgetView>(w)->e2eGroup()->toolTip().contains(dir_.filePath(QStringLiteral("gone/stories260K.bin"))),
+             qPrintable(viewOf<BudgetView>(w)->e2eGroup()->toolTip()));
   }
 };
 

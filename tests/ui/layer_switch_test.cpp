@@ -16,12 +16,12 @@
 
 #include "core/attention/detail.h"
 #include "core/io/dump.h"
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 #include "core/synth/synth.h"
 #include "tests/ui/ui_test_support.h"
-#include "ui/compute/histogram_data.h"
+#include "core/inspect/view_data.h"
 #include "ui/main_window.h"
 #include "ui/views/drift_view.h"
 #include "ui/views/heatmap_view.h"
@@ -60,9 +60,9 @@ class LayerSwitchTest : public QObject {
   // data with the whole-layer computation.
   void expectViewsOfWholeLayer(MainWindow& w, int layer, int head) {
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == layer &&
-                                 w.layerQuant()->request.kvHead == head && w.driftView()->data() && w.driftView()->data()->layer == layer &&
-                                 w.driftView()->data()->row && w.driftView()->data()->row->kvHead == head &&
-                                 !w.driftView()->data()->series.positions.empty(),
+                                 w.layerQuant()->request.kvHead == head && viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->layer == layer &&
+                                 viewOf<DriftView>(w)->data()->row && viewOf<DriftView>(w)->data()->row->kvHead == head &&
+                                 !viewOf<DriftView>(w)->data()->series.positions.empty(),
                              kWaitMs);
     const LayerQuant& lq = *w.layerQuant();
     const DumpInfo& info = w.dump()->info();
@@ -83,16 +83,16 @@ class LayerSwitchTest : public QObject {
     QCOMPARE(std::vector<float>(lq.tensors->key.row(at, 0), lq.tensors->key.row(at, 0) + info.tokens * info.headDim),
              headData(key, head));
     // The heat map of K: |x| (or what the box shows) binned as the view bins it.
-    const HeatmapData& shown = w.heatmapView()->canvas()->data();
+    const HeatmapData& shown = viewOf<HeatmapView>(w)->canvas()->data();
     QVERIFY(shown.columns > 0);
     HeatmapData expected;
-    const auto heatValue = static_cast<HeatmapValue>(w.heatmapView()->valueBox()->currentData().toInt());
+    const auto heatValue = static_cast<HeatmapValue>(viewOf<HeatmapView>(w)->valueBox()->currentData().toInt());
     computeHeatmapInto(key, head, &keyHat, head, heatValue, shown.columns, expected);
     QCOMPARE(shown.cells, expected.cells);
     QCOMPARE(shown.cellToken, expected.cellToken);
     QCOMPARE(shown.channelMax, expected.channelMax);
     // The histogram of the head's K, original and reconstruction.
-    const HistogramData& hist = w.histogramView()->data();
+    const HistogramData& hist = viewOf<HistogramView>(w)->data();
     const HistogramData expectedHist = computeHistogram(key, &keyHat, head, HistogramScope::Head, 0,
                                                         static_cast<int>(hist.original.size()));
     QCOMPARE(hist.edges, expectedHist.edges);
@@ -107,7 +107,7 @@ class LayerSwitchTest : public QObject {
     input.keyHat = &keyHat;
     input.valueHat = &valueHat;
     input.softmaxScale = info.softmaxScale;
-    const DriftData& drift = *w.driftView()->data();
+    const DriftData& drift = *viewOf<DriftView>(w)->data();
     auto row = attentionRowDetail(input, drift.row->queryHead, drift.row->queryIndex);
     QVERIFY(row.hasValue());
     QCOMPARE(drift.row->queryHead / info.groupSize(), head);
@@ -188,7 +188,7 @@ class LayerSwitchTest : public QObject {
     w.select(3, 1);
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3, kWaitMs);
     QVERIFY(w.layerQuant()->tensors->keyPreRopeSkipped || w.layerQuant()->tensors->whole());
-    QComboBox* box = w.heatmapView()->tensorBox();
+    QComboBox* box = viewOf<HeatmapView>(w)->tensorBox();
     box->setCurrentIndex(box->findData(static_cast<int>(ViewTensor::KeyPreRope)));
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3 &&
                                  w.layerQuant()->keyPreRopeHat.has_value() && w.layerQuant()->tensors->keyPreRope,
@@ -199,10 +199,10 @@ class LayerSwitchTest : public QObject {
     applyInverseRope(preHat, info.rope());
     QCOMPARE(lq.keyPreRopeHat->data, headData(preHat, 1));
     const Tensor3 pre = wholeTensor(path_, 3, TensorKind::KeyPreRope);
-    QTRY_VERIFY_WITH_TIMEOUT(w.heatmapView()->canvas()->data().columns > 0, kWaitMs);
-    const HeatmapData& shown = w.heatmapView()->canvas()->data();
+    QTRY_VERIFY_WITH_TIMEOUT(viewOf<HeatmapView>(w)->canvas()->data().columns > 0, kWaitMs);
+    const HeatmapData& shown = viewOf<HeatmapView>(w)->canvas()->data();
     HeatmapData expected;
-    const auto heatValue = static_cast<HeatmapValue>(w.heatmapView()->valueBox()->currentData().toInt());
+    const auto heatValue = static_cast<HeatmapValue>(viewOf<HeatmapView>(w)->valueBox()->currentData().toInt());
     computeHeatmapInto(pre, 1, &preHat, 1, heatValue, shown.columns, expected);
     QCOMPARE(shown.cells, expected.cells);
   }
@@ -235,11 +235,11 @@ class LayerSwitchTest : public QObject {
     w.setSpecs(b, *parseSpec("int4"));
     QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), kWaitMs);
     w.select(2, 1);
-    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparison()->layer() &&
-                                 w.comparison()->matches(w.layerQuant()),
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.feed()->pinned()->layer() &&
+                                 w.feed()->comparisonMatches(),
                              kWaitMs);
     QVERIFY(w.layerQuant()->tensors->whole());
-    QCOMPARE(w.comparison()->layer()->keyHat.data,
+    QCOMPARE(w.feed()->pinned()->layer()->keyHat.data,
              coreReconstruction(path_, 2, TensorKind::Key, *parseSpec("int4,axis=tensor")).data);
     QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
 
@@ -251,13 +251,13 @@ class LayerSwitchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3, kWaitMs);
     QVERIFY(!w.layerQuant()->tensors->whole());
     w.undoStack()->undo();
-    QVERIFY(w.comparison()->pinned().has_value());
-    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3 && w.comparison()->layer() &&
-                                 w.comparison()->matches(w.layerQuant()),
+    QVERIFY(w.session()->pinned().has_value());
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3 && w.feed()->pinned()->layer() &&
+                                 w.feed()->comparisonMatches(),
                              kWaitMs);
     QVERIFY(w.layerQuant()->tensors->whole());
     QVERIFY(w.layerQuant()->keySpec == b);
-    QCOMPARE(w.comparison()->layer()->keyHat.data,
+    QCOMPARE(w.feed()->pinned()->layer()->keyHat.data,
              coreReconstruction(path_, 3, TensorKind::Key, *parseSpec("int4,axis=tensor")).data);
     QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
   }
@@ -275,13 +275,13 @@ class LayerSwitchTest : public QObject {
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
     QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), kWaitMs);
     w.select(2, 1);
-    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.comparison()->layer() &&
-                                 w.comparison()->matches(w.layerQuant()),
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 2 && w.feed()->pinned()->layer() &&
+                                 w.feed()->comparisonMatches(),
                              kWaitMs);
     QVERIFY(!w.layerQuant()->tensors->whole());  // still read head first: int4 quantizes per head
     QVERIFY(w.layerQuant()->tensors->keyPreRope.has_value());
     const Tensor3 aHat = coreReconstruction(path_, 2, TensorKind::Key, a);
-    QCOMPARE(w.comparison()->layer()->keyHat.data, headData(aHat, 1));
+    QCOMPARE(w.feed()->pinned()->layer()->keyHat.data, headData(aHat, 1));
     QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
   }
 

@@ -46,7 +46,7 @@
 #include "core/quant/quantize.h"
 #include "core/synth/synth.h"
 #include "tests/support/chunk_index_crasher.h"
-#include "ui/compute/histogram_data.h"
+#include "core/inspect/view_data.h"
 #include "ui/export/exporter.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
@@ -168,7 +168,7 @@ class MainWindowTest : public QObject {
     QVERIFY(!w.layerQuant()->wholeLayer);
     QCOMPARE(w.layerQuant()->keyHat.heads, 1);
     QCOMPARE(w.layerQuant()->keyHat.data, headData(coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec()), 0));
-    HistogramView* hist = w.histogramView();
+    HistogramView* hist = viewOf<HistogramView>(w);
     const std::vector<double> before = seriesCounts(hist->reconstructedSeries());
     const std::vector<double> original = seriesCounts(hist->originalSeries());
     QCOMPARE(static_cast<int>(before.size()), 128);
@@ -181,25 +181,25 @@ class MainWindowTest : public QObject {
     QCOMPARE(hist->group()->codesTotal, 16);  // int4
     QCOMPARE(static_cast<int>(hist->levelSeries()->count()), 3 * 16);  // every level inside the range
 
-    w.heatmapView()->valueBox()->setCurrentIndex(2);  // |x̂ − x|
+    viewOf<HeatmapView>(w)->valueBox()->setCurrentIndex(2);  // |x̂ − x|
     QImage canvas(800, 400, QImage::Format_ARGB32);
     {
       QPainter p(&canvas);
-      w.heatmapView()->renderTo(p, QRectF(0, 0, 800, 400));
+      viewOf<HeatmapView>(w)->renderTo(p, QRectF(0, 0, 800, 400));
     }
-    const QImage heatBefore = w.heatmapView()->canvas()->image();
+    const QImage heatBefore = viewOf<HeatmapView>(w)->canvas()->image();
     // Hovering a cell names its token, channel and value.
-    const QString hover = w.heatmapView()->canvas()->describeAt(QPointF(400, 200));
+    const QString hover = viewOf<HeatmapView>(w)->canvas()->describeAt(QPointF(400, 200));
     QVERIFY2(hover.contains(QStringLiteral("token")) && hover.contains(QStringLiteral("channel")), qPrintable(hover));
     // The profile line names the sample's persistent outlier key channels (core's synth knows them).
-    const QString profile = w.heatmapView()->profileText();
+    const QString profile = viewOf<HeatmapView>(w)->profileText();
     for (int c : synthOutlierChannels(sampleOptions(), 0, 0)) {
       QVERIFY2(profile.contains(QStringLiteral("%1 (×").arg(c)), qPrintable(profile));
     }
-    const float errBefore = w.heatmapView()->canvas()->data().maxValue;
+    const float errBefore = viewOf<HeatmapView>(w)->canvas()->data().maxValue;
     const std::vector<double> driftBefore = [&] {
       std::vector<double> v;
-      for (const QPointF& p : w.driftView()->scoreCase()->points()) v.push_back(p.y());
+      for (const QPointF& p : viewOf<DriftView>(w)->scoreCase()->points()) v.push_back(p.y());
       return v;
     }();
     QVERIFY(!driftBefore.empty());
@@ -221,16 +221,16 @@ class MainWindowTest : public QObject {
 
     {
       QPainter p(&canvas);
-      w.heatmapView()->renderTo(p, QRectF(0, 0, 800, 400));
+      viewOf<HeatmapView>(w)->renderTo(p, QRectF(0, 0, 800, 400));
     }
-    QVERIFY(w.heatmapView()->canvas()->image() != heatBefore);
-    QVERIFY(w.heatmapView()->canvas()->data().maxValue > errBefore);  // 2 bits err more than 4
+    QVERIFY(viewOf<HeatmapView>(w)->canvas()->image() != heatBefore);
+    QVERIFY(viewOf<HeatmapView>(w)->canvas()->data().maxValue > errBefore);  // 2 bits err more than 4
 
     // The drift view shows core's row detail for the new reconstruction.
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row && w.driftView()->data()->row->keyOnly.scores.size() > 0 &&
+    QTRY_VERIFY_WITH_TIMEOUT(viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->row && viewOf<DriftView>(w)->data()->row->keyOnly.scores.size() > 0 &&
                                  [&] {
                                    std::vector<double> v;
-                                   for (const QPointF& p : w.driftView()->scoreCase()->points()) v.push_back(p.y());
+                                   for (const QPointF& p : viewOf<DriftView>(w)->scoreCase()->points()) v.push_back(p.y());
                                    return v != driftBefore;
                                  }(),
                              kWaitMs);
@@ -246,7 +246,7 @@ class MainWindowTest : public QObject {
     input.softmaxScale = w.dump()->info().softmaxScale;
     auto row = attentionRowDetail(input, w.selection().queryHead, w.selection().queryIndex);
     QVERIFY(row.hasValue());
-    const QList<QPointF> drawn = w.driftView()->scoreCase()->points();
+    const QList<QPointF> drawn = viewOf<DriftView>(w)->scoreCase()->points();
     QCOMPARE(static_cast<size_t>(drawn.size()), row->keyOnly.scores.size());
     for (qsizetype j = 0; j < drawn.size(); ++j) QCOMPARE(drawn[j].y(), row->keyOnly.scores[static_cast<size_t>(j)]);
   }
@@ -269,8 +269,8 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.layerQuant()->valueHat.data, headData(valueHat, 1));
     QCOMPARE(w.selection().queryHead / info.groupSize(), 1);
 
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row && w.driftView()->data()->row->kvHead == 1 &&
-                                 !w.driftView()->data()->series.positions.empty(),
+    QTRY_VERIFY_WITH_TIMEOUT(viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->row && viewOf<DriftView>(w)->data()->row->kvHead == 1 &&
+                                 !viewOf<DriftView>(w)->data()->series.positions.empty(),
                              kWaitMs);
     AttentionInput input;
     const LayerQuant& lq = *w.layerQuant();
@@ -282,7 +282,7 @@ class MainWindowTest : public QObject {
     input.softmaxScale = info.softmaxScale;
     auto series = attentionPositionSeries(input, SeriesGrouping::KvHead);
     QVERIFY(series.hasValue());
-    const AttentionPositionSeries& shown = w.driftView()->data()->series;
+    const AttentionPositionSeries& shown = viewOf<DriftView>(w)->data()->series;
     QCOMPARE(shown.positions, series->positions);
     QCOMPARE(shown.kl.size(), series->kl.size());
     for (size_t i = 0; i < series->kl[1].size(); ++i) {
@@ -300,13 +300,13 @@ class MainWindowTest : public QObject {
     // K̂ before RoPE is computed when a view shows it, not on every spec change.
     if (info.hasKeyPreRope) {
       QVERIFY(!w.layerQuant()->keyPreRopeHat);
-      w.histogramView()->tensorBox()->setCurrentIndex(1);
+      viewOf<HistogramView>(w)->tensorBox()->setCurrentIndex(1);
       QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant()->keyPreRopeHat.has_value(), kWaitMs);
       Tensor3 expected = coreReconstruction(path, 0, TensorKind::Key, w.keyPanel()->spec());
       applyInverseRope(expected, info.rope());
       QCOMPARE(w.layerQuant()->keyPreRopeHat->data, expected.data);
-      QCOMPARE(w.histogramView()->data().count, info.tokens * info.headDim);
-      QVERIFY(!w.histogramView()->data().reconstructed.empty());
+      QCOMPARE(viewOf<HistogramView>(w)->data().count, info.tokens * info.headDim);
+      QVERIFY(!viewOf<HistogramView>(w)->data().reconstructed.empty());
     }
   }
 
@@ -318,7 +318,7 @@ class MainWindowTest : public QObject {
     w.setSpecs(*parseSpec("tq4"), *parseSpec("int4"));
     openSample(w);
     const DumpInfo& info = w.dump()->info();
-    HistogramView* hist = w.histogramView();
+    HistogramView* hist = viewOf<HistogramView>(w);
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->keySpec == *parseSpec("tq4"), kWaitMs);
     QVERIFY(hist->spaceBox()->isEnabled());
     QCOMPARE(hist->spaceBox()->currentData().toInt(), 1);
@@ -683,7 +683,7 @@ class MainWindowTest : public QObject {
     QVERIFY(specs.open(QIODevice::ReadOnly));
     QVERIFY(specs.readAll().contains("key: int4,axis=channel"));
     // Clicking a summary row selects that layer and kv head everywhere.
-    QTableView* table = w.summaryView()->table();
+    QTableView* table = viewOf<SummaryView>(w)->table();
     QModelIndex target;
     for (int r = 0; r < table->model()->rowCount(); ++r) {
       const QModelIndex layerIndex = table->model()->index(r, 0);
@@ -697,7 +697,7 @@ class MainWindowTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant() && w.layerQuant()->tensors->layer == 3, kWaitMs);
 
     // The capacity calculator shows core's plan for the panels' specs.
-    const auto& plan = w.budgetView()->plan();
+    const auto& plan = viewOf<BudgetView>(w)->plan();
     QVERIFY(plan.has_value());
     CapacityRequest request = plan->request;
     request.key = w.keyPanel()->spec();
@@ -709,7 +709,7 @@ class MainWindowTest : public QObject {
     QVERIFY(plan->quantized.tokensFit > plan->fp16.tokensFit);
 
     // The open dump is never an export target.
-    auto* heatmap = w.heatmapView();
+    auto* heatmap = viewOf<HeatmapView>(w);
     const Status refused = exportView(*heatmap, sample_, ExportFormat::Png, QSize(100, 100), sample_);
     QVERIFY(!refused.isOk());
   }
@@ -717,14 +717,14 @@ class MainWindowTest : public QObject {
   void planSearchShowsAPlanPerLayerAndApplyPutsItIntoTheControls() {
     MainWindow w(false);
     openSample(w);
-    BudgetView* b = w.budgetView();
+    BudgetView* b = viewOf<BudgetView>(w);
     QVERIFY(!b->applyPlanButton()->isEnabled());
     PlanSearchOptions options = b->planSearchOptions();
     options.keyBudget = Budget{AttentionField::OutputRelError, 0.5};
     options.valueBudget = Budget{AttentionField::OutputRelError, 0.5};
     options.candidates = {"int2,group=32", "q4_0", "q8_0"};
-    QSignalSpy done(&w, &MainWindow::planSearchFinished);
-    w.runPlanSearch(options);
+    QSignalSpy done(viewOf<BudgetView>(w), &BudgetView::planSearchFinished);
+    viewOf<BudgetView>(w)->runPlanSearch(options);
     QVERIFY(done.wait(kWaitMs));
     const PlanSearchResult* r = b->planResult();
     QVERIFY(r);
@@ -769,12 +769,12 @@ class MainWindowTest : public QObject {
   void budgetSearchDrawsParetoFrontsAndChoosesWithinBudget() {
     MainWindow w(false);
     openSample(w);
-    SearchOptions options = w.budgetView()->searchOptions();
+    SearchOptions options = viewOf<BudgetView>(w)->searchOptions();
     options.candidates = {"int2", "int4", "int8"};
-    QSignalSpy done(&w, &MainWindow::searchFinished);
-    w.runSearch(options);
+    QSignalSpy done(viewOf<BudgetView>(w), &BudgetView::searchFinished);
+    viewOf<BudgetView>(w)->runSearch(options);
     QVERIFY(done.wait(kWaitMs));
-    const SearchResult* r = w.budgetView()->searchResult();
+    const SearchResult* r = viewOf<BudgetView>(w)->searchResult();
     QVERIFY(r);
     QCOMPARE(static_cast<int>(r->key.candidates.size()), 3);
     // Whatever was chosen meets its budget, and is the cheapest candidate that does.
@@ -787,7 +787,7 @@ class MainWindowTest : public QObject {
     }
     // The chart draws every candidate.
     QChart* chart = nullptr;
-    for (QChartView* v : w.budgetView()->findChildren<QChartView*>()) {
+    for (QChartView* v : viewOf<BudgetView>(w)->findChildren<QChartView*>()) {
       if (v->chart()->title().startsWith(QStringLiteral("K"))) chart = v->chart();
     }
     QVERIFY(chart);
@@ -841,16 +841,16 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.keyPanel()->specEdit()->text(), QStringLiteral("q8_0"));
     QCOMPARE(w.valuePanel()->specEdit()->text(), QStringLiteral("q4_0"));
     openSample(w);
-    QVERIFY(w.driftView()->data() && w.driftView()->data()->row);
+    QVERIFY(viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->row);
     // int4 per token gave KL ≈ 28 nats on this row; q8_0 keys barely move attention.
-    QVERIFY2(w.driftView()->data()->row->keyOnly.kl < 0.5, qPrintable(QString::number(w.driftView()->data()->row->keyOnly.kl)));
+    QVERIFY2(viewOf<DriftView>(w)->data()->row->keyOnly.kl < 0.5, qPrintable(QString::number(viewOf<DriftView>(w)->data()->row->keyOnly.kl)));
   }
 
   void heatmapHoverKeepsTheCellReadout() {
     MainWindow w(false);
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
     openSample(w);
-    HeatmapCanvas* canvas = w.heatmapView()->canvas();
+    HeatmapCanvas* canvas = viewOf<HeatmapView>(w)->canvas();
     // A widget tooltip would replace the per-cell text once the mouse rests: there is none.
     QVERIFY(canvas->toolTip().isEmpty());
     QImage image(800, 400, QImage::Format_ARGB32);
@@ -869,7 +869,7 @@ class MainWindowTest : public QObject {
     for (const QString& t : visibleTexts(w)) {
       QVERIFY2(!t.contains(QChar(0x0302)) && !t.contains(QChar(0x0303)), qPrintable(t));
     }
-    QVERIFY(w.heatmapView()->valueBox()->itemText(2).contains(QStringLiteral("x′")));
+    QVERIFY(viewOf<HeatmapView>(w)->valueBox()->itemText(2).contains(QStringLiteral("x′")));
   }
 
   void bytesPerTokenSayWhichContextAndAgree() {
@@ -879,7 +879,7 @@ class MainWindowTest : public QObject {
     const int tokens = static_cast<int>(w.dump()->info().tokens);
     auto* footer = w.findChild<QLabel*>(QStringLiteral("storageSummary"));
     QVERIFY(footer->text().contains(QStringLiteral("%1 tokens").arg(tokens)));
-    QTableWidget* table = w.budgetView()->capacityTable();
+    QTableWidget* table = viewOf<BudgetView>(w)->capacityTable();
     const auto row = [table](const QString& start) {
       for (int r = 0; r < table->rowCount(); ++r) {
         if (table->verticalHeaderItem(r)->text().startsWith(start)) return r;
@@ -888,7 +888,7 @@ class MainWindowTest : public QObject {
     };
     QVERIFY(table->verticalHeaderItem(row(QStringLiteral("bytes/token")))->text().contains(QStringLiteral("4096")));
     // At the dump's own length both places give the same bytes per token.
-    w.budgetView()->contextBox()->setValue(tokens);
+    viewOf<BudgetView>(w)->contextBox()->setValue(tokens);
     const int r = row(QStringLiteral("bytes/token"));
     QVERIFY(table->verticalHeaderItem(r)->text().contains(QString::number(tokens)));
     const QString quantized = table->item(r, 1)->text();
@@ -913,7 +913,7 @@ class MainWindowTest : public QObject {
     QSignalSpy done(&w, &MainWindow::summaryFinished);
     openSample(w);
     if (!w.summaryComplete()) QVERIFY(done.wait(kWaitMs));
-    SummaryView* sv = w.summaryView();
+    SummaryView* sv = viewOf<SummaryView>(w);
     // key_only ≈ 7 beside value_only ≈ 0.1: two decades, so the axis is logarithmic.
     QVERIFY(sv->logScaleBox()->isChecked());
     QChart* chart = sv->chartView()->chart();
@@ -954,7 +954,7 @@ class MainWindowTest : public QObject {
   void everyChartHasRoundTicks() {
     MainWindow w(false);
     // Before a dump: the empty charts' axes still read as numbers (0, 0.2, …, not 1, 0, 0, 0).
-    verifyRoundTicks(qobject_cast<QValueAxis*>(w.histogramView()->chart()->axes(Qt::Vertical).value(0)));
+    verifyRoundTicks(qobject_cast<QValueAxis*>(viewOf<HistogramView>(w)->chart()->axes(Qt::Vertical).value(0)));
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
     openSample(w);
     for (QChartView* v : w.findChildren<QChartView*>()) {
@@ -963,10 +963,10 @@ class MainWindowTest : public QObject {
       }
     }
     // The drift chart along queries: KL and relative error each on an axis of its own.
-    QChart* pos = w.driftView()->positionChartView()->chart();
+    QChart* pos = viewOf<DriftView>(w)->positionChartView()->chart();
     QCOMPARE(pos->axes(Qt::Vertical).size(), 2);
-    QCOMPARE(w.driftView()->klSeries()->attachedAxes().size(), 2);
-    QVERIFY(w.driftView()->klSeries()->attachedAxes() != w.driftView()->relSeries()->attachedAxes());
+    QCOMPARE(viewOf<DriftView>(w)->klSeries()->attachedAxes().size(), 2);
+    QVERIFY(viewOf<DriftView>(w)->klSeries()->attachedAxes() != viewOf<DriftView>(w)->relSeries()->attachedAxes());
   }
 
   void specFieldShowsAllErrorsPresetsAndSteps() {
@@ -1041,18 +1041,18 @@ class MainWindowTest : public QObject {
     // Ctrl+S writes the session last saved, with bins, capacity inputs and search settings.
     const QString path = dir_.filePath(QStringLiteral("ctrl-s.json"));
     QVERIFY(w.saveSession(path).isOk());
-    w.histogramView()->binsBox()->setValue(64);
-    w.budgetView()->contextBox()->setValue(8192);
-    w.budgetView()->keyBoundBox()->setValue(0.02);
+    viewOf<HistogramView>(w)->binsBox()->setValue(64);
+    viewOf<BudgetView>(w)->contextBox()->setValue(8192);
+    viewOf<BudgetView>(w)->keyBoundBox()->setValue(0.02);
     auto* save = w.findChild<QAction*>(QStringLiteral("saveSessionAction"));
     QCOMPARE(save->shortcut(), QKeySequence(QKeySequence::Save));
     save->trigger();
     {
       MainWindow restored(false);
       QVERIFY(restored.loadSession(path).isOk());
-      QCOMPARE(restored.histogramView()->binsBox()->value(), 64);
-      QCOMPARE(restored.budgetView()->contextBox()->value(), 8192);
-      QCOMPARE(restored.budgetView()->keyBoundBox()->value(), 0.02);
+      QCOMPARE(viewOf<HistogramView>(restored)->binsBox()->value(), 64);
+      QCOMPARE(viewOf<BudgetView>(restored)->contextBox()->value(), 8192);
+      QCOMPARE(viewOf<BudgetView>(restored)->keyBoundBox()->value(), 0.02);
       QCOMPARE(restored.keyPanel()->spec().bits, 3);
     }
 
@@ -1073,7 +1073,7 @@ class MainWindowTest : public QObject {
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
     openSample(w);
     QTest::qWait(50);
-    DriftView* drift = w.driftView();
+    DriftView* drift = viewOf<DriftView>(w);
     InteractiveChartView* score = drift->scoreChartView();
     auto* x = qobject_cast<QValueAxis*>(score->chart()->axes(Qt::Horizontal).value(0));
     const double x0 = x->min(), x1 = x->max();
@@ -1132,7 +1132,7 @@ class MainWindowTest : public QObject {
     const QPointF at = pos->chart()->mapToPosition(QPointF(static_cast<double>(positions[wanted]), 0.0), drift->klSeries());
     QPoint click = pos->mapFromScene(pos->chart()->mapToScene(at));
     click.ry() -= 10;  // inside the plot, above the axis line
-    QSignalSpy changed(drift, &DriftView::queryChanged);
+    QSignalSpy changed(w.session(), &Session::selectionChanged);
     QTest::mouseClick(pos->viewport(), Qt::LeftButton, {}, click);
     QCOMPARE(w.selection().queryIndex, wanted);
     QCOMPARE(changed.count(), 1);

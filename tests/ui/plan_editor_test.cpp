@@ -22,6 +22,7 @@
 #include "core/synth/synth.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/views/summary_view.h"
 #include "ui/widgets/dataset_panel.h"
 #include "ui/widgets/plan_editor.h"
@@ -132,7 +133,7 @@ class PlanEditorTest : public QObject {
     QVERIFY2(storage->text().contains(QStringLiteral("704.0")), qPrintable(storage->text()));
 
     // The summary evaluated each layer with its own K spec; V stays int4 everywhere.
-    const std::vector<LayerResult>& rows = w.summaryView()->layers();
+    const std::vector<LayerResult>& rows = viewOf<SummaryView>(w)->layers();
     QCOMPARE(static_cast<int>(rows.size()), layers);
     for (const LayerResult& r : rows) {
       const bool edge = r.layer == 0 || r.layer == layers - 1;
@@ -140,7 +141,7 @@ class PlanEditorTest : public QObject {
       COMPARE_CANONICAL(r.valueSpec, spec("int4"));
     }
     // …and the table shows it: the K spec column of each row.
-    QStandardItemModel* model = w.summaryView()->model();
+    QStandardItemModel* model = viewOf<SummaryView>(w)->model();
     int keyColumn = -1;
     for (int c = 0; c < model->columnCount(); ++c) {
       if (model->headerData(c, Qt::Horizontal).toString() == QStringLiteral("K spec")) keyColumn = c;
@@ -225,7 +226,7 @@ class PlanEditorTest : public QObject {
 
     // The layer in view is recomputed with V = int8; the summary follows.
     waitForSummary(w);
-    for (const LayerResult& r : w.summaryView()->layers()) COMPARE_CANONICAL(r.valueSpec, r.layer == 2 ? spec("int8") : spec("int4"));
+    for (const LayerResult& r : viewOf<SummaryView>(w)->layers()) COMPARE_CANONICAL(r.valueSpec, r.layer == 2 ? spec("int8") : spec("int4"));
 
     // Remove takes it away again.
     editor->removeButton(false)->click();

@@ -30,6 +30,7 @@
 #include "ui/export/exporter.h"
 #include "ui/headless.h"
 #include "ui/main_window.h"
+#include "tests/ui/ui_test_support.h"
 #include "ui/views/colour_map.h"
 #include "ui/views/diagnosis_view.h"
 #include "ui/views/histogram_view.h"
@@ -122,7 +123,7 @@ class SensitivityDiagnosisTest : public QObject {
     w.resize(1500, 950);
     w.show();
     open(w, llama_);
-    SensitivityView* view = w.sensitivityView();
+    SensitivityView* view = viewOf<SensitivityView>(w);
     QVERIFY(!view->map());  // not computed until shown or asked: opening a dump costs nothing more
     // The user types two candidates and shows the tab.
     view->candidatesField()->setText(QStringLiteral("int2,axis=token,group=32;int4,axis=token"));
@@ -250,14 +251,14 @@ class SensitivityDiagnosisTest : public QObject {
     {
       MainWindow w2(false);
       w2.show();
-      QSignalSpy again(w2.sensitivityView(), &SensitivityView::computed);
-      w2.showTab(tabs(w2)->indexOf(w2.sensitivityView()));
+      QSignalSpy again(viewOf<SensitivityView>(w2), &SensitivityView::computed);
+      w2.showTab(tabs(w2)->indexOf(viewOf<SensitivityView>(w2)));
       QVERIFY(w2.loadSession(session).isOk());
       QVERIFY(again.wait(kWaitMs));
-      QCOMPARE(w2.sensitivityView()->candidatesField()->text(), QStringLiteral("q4_0;int4,axis=token"));
-      QCOMPARE(w2.sensitivityView()->metricBox()->currentText(), QStringLiteral("kl_max"));
-      QCOMPARE(w2.sensitivityView()->candidateBox()->count(), 2);  // the map of the restored list
-      QCOMPARE(w2.sensitivityView()->candidateBox()->currentData().toString(), QStringLiteral("int4"));
+      QCOMPARE(viewOf<SensitivityView>(w2)->candidatesField()->text(), QStringLiteral("q4_0;int4,axis=token"));
+      QCOMPARE(viewOf<SensitivityView>(w2)->metricBox()->currentText(), QStringLiteral("kl_max"));
+      QCOMPARE(viewOf<SensitivityView>(w2)->candidateBox()->count(), 2);  // the map of the restored list
+      QCOMPARE(viewOf<SensitivityView>(w2)->candidateBox()->currentData().toString(), QStringLiteral("int4"));
     }
 
     // Exports: the CSV is core's, the images draw.
@@ -277,7 +278,7 @@ class SensitivityDiagnosisTest : public QObject {
     MainWindow w(false);
     w.show();
     open(w, llama_);
-    SensitivityView* view = w.sensitivityView();
+    SensitivityView* view = viewOf<SensitivityView>(w);
     view->candidatesField()->setText(QStringLiteral("search"));  // the whole search set: long enough to cancel
     view->compute();
     QVERIFY(view->runner()->busy());
@@ -312,13 +313,13 @@ class SensitivityDiagnosisTest : public QObject {
     MainWindow w(false);
     w.show();
     open(w, path);
-    SensitivityView* view = w.sensitivityView();
+    SensitivityView* view = viewOf<SensitivityView>(w);
     w.showTab(tabs(w)->indexOf(view));
     QVERIFY(!view->runner()->busy());
     QVERIFY(!view->map());
     QVERIFY2(view->statusLabel()->text().contains(QStringLiteral("no queries")), qPrintable(view->statusLabel()->text()));
     // The diagnosis still runs, and says what it could not check.
-    DiagnosisView* diagnosis = w.diagnosisView();
+    DiagnosisView* diagnosis = viewOf<DiagnosisView>(w);
     QSignalSpy computed(diagnosis, &DiagnosisView::computed);
     w.showTab(tabs(w)->indexOf(diagnosis));
     QVERIFY(computed.wait(kWaitMs));
@@ -333,7 +334,7 @@ class SensitivityDiagnosisTest : public QObject {
     open(w, sinks_);
     // A plan with an override: Apply must reach every part of it.
     w.setPlans(*parsePlan("int4,axis=token;2:int8"), *parsePlan("int4,axis=token"));
-    DiagnosisView* view = w.diagnosisView();
+    DiagnosisView* view = viewOf<DiagnosisView>(w);
     QSignalSpy computed(view, &DiagnosisView::computed);
     w.showTab(tabs(w)->indexOf(view));
     QVERIFY(computed.wait(kWaitMs));
@@ -376,14 +377,14 @@ class SensitivityDiagnosisTest : public QObject {
     QCOMPARE(w.selection().kvHead, kvHead);
     QCOMPARE(w.selection().token, token);
     // The histogram shows that token of that tensor.
-    QCOMPARE(w.histogramView()->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Token));
-    QCOMPARE(w.histogramView()->tensorBox()->currentData().toInt(),
+    QCOMPARE(viewOf<HistogramView>(w)->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Token));
+    QCOMPARE(viewOf<HistogramView>(w)->tensorBox()->currentData().toInt(),
              static_cast<int>(kind == TensorKind::Value ? ViewTensor::Value : ViewTensor::Key));
-    QCOMPARE(w.histogramView()->spaceBox()->currentData().toInt(), 0);  // the dump's values, as the evidence
+    QCOMPARE(viewOf<HistogramView>(w)->spaceBox()->currentData().toInt(), 0);  // the dump's values, as the evidence
     // ...and counts that token's D values (the step series has two points per bin).
     const auto drawnCount = [&] {
       double n = 0;
-      const QList<QPointF> points = w.histogramView()->originalSeries()->points();
+      const QList<QPointF> points = viewOf<HistogramView>(w)->originalSeries()->points();
       for (qsizetype i = 0; i + 1 < points.size(); i += 2) n += points[i].y();
       return n;
     };
@@ -418,7 +419,7 @@ class SensitivityDiagnosisTest : public QObject {
     w.show();
     open(w, bias_);
     w.setSpecs(*parseSpec("q4_0"), *parseSpec("q4_0"));
-    DiagnosisView* view = w.diagnosisView();
+    DiagnosisView* view = viewOf<DiagnosisView>(w);
     QSignalSpy computed(view, &DiagnosisView::computed);
     w.showTab(tabs(w)->indexOf(view));
     QVERIFY(computed.wait(kWaitMs));

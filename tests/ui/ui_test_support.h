@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // What several GUI tests share: core's reconstruction computed independently of the window's
-// workers, and opening a dump in the window and waiting until its views are drawn.
+// workers, a view by its type, and opening a dump in the window and waiting until its views are drawn.
 #pragma once
 
 #include <QSignalSpy>
@@ -13,6 +13,7 @@
 #include "core/io/dump.h"
 #include "core/quant/quantize.h"
 #include "ui/main_window.h"
+#include "ui/views/view.h"
 
 namespace kvscope::test {
 
@@ -40,3 +41,11 @@ inline void openAndWaitForViews(ui::MainWindow& w, const QString& path, int wait
 }
 
 }  // namespace kvscope::test
+
+// The window's view of type V (the window itself knows its views by their interface only).
+template <class V>
+V* viewOf(const kvscope::ui::MainWindow& w) {
+  auto* v = dynamic_cast<V*>(w.view(QString::fromLatin1(V::kName)));
+  if (!v) qFatal("no view named %s", V::kName);
+  return v;
+}

@@ -91,28 +91,28 @@ class ViewRegistryTest : public QObject {
 
   // What the legacy session above means, read from the widgets (by value and by data, not index).
   static void checkLegacyState(MainWindow& w) {
-    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(w.driftView()));
-    QCOMPARE(w.heatmapView()->tensor(), ViewTensor::Value);
-    QCOMPARE(name(w.heatmapView()->valueBox()), QStringLiteral("normalized"));
-    QCOMPARE(w.heatmapView()->valueBox()->currentData().toInt(), static_cast<int>(HeatmapValue::Normalized));
-    QCOMPARE(name(w.heatmapView()->scaleBox()), QStringLiteral("log"));
-    QCOMPARE(w.histogramView()->tensor(), ViewTensor::Value);
-    QCOMPARE(w.histogramView()->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Channel));
-    QVERIFY(w.histogramView()->logBox()->isChecked());
-    QCOMPARE(w.histogramView()->binsBox()->value(), 64);
-    QCOMPARE(name(w.histogramView()->spaceBox()), QStringLiteral("original"));
-    QCOMPARE(name(w.driftView()->caseBox()), QStringLiteral("joint"));
-    QCOMPARE(w.summaryView()->keyBudget(), 0.02);
-    QCOMPARE(w.summaryView()->valueBudget(), 0.03);
-    QVERIFY(w.summaryView()->logScaleBox()->isChecked());
-    QCOMPARE(w.budgetView()->memoryBox()->value(), 40.0);
-    QCOMPARE(w.budgetView()->weightsBox()->value(), 7.5);
-    QCOMPARE(w.budgetView()->contextBox()->value(), 8192);
-    QCOMPARE(w.budgetView()->batchBox()->value(), 4);
-    QCOMPARE(w.budgetView()->keyBoundBox()->value(), 0.04);
-    QCOMPARE(w.budgetView()->valueBoundBox()->value(), 0.06);
-    QCOMPARE(w.sensitivityView()->candidatesField()->text(), QStringLiteral("int4,int8"));
-    QCOMPARE(w.sensitivityView()->metricBox()->currentText(), QStringLiteral("kl_mean"));
+    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(viewOf<DriftView>(w)));
+    QCOMPARE(viewOf<HeatmapView>(w)->tensor(), ViewTensor::Value);
+    QCOMPARE(name(viewOf<HeatmapView>(w)->valueBox()), QStringLiteral("normalized"));
+    QCOMPARE(viewOf<HeatmapView>(w)->valueBox()->currentData().toInt(), static_cast<int>(HeatmapValue::Normalized));
+    QCOMPARE(name(viewOf<HeatmapView>(w)->scaleBox()), QStringLiteral("log"));
+    QCOMPARE(viewOf<HistogramView>(w)->tensor(), ViewTensor::Value);
+    QCOMPARE(viewOf<HistogramView>(w)->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Channel));
+    QVERIFY(viewOf<HistogramView>(w)->logBox()->isChecked());
+    QCOMPARE(viewOf<HistogramView>(w)->binsBox()->value(), 64);
+    QCOMPARE(name(viewOf<HistogramView>(w)->spaceBox()), QStringLiteral("original"));
+    QCOMPARE(name(viewOf<DriftView>(w)->caseBox()), QStringLiteral("joint"));
+    QCOMPARE(viewOf<SummaryView>(w)->keyBudget(), 0.02);
+    QCOMPARE(viewOf<SummaryView>(w)->valueBudget(), 0.03);
+    QVERIFY(viewOf<SummaryView>(w)->logScaleBox()->isChecked());
+    QCOMPARE(viewOf<BudgetView>(w)->memoryBox()->value(), 40.0);
+    QCOMPARE(viewOf<BudgetView>(w)->weightsBox()->value(), 7.5);
+    QCOMPARE(viewOf<BudgetView>(w)->contextBox()->value(), 8192);
+    QCOMPARE(viewOf<BudgetView>(w)->batchBox()->value(), 4);
+    QCOMPARE(viewOf<BudgetView>(w)->keyBoundBox()->value(), 0.04);
+    QCOMPARE(viewOf<BudgetView>(w)->valueBoundBox()->value(), 0.06);
+    QCOMPARE(viewOf<SensitivityView>(w)->candidatesField()->text(), QStringLiteral("int4,int8"));
+    QCOMPARE(viewOf<SensitivityView>(w)->metricBox()->currentText(), QStringLiteral("kl_mean"));
     QCOMPARE(w.selection().layer, 1);
     QCOMPARE(w.selection().queryHead, 1);
     QCOMPARE(w.selection().queryIndex, 2);
@@ -147,9 +147,9 @@ class ViewRegistryTest : public QObject {
     }
     QCOMPARE(w.viewTabs()->tabText(2), QStringLiteral("Attention drift"));
     QVERIFY(w.showTab(QStringLiteral("budget")));
-    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(w.budgetView()));
+    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(viewOf<BudgetView>(w)));
     QVERIFY(!w.showTab(QStringLiteral("nope")));
-    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(w.budgetView()));
+    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(viewOf<BudgetView>(w)));
 
     LaunchOptions options;
     options.views = {QStringLiteral("drift"), QStringLiteral("nope")};
@@ -211,29 +211,29 @@ class ViewRegistryTest : public QObject {
     const QString path = dir_.filePath(QStringLiteral("by-name.json"));
     {
       MainWindow w(false);
-      QVERIFY(selectItemName(w.heatmapView()->tensorBox(), QStringLiteral("value")));
-      QVERIFY(selectItemName(w.histogramView()->scopeBox(), QStringLiteral("token")));
-      QVERIFY(selectItemName(w.driftView()->caseBox(), QStringLiteral("value_only")));
+      QVERIFY(selectItemName(viewOf<HeatmapView>(w)->tensorBox(), QStringLiteral("value")));
+      QVERIFY(selectItemName(viewOf<HistogramView>(w)->scopeBox(), QStringLiteral("token")));
+      QVERIFY(selectItemName(viewOf<DriftView>(w)->caseBox(), QStringLiteral("value_only")));
       QVERIFY(w.showTab(QStringLiteral("summary")));
       QVERIFY(w.saveSession(path).isOk());
     }
     MainWindow w(false);
-    moveToFront(w.heatmapView()->tensorBox(), 2);    // V, K, pre-RoPE K
-    moveToFront(w.histogramView()->scopeBox(), 2);   // one token, whole head, one channel
-    moveToFront(w.driftView()->caseBox(), 1);        // value_only, key_only, joint
+    moveToFront(viewOf<HeatmapView>(w)->tensorBox(), 2);    // V, K, pre-RoPE K
+    moveToFront(viewOf<HistogramView>(w)->scopeBox(), 2);   // one token, whole head, one channel
+    moveToFront(viewOf<DriftView>(w)->caseBox(), 1);        // value_only, key_only, joint
     // The tabs too: drift moved to the front.
     QWidget* drift = w.viewTabs()->widget(2);
     const QString title = w.viewTabs()->tabText(2);
     w.viewTabs()->removeTab(2);
     w.viewTabs()->insertTab(0, drift, title);
     QVERIFY(w.loadSession(path).isOk());
-    QCOMPARE(w.heatmapView()->tensor(), ViewTensor::Value);
-    QCOMPARE(w.heatmapView()->tensorBox()->currentIndex(), 0);  // where V is now, not index 2
-    QCOMPARE(w.histogramView()->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Token));
-    QCOMPARE(w.histogramView()->scopeBox()->currentIndex(), 0);
-    QCOMPARE(name(w.driftView()->caseBox()), QStringLiteral("value_only"));
-    QCOMPARE(w.driftView()->caseBox()->currentIndex(), 0);
-    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(w.summaryView()));
+    QCOMPARE(viewOf<HeatmapView>(w)->tensor(), ViewTensor::Value);
+    QCOMPARE(viewOf<HeatmapView>(w)->tensorBox()->currentIndex(), 0);  // where V is now, not index 2
+    QCOMPARE(viewOf<HistogramView>(w)->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Token));
+    QCOMPARE(viewOf<HistogramView>(w)->scopeBox()->currentIndex(), 0);
+    QCOMPARE(name(viewOf<DriftView>(w)->caseBox()), QStringLiteral("value_only"));
+    QCOMPARE(viewOf<DriftView>(w)->caseBox()->currentIndex(), 0);
+    QCOMPARE(w.viewTabs()->currentWidget(), static_cast<QWidget*>(viewOf<SummaryView>(w)));
   }
 
   // The drift view's controls change the one Selection; the layer request and the drift row
@@ -246,28 +246,28 @@ class ViewRegistryTest : public QObject {
     QVERIFY(info.hasQuery && info.kvHeads > 1 && info.queries > 2);
     const int group = info.groupSize();
     QCOMPARE(w.selection().queryIndex, info.queries - 1);  // "the last row", resolved
-    QCOMPARE(w.driftView()->queryRowBox()->value(), info.queries - 1);
+    QCOMPARE(viewOf<DriftView>(w)->queryRowBox()->value(), info.queries - 1);
 
     // Another kv head's query head: the Selection follows, the layer is computed for that head
     // and its request carries the query head and row.
     const int queryHead = group * (info.kvHeads - 1) + (group > 1 ? 1 : 0);
     QSignalSpy layer(&w, &MainWindow::layerReady);
-    w.driftView()->queryHeadBox()->setValue(queryHead);
+    viewOf<DriftView>(w)->queryHeadBox()->setValue(queryHead);
     QCOMPARE(w.selection().queryHead, queryHead);
     QCOMPARE(w.selection().kvHead, queryHead / group);
     QVERIFY(layer.wait(kWaitMs));
     QCOMPARE(static_cast<int>(w.layerQuant()->request.kvHead), queryHead / group);
     QCOMPARE(w.layerQuant()->request.queryHead, queryHead);
     QCOMPARE(w.layerQuant()->request.queryIndex, info.queries - 1);
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row &&
-                                 w.driftView()->data()->row->queryHead == queryHead,
+    QTRY_VERIFY_WITH_TIMEOUT(viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->row &&
+                                 viewOf<DriftView>(w)->data()->row->queryHead == queryHead,
                              kWaitMs);
 
     // Another row: the Selection, then the next layer request and the drift row.
-    w.driftView()->queryRowBox()->setValue(1);
+    viewOf<DriftView>(w)->queryRowBox()->setValue(1);
     QCOMPARE(w.selection().queryIndex, 1);
-    QTRY_VERIFY_WITH_TIMEOUT(w.driftView()->data() && w.driftView()->data()->row &&
-                                 w.driftView()->data()->row->queryIndex == 1,
+    QTRY_VERIFY_WITH_TIMEOUT(viewOf<DriftView>(w)->data() && viewOf<DriftView>(w)->data()->row &&
+                                 viewOf<DriftView>(w)->data()->row->queryIndex == 1,
                              kWaitMs);
     QSignalSpy again(&w, &MainWindow::layerReady);
     w.setSpecs(*parseSpec("int3"), *parseSpec("int4"));
@@ -278,8 +278,8 @@ class ViewRegistryTest : public QObject {
     // The window's select() moves the drift controls: they show the one Selection.
     w.select(w.selection().layer, 0);
     QCOMPARE(w.selection().queryHead, 0);
-    QCOMPARE(w.driftView()->queryHeadBox()->value(), 0);
-    QCOMPARE(w.driftView()->queryRowBox()->value(), 1);
+    QCOMPARE(viewOf<DriftView>(w)->queryHeadBox()->value(), 0);
+    QCOMPARE(viewOf<DriftView>(w)->queryRowBox()->value(), 1);
 
     // And the session stores that Selection.
     const nlohmann::json j = nlohmann::json::parse(w.sessionJson());

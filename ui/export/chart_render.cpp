@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 namespace kvscope::ui {
 
 namespace {
-// The property keepNiceTicks stores an axis's tick limit in (ui/widgets/chart_ticks.cpp).
+// The property keepNiceTicks stores an axis's tick limit in (ui/export/chart_ticks.cpp).
 constexpr const char* kMaxTicksProperty = "kvscopeMaxTicks";
 }  // namespace
 

@@ -27,9 +27,20 @@
 #include <cmath>
 #include <tuple>
 
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QSettings>
+
 #include "core/capacity/units.h"
+#include "core/engine/engine.h"
+#include "core/model/e2e.h"
+#include "core/model/model.h"
+#include "ui/export/exporter.h"
+#include "ui/state/session.h"
+#include "ui/workers/job_runner.h"
 #include "ui/export/chart_render.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
@@ -39,6 +50,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 QString q(const std::string& s) { return QString::fromStdString(s); }
 constexpr int kHoverPixels = 8;  // how near the cursor a candidate's marker must be
 }  // namespace
+
+// The engine-specific part of the plan search group (defined under "Engines" below).
+void fillPlanEngines(QComboBox* box);
+QString engineFlagsText(const PlanSearchResult& result, QString* why);
 
 QString timeLeftText(double elapsedSeconds, double fraction) {
   // Too early to say: the first steps (reading layers) are not like the rest.
@@ -50,6 +65,21 @@ QString timeLeftText(double elapsedSeconds, double fraction) {
 }
 
 BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
+  // The view's own lanes, as the sensitivity and diagnosis views have theirs.
+  searchRunner_ = new JobRunner(tr("budget search"), this);
+  planRunner_ = new JobRunner(tr("plan search"), this);
+  e2eRunner_ = new JobRunner(tr("end-to-end check"), this);
+  // The search's own progress (with the time left) and Cancel beside "Run search".
+  connect(searchRunner_, &JobRunner::progressed, this, &BudgetView::setSearchProgress);
+  connect(searchRunner_, &JobRunner::busyChanged, this, &BudgetView::setSearchRunning);
+  connect(searchRunner_, &JobRunner::failed, this,
+          [this](const QString& message) { setSearchMessage(tr("The search failed: %1").arg(message)); });
+  connect(planRunner_, &JobRunner::failed, this,
+          [this] { setPlanMessage(tr("The plan search failed; see the status bar.")); });
+  connect(e2eRunner_, &JobRunner::failed, this, [this] {
+    e2ePlans_.reset();
+    setE2eMessage(tr("The end-to-end check failed; see the status bar."));
+  });
   memory_ = new QDoubleSpinBox(this);
   memory_->setRange(0.1, 4096);
   memory_->setValue(80);
@@ -202,7 +232,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   e2eExport_ = new QPushButton(tr("Export table…"), e2eGroup_);
   e2eExport_->setToolTip(tr("Write the per-layer table as CSV (the columns kvscope-cli e2e prints)."));
   e2eExport_->setEnabled(false);
-  connect(e2eExport_, &QPushButton::clicked, this, [this] { emit e2eExportRequested(); });
+  connect(e2eExport_, &QPushButton::clicked, this, &BudgetView::exportE2eTable);
   auto* e2eForm = new QFormLayout;
   e2eForm->addRow(tr("next-token KL mean (nats)"), e2eKlMean_);
   e2eForm->addRow(tr("next-token KL max (nats)"), e2eKlMax_);
@@ -217,7 +247,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   e2eLayout->addWidget(e2eExport_);
   e2eGroup_->setMaximumWidth(460);
   setE2eAvailable(false, tr("Open a dump written by kvscope-cli record to run the end-to-end check."));
-  connect(e2eRun_, &QPushButton::clicked, this, [this] { emit e2eRequested(); });
+  connect(e2eRun_, &QPushButton::clicked, this, &BudgetView::runE2eCheck);
 
   auto* charts = new QHBoxLayout;
   charts->addWidget(keyView_);
@@ -233,8 +263,12 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(new QLabel(tr("<b>Capacity calculator</b>"), this));
   layout->addLayout(top, 2);
   layout->addWidget(notes_);
-  connect(run_, &QPushButton::clicked, this, [this] { emit searchRequested(searchOptions()); });
-  connect(cancelSearch_, &QPushButton::clicked, this, [this] { emit searchCancelRequested(); });
+  connect(run_, &QPushButton::clicked, this, [this] { runSearch(searchOptions()); });
+  connect(cancelSearch_, &QPushButton::clicked, this, [this] {
+    searchRunner_->cancel();
+    setSearchMessage(tr("Search cancelled; the charts show the last finished search."));
+    if (session()) session()->reportStatus(tr("Budget search cancelled."));
+  });
   rebuildPareto();
 
   connect(memory_, &QDoubleSpinBox::valueChanged, this, &BudgetView::recompute);
@@ -243,6 +277,177 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   connect(batch_, &QSpinBox::valueChanged, this, &BudgetView::recompute);
   connect(device_, &QComboBox::currentIndexChanged, this, &BudgetView::recompute);
   recompute();
+}
+
+BudgetView::~BudgetView() {
+  for (JobRunner* r : lanes()) r->cancel();
+  for (JobRunner* r : lanes()) r->waitForIdle();
+}
+
+void BudgetView::attached() {
+  // The search's budgets follow the summary's (output_rel_error) unless another field is chosen.
+  connect(session(), &Session::budgetsChanged, this, &BudgetView::setBudgetBounds);
+}
+
+void BudgetView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) {
+  (void)context;
+  for (JobRunner* r : lanes()) r->cancel();
+  dump_ = dump;
+  // Nothing of the previous dump stays: its search, plan, readout and end-to-end check.
+  setSearchResult(nullptr);
+  setSearchMessage(tr("Run the budget search to see every candidate's bits per element against its worst metric "
+                      "over layers."));
+  setPlanResult(nullptr);
+  paretoReadout_->setText(paretoHint());
+  e2ePlans_.reset();
+  const QString why = e2eUnavailableReason();
+  setE2eAvailable(why.isEmpty(), why);
+  if (!dump_) {
+    shape_.reset();
+    recompute();
+  }
+}
+
+void BudgetView::takeSetting(const ViewContext& context) {
+  if (!context.info || !session()) return;
+  const Plan key = session()->keyPlan(), value = session()->valuePlan();
+  setInputs(*context.info, key, value);
+  if (e2ePlans_ && (e2ePlans_->first != key || e2ePlans_->second != value)) {
+    // The shown (or running) end-to-end check is for other plans.
+    e2eRunner_->cancel();
+    e2ePlans_.reset();
+    setE2eResult(nullptr);
+    setE2eMessage(tr("The specs changed; press Run to check these."));
+  }
+}
+
+void BudgetView::runSearch(const SearchOptions& options) {
+  if (!dump_) {
+    if (session()) session()->reportError(tr("budget search"), tr("open a dump first"));
+    return;
+  }
+  setSearchMessage(tr("Searching…"));
+  paretoReadout_->setText(paretoHint());
+  auto dump = dump_;
+  searchRunner_->start<std::shared_ptr<const SearchResult>>(
+      [dump, options](const Progress& progress) -> Expected<std::shared_ptr<const SearchResult>> {
+        auto result = searchBudgets(*dump, options, progress);
+        if (!result) return result.status();
+        return std::make_shared<const SearchResult>(std::move(result).value());
+      },
+      [this](std::shared_ptr<const SearchResult> result) {
+        setSearchResult(std::move(result));
+        emit searchFinished();
+        exportReady();
+      });
+}
+
+bool BudgetView::prepareExport() {
+  if (search_ || !dump_) return true;
+  if (!searchRunner_->busy()) runSearch(searchOptions());
+  return false;
+}
+
+void BudgetView::runPlanSearch(const PlanSearchOptions& options) {
+  if (!dump_) {
+    if (session()) session()->reportError(tr("plan search"), tr("open a dump first"));
+    return;
+  }
+  setPlanMessage(tr("Mapping every candidate per layer, then choosing the plan…"));
+  auto dump = dump_;
+  planRunner_->start<std::shared_ptr<const PlanSearchResult>>(
+      [dump, options](const Progress& progress) -> Expected<std::shared_ptr<const PlanSearchResult>> {
+        auto result = planSearch(*dump, options, progress);
+        if (!result) return result.status();
+        return std::make_shared<const PlanSearchResult>(std::move(result).value());
+      },
+      [this](std::shared_ptr<const PlanSearchResult> result) {
+        setPlanResult(std::move(result));
+        emit planSearchFinished();
+      });
+}
+
+QString BudgetView::e2eUnavailableReason() const {
+  if (!dump_) return tr("Open a dump written by kvscope-cli record to run the end-to-end check.");
+  const DumpInfo& info = dump_->info();
+  const QString model = q(info.modelPath);
+  if (!info.hasTokens || model.isEmpty())
+    return tr("The end-to-end check needs a dump written by kvscope-cli record (with /tokens and model_path); "
+              "this one has %1.")
+        .arg(info.hasTokens ? tr("no model_path attribute") : tr("no /tokens"));
+  if (!QFileInfo::exists(model))
+    return tr("The end-to-end check needs a dump written by kvscope-cli record and its model file at %1, "
+              "which is missing.")
+        .arg(model);
+  return {};
+}
+
+void BudgetView::runE2eCheck() {
+  const QString why = e2eUnavailableReason();
+  if (!why.isEmpty()) {
+    if (session()) session()->reportError(tr("end-to-end check"), why);
+    return;
+  }
+  if (!session()) return;
+  const Plan key = session()->keyPlan();
+  const Plan value = session()->valuePlan();
+  e2ePlans_ = std::make_pair(key, value);
+  setE2eResult(nullptr);
+  setE2eMessage(tr("Replaying the recording through the model…"));
+  auto dump = dump_;
+  // start() cancels a run still going for older specs: newest request wins.
+  e2eRunner_->start<std::shared_ptr<const E2eResult>>(
+      [dump, key, value](const Progress& progress) -> Expected<std::shared_ptr<const E2eResult>> {
+        const std::string& path = dump->info().modelPath;
+        auto model = Model::load(path);
+        if (!model) return model.status();
+        E2eSetting setting;
+        setting.key = key;
+        setting.value = value;
+        auto results = runE2e(*model, *dump, {setting}, {}, progress);
+        if (!results) return results.status();
+        return std::make_shared<const E2eResult>(std::move(results->front()));
+      },
+      [this](std::shared_ptr<const E2eResult> result) {
+        setE2eResult(std::move(result));
+        if (session()) session()->reportStatus(tr("End-to-end check done."));
+        emit e2eFinished();
+      });
+}
+
+void BudgetView::applyCandidate(bool key, const QString& text) {
+  if (!session()) return;
+  auto spec = parseSpec(text.toStdString());
+  if (!spec) {
+    session()->reportError(tr("Pareto chart"), q(spec.status().message()));
+    return;
+  }
+  // The candidate was measured on every layer: it replaces that side's plan overrides too.
+  Setting s = session()->setting();
+  s.source = SettingSource{SettingSource::Kind::Plans, {}};
+  if (key) {
+    s.key = Plan(*spec);
+  } else {
+    s.value = Plan(*spec);
+    s.linked = false;
+  }
+  session()->edit(s, key ? tr("key from the Pareto chart") : tr("value from the Pareto chart"));
+  session()->reportStatus(tr("Applied %1 to %2 from the Pareto chart.").arg(text, key ? tr("K") : tr("V")));
+}
+
+void BudgetView::exportE2eTable() {
+  if (!e2e_ || !session()) return;
+  QSettings settings;
+  const QString folder = settings.value(QStringLiteral("exportFolder")).toString();
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export the end-to-end table"),
+                                                    QDir(folder).filePath(QStringLiteral("e2e-layers.csv")),
+                                                    tr("CSV data (*.csv)"));
+  if (path.isEmpty()) return;
+  settings.setValue(QStringLiteral("exportFolder"), QFileInfo(path).absolutePath());
+  const Status s = exportText(path, (csvHeaderComment(session()->exportMetadata()) + e2eCsv()).toUtf8(),
+                              dump_ ? q(dump_->info().path) : QString());
+  if (!s.isOk()) session()->reportError(tr("export"), q(s.message()));
+  else session()->reportStatus(tr("Wrote %1.").arg(path));
 }
 
 void BudgetView::setInputs(const DumpInfo& info, const Plan& key, const Plan& value) {
@@ -507,7 +712,9 @@ bool BudgetView::eventFilter(QObject* watched, QEvent* event) {
           paretoReadout_->setText(tr("Applied %1 to %2.")
                                       .arg(q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec),
                                            isKey ? tr("K") : tr("V")));
-          emit candidateChosen(isKey, q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec));
+          const QString spec = q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec);
+          emit candidateChosen(isKey, spec);
+          applyCandidate(isKey, spec);
         }
       }
       break;
@@ -552,6 +759,7 @@ void BudgetView::rebuildPareto() {
       x->setTitleText(QObject::tr("bits per element"));
       keepNiceTicks(x);
       auto* yLog = new QLogValueAxis;
+      keepLogLabels(yLog);
       chart->addAxis(x, Qt::AlignBottom);
       chart->addAxis(yLog, Qt::AlignLeft);
     }
@@ -724,19 +932,42 @@ QStringList BudgetView::csvTableNames() const {
   return names;
 }
 
+// ---- Engines: everything of the budget view that knows an engine -------------------------------
+
+void fillPlanEngines(QComboBox* box) {
+  box->addItem(QObject::tr("any plan"), QString());
+  // The engines whose flags a plan can be written in, and each one's plan shape, from the engine rows.
+  QString shapes;
+  for (const EngineDef* e : planEngines()) {
+    box->addItem(q(std::string(e->name)), q(std::string(e->name)));
+    shapes += QStringLiteral("\n") + q(std::string(e->name)) + QStringLiteral(": ") + q(std::string(e->planSummary));
+  }
+  box->setToolTip(QObject::tr("Only plans this engine's flags can express:") + shapes);
+}
+
+QString engineFlagsText(const PlanSearchResult& r, QString* why) {
+  // Flags of the engines that express the plan; why the others cannot, for the tooltip.
+  QString text;
+  bool anyFlags = false;
+  for (const EngineFlags& f : r.engineFlags) {
+    if (!r.engine.empty() && f.engine != r.engine) continue;
+    if (f.expressible) {
+      text += QStringLiteral("\n") + q(f.engine) + QStringLiteral(": ") + q(f.flags);
+      anyFlags = true;
+    } else {
+      *why += (why->isEmpty() ? QString() : QStringLiteral("\n")) + q(f.engine) + QStringLiteral(": ") + q(f.statement);
+    }
+  }
+  if (!anyFlags) text += QObject::tr("\nno engine's flags express this plan (hover for why)");
+  return text;
+}
+
 // ---- Plan search ---------------------------------------------------------------------------------
 
 QGroupBox* BudgetView::buildPlanGroup() {
   planGroup_ = new QGroupBox(tr("Plan search (a K and a V spec per layer)"), this);
   planEngine_ = new QComboBox(planGroup_);
-  planEngine_->addItem(tr("any plan"), QString());
-  // The engines whose flags a plan can be written in, and each one's plan shape, from the engine rows.
-  QString shapes;
-  for (const EngineDef* e : planEngines()) {
-    planEngine_->addItem(q(std::string(e->name)), q(std::string(e->name)));
-    shapes += QStringLiteral("\n") + q(std::string(e->name)) + QStringLiteral(": ") + q(std::string(e->planSummary));
-  }
-  planEngine_->setToolTip(tr("Only plans this engine's flags can express:") + shapes);
+  fillPlanEngines(planEngine_);
   planRun_ = new QPushButton(tr("Search plan"), planGroup_);
   planRun_->setToolTip(tr("Map every candidate's damage per layer, then choose per layer the cheapest specs whose "
                           "mean damage over layers meets the K and V budgets above."));
@@ -763,9 +994,11 @@ QGroupBox* BudgetView::buildPlanGroup() {
   auto* layout = new QHBoxLayout(planGroup_);
   layout->addLayout(controls, 1);
   layout->addWidget(planTable_, 2);
-  connect(planRun_, &QPushButton::clicked, this, [this] { emit planSearchRequested(planSearchOptions()); });
+  connect(planRun_, &QPushButton::clicked, this, [this] { runPlanSearch(planSearchOptions()); });
   connect(planApply_, &QPushButton::clicked, this, [this] {
-    if (planResult_ && planResult_->found) emit planApplyRequested(planResult_->key, planResult_->value);
+    if (!planResult_ || !planResult_->found || !session()) return;
+    session()->setPlans(planResult_->key, planResult_->value, tr("plan from the plan search"));
+    session()->reportStatus(tr("Applied the plan: K %1, V %2.").arg(q(toString(planResult_->key)), q(toString(planResult_->value))));
   });
   return planGroup_;
 }
@@ -822,19 +1055,8 @@ void BudgetView::showPlan() {
   if (r->uniform.found) {
     text += tr("\ncheapest uniform pair: %1 bytes/token").arg(r->uniform.bytesPerToken, 0, 'f', 1);
   }
-  // Flags of the engines that express the plan; why the others cannot, in the tooltip.
   QString why;
-  bool anyFlags = false;
-  for (const EngineFlags& f : r->engineFlags) {
-    if (!r->engine.empty() && f.engine != r->engine) continue;
-    if (f.expressible) {
-      text += QStringLiteral("\n") + q(f.engine) + QStringLiteral(": ") + q(f.flags);
-      anyFlags = true;
-    } else {
-      why += (why.isEmpty() ? QString() : QStringLiteral("\n")) + q(f.engine) + QStringLiteral(": ") + q(f.statement);
-    }
-  }
-  if (!anyFlags) text += tr("\nno engine's flags express this plan (hover for why)");
+  text += engineFlagsText(*r, &why);
   planSummary_->setToolTip(why);
   if (r->joint && r->joint->summary.attention) {
     const AttentionCases& a = *r->joint->summary.attention;

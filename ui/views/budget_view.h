@@ -31,6 +31,7 @@ class QTableWidget;
 namespace kvscope::ui {
 
 class InteractiveChartView;
+class JobRunner;
 
 /// "about 12 s left" from the time a job has run and the fraction it has done (a straight-line
 /// estimate: elapsed × (1 − f) / f); empty until the fraction says anything.
@@ -41,6 +42,21 @@ class BudgetView : public QWidget, public View {
 
  public:
   explicit BudgetView(QWidget* parent = nullptr);
+  ~BudgetView() override;
+
+  /// Runs the budget search for the open dump in the background (its own lane); the charts show
+  /// the result, searchFinished() follows.
+  void runSearch(const SearchOptions& options);
+  /// Runs the plan search (sensitivity map, per-layer choice, joint eval) the same way.
+  void runPlanSearch(const PlanSearchOptions& options);
+  /// Runs the end-to-end check (core/model/e2e.h) for the setting in force; needs a dump written
+  /// by `kvscope-cli record` whose model file exists.
+  void runE2eCheck();
+  /// Empty when the open dump can drive the end-to-end check, else what it lacks.
+  [[nodiscard]] QString e2eUnavailableReason() const;
+  JobRunner* searchRunner() { return searchRunner_; }
+  JobRunner* planRunner() { return planRunner_; }
+  JobRunner* e2eRunner() { return e2eRunner_; }
 
   /// The dump's shape and the current specs; recomputes the plan.
   void setInputs(const DumpInfo& info, const Plan& key, const Plan& value);
@@ -129,27 +145,32 @@ class BudgetView : public QWidget, public View {
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] QStringList csvTableNames() const override;
   [[nodiscard]] bool hasContent() const override { return plan_.has_value(); }
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override;
+  /// The plans in force: the capacity table and a stale end-to-end result follow them.
+  void takeSetting(const ViewContext& context) override;
+  [[nodiscard]] QList<JobRunner*> lanes() const override { return {searchRunner_, planRunner_, e2eRunner_}; }
+  /// The export shows the Pareto fronts: runs the search (default candidates) once when none is shown.
+  bool prepareExport() override;
 
  signals:
-  /// The user asked for a budget search with these options.
-  void searchRequested(const kvscope::SearchOptions& options);
-  /// The user asked for the end-to-end check with the current specs.
-  void e2eRequested();
-  /// The user asked for a plan search with these options.
-  void planSearchRequested(const kvscope::PlanSearchOptions& options);
-  /// The user asked to put the shown plan into the K and V controls.
-  void planApplyRequested(const kvscope::Plan& key, const kvscope::Plan& value);
-  /// The user asked to stop the running search.
-  void searchCancelRequested();
-  /// The user clicked a candidate of the K (`key`) or V chart: apply this canonical spec.
+  /// The budget search delivered its result.
+  void searchFinished();
+  /// A plan search finished and the view shows its plan.
+  void planSearchFinished();
+  /// The end-to-end check delivered its result.
+  void e2eFinished();
+  /// The user clicked a candidate of the K (`key`) or V chart (its spec is applied to that side).
   void candidateChosen(bool key, const QString& spec);
-  /// The user asked to export the end-to-end table (the main window asks where).
-  void e2eExportRequested();
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
+  void attached() override;
 
  private:
+  /// Puts the chart's candidate `spec` on the K (`key`) or V side as that side's whole plan.
+  void applyCandidate(bool key, const QString& spec);
+  /// Asks where, then writes the end-to-end table as CSV with the metadata header.
+  void exportE2eTable();
   [[nodiscard]] const TensorChoice* choiceOf(bool key) const;
   [[nodiscard]] QString paretoHint() const;
   void rebuildPareto();
@@ -208,6 +229,13 @@ class BudgetView : public QWidget, public View {
   QLabel* planSummary_ = nullptr;
   QTableWidget* planTable_ = nullptr;
   std::shared_ptr<const PlanSearchResult> planResult_;
+
+  std::shared_ptr<const Dump> dump_;
+  JobRunner* searchRunner_;
+  JobRunner* planRunner_;
+  JobRunner* e2eRunner_;
+  /// The plans of the end-to-end result shown (or running); other plans make it stale.
+  std::optional<std::pair<Plan, Plan>> e2ePlans_;
 };
 
 }  // namespace kvscope::ui

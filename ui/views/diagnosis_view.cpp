@@ -12,9 +12,9 @@
 
 #include <algorithm>
 
-#include "ui/compute/histogram_data.h"
-#include "ui/views/heatmap_view.h"
-#include "ui/views/histogram_view.h"
+#include "core/inspect/view_data.h"
+#include "core/quant/plan.h"
+#include "ui/state/session.h"
 #include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
@@ -81,29 +81,6 @@ Expected<std::pair<Plan, Plan>> applySuggestionToPlans(const Plan& key, const Pl
     out.second = *v;
   }
   return out;
-}
-
-void pointViewsAt(const Evidence& e, HistogramView& histogram, HeatmapView& heatmap, bool hasKeyPreRope) {
-  int tensor = -1;
-  if (e.tensor == "key") tensor = static_cast<int>(ViewTensor::Key);
-  else if (e.tensor == "key_pre_rope" && hasKeyPreRope) tensor = static_cast<int>(ViewTensor::KeyPreRope);
-  else if (e.tensor == "value") tensor = static_cast<int>(ViewTensor::Value);
-  if (tensor >= 0) {
-    for (QComboBox* box : {histogram.tensorBox(), heatmap.tensorBox()}) {
-      const int i = box->findData(tensor);
-      if (i >= 0) box->setCurrentIndex(i);
-    }
-  }
-  int scope = -1;
-  if (e.channel >= 0) scope = static_cast<int>(HistogramScope::Channel);
-  else if (e.token >= 0) scope = static_cast<int>(HistogramScope::Token);
-  if (scope >= 0 && tensor >= 0) {
-    const int i = histogram.scopeBox()->findData(scope);
-    if (i >= 0) histogram.scopeBox()->setCurrentIndex(i);
-    // The evidence's numbers are the dump's values (a kept sink token has no format input at all).
-    const int original = histogram.spaceBox()->findData(0);
-    if (original >= 0) histogram.spaceBox()->setCurrentIndex(original);
-  }
 }
 
 DiagnosisView::DiagnosisView(QWidget* parent) : QWidget(parent) {
@@ -185,6 +162,7 @@ void DiagnosisView::compute() {
         diagnosisDump_ = dump;
         fill();
         emit computed();
+        exportReady();
       });
 }
 
@@ -277,7 +255,10 @@ void DiagnosisView::showFinding(int finding) {
     button->setObjectName(QStringLiteral("apply:%1").arg(q(s.option)));
     button->setToolTip(tr("Set %1 on the %2 setting (its default and every layer override); Edit ▸ Undo takes it back.")
                            .arg(q(s.option), s.key && s.value ? tr("K and V") : (s.key ? tr("K") : tr("V"))));
-    connect(button, &QPushButton::clicked, this, [this, s] { emit applyRequested(s); });
+    connect(button, &QPushButton::clicked, this, [this, s] {
+      emit applyRequested(s);
+      applySuggestion(s);
+    });
     applyLayout_->addWidget(button);
   }
   applyLayout_->addStretch(1);
@@ -292,15 +273,28 @@ void DiagnosisView::onClicked(QTreeWidgetItem* item) {
   showFinding(finding);
   if (evidence >= 0 && static_cast<size_t>(evidence) < f.evidence.size()) {
     emit evidenceSelected(f.evidence[static_cast<size_t>(evidence)]);
+    if (session()) session()->pointAt(f.evidence[static_cast<size_t>(evidence)]);
     return;
   }
   // A finding's own row: its strongest evidence that names a place.
   for (const Evidence& e : f.evidence) {
     if (e.layer >= 0) {
       emit evidenceSelected(e);
+      if (session()) session()->pointAt(e);
       return;
     }
   }
+}
+
+void DiagnosisView::applySuggestion(const SettingSuggestion& s) {
+  if (!session() || !dump_) return;
+  auto plans = applySuggestionToPlans(session()->keyPlan(), session()->valuePlan(), s, dump_->info());
+  if (!plans) {
+    session()->reportError(tr("diagnosis"), q(plans.status().message()));
+    return;
+  }
+  session()->setPlans(plans->first, plans->second, tr("apply %1").arg(q(s.option)));
+  session()->reportStatus(tr("Applied %1: K %2, V %3.").arg(q(s.option), q(toString(plans->first)), q(toString(plans->second))));
 }
 
 void DiagnosisView::renderTo(QPainter& painter, const QRectF& target) {

@@ -26,8 +26,6 @@ class QHBoxLayout;
 
 namespace kvscope::ui {
 
-class HeatmapView;
-class HistogramView;
 class JobRunner;
 
 using DiagnosisPtr = std::shared_ptr<const Diagnosis>;
@@ -57,6 +55,16 @@ class DiagnosisView : public QWidget, public View {
   [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
   QWidget* widget() override { return this; }
   [[nodiscard]] QString tabTitle() const override;
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override {
+    (void)context;
+    setDump(dump);
+  }
+  [[nodiscard]] QList<JobRunner*> lanes() const override { return {runner_}; }
+  bool prepareExport() override {
+    if (!dump_ || upToDate()) return true;
+    compute();
+    return false;
+  }
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// One row per evidence entry: kind, severity, matches, place, tensor, numbers, summary, advice.
   [[nodiscard]] QString toCsv() const override;
@@ -77,6 +85,8 @@ class DiagnosisView : public QWidget, public View {
   void fill();
   void showFinding(int finding);
   void onClicked(QTreeWidgetItem* item);
+  /// Applies `s` to the session's plans (one undo step), or reports why it does not fit.
+  void applySuggestion(const SettingSuggestion& s);
 
   JobRunner* runner_;
   QTreeWidget* tree_;
@@ -94,9 +104,5 @@ class DiagnosisView : public QWidget, public View {
 /// part of each plan), checked against the dump's shape; the error names the spec.
 Expected<std::pair<Plan, Plan>> applySuggestionToPlans(const Plan& key, const Plan& value,
                                                        const SettingSuggestion& suggestion, const DumpInfo& info);
-
-/// Points the histogram (tensor, and one channel or one token) and the heat map (tensor) at the
-/// evidence's tensor and place, where they can show it.
-void pointViewsAt(const Evidence& evidence, HistogramView& histogram, HeatmapView& heatmap, bool hasKeyPreRope);
 
 }  // namespace kvscope::ui

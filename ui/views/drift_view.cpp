@@ -16,7 +16,8 @@
 #include <cmath>
 
 #include "ui/export/chart_render.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/state/session.h"
+#include "ui/export/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
@@ -143,20 +144,39 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(posView_, 3);
   for (QChartView* v : {scoreView_, probView_, posView_}) v->setMinimumHeight(200);
 
-  const auto changed = [this] { emit queryChanged(head_->value(), query_->value()); };
+  const auto changed = [this] {
+    if (session()) session()->selectQuery(head_->value(), query_->value());
+  };
   connect(head_, &QSpinBox::valueChanged, this, changed);
   connect(query_, &QSpinBox::valueChanged, this, changed);
   connect(case_, &QComboBox::currentIndexChanged, this, [this] { requestRebuild(true); });
   setMessage(tr("No dump open."));
 }
 
-void DriftView::setShape(int heads, int queries, int tokens) {
-  (void)tokens;
-  const QSignalBlocker a(head_), b(query_);
-  head_->setRange(0, std::max(0, heads - 1));
-  query_->setRange(0, std::max(0, queries - 1));
-  head_->setEnabled(heads > 0);
-  query_->setEnabled(queries > 0);
+void DriftView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) {
+  // Limits of the query selectors for the new dump (none without queries); nothing of the old one stays.
+  const int heads = dump && dump->info().hasQuery ? dump->info().heads : 0;
+  const int queries = dump ? dump->info().queries : 0;
+  {
+    const QSignalBlocker a(head_), b(query_);
+    head_->setRange(0, std::max(0, heads - 1));
+    query_->setRange(0, std::max(0, queries - 1));
+    head_->setEnabled(heads > 0);
+    query_->setEnabled(queries > 0);
+  }
+  compare_.reset();
+  tokenText_ = context.tokenText;
+  for (InteractiveChartView* v : {scoreView_, probView_, posView_}) v->resetZoom();
+  setMessage(tr("Computing the attention of layer %1…").arg(context.selection.layer));
+  takeSelection(context.selection);
+}
+
+void DriftView::takeDrift(const DriftDataPtr& drift, const QString& message) {
+  if (!drift) {
+    setMessage(message);
+    return;
+  }
+  setData(drift, tokenText_);
 }
 
 void DriftView::setMessage(const QString& message) {
@@ -217,9 +237,10 @@ const AttentionRowCase& DriftView::currentCase() const { return caseOf(*data_->r
 
 const std::vector<std::vector<double>>& DriftView::currentRel() const { return relOf(data_->series); }
 
-void DriftView::setComparison(bool pinned, DriftDataPtr a) {
+void DriftView::takeComparison(const ComparisonData& a) {
+  const bool pinned = a.pinned;
   pinned_ = pinned;
-  compare_ = std::move(a);
+  compare_ = pinned ? a.drift : nullptr;
   const QString b = pinned ? tr(" B") : tr(" (quantized)");
   scoreCase_->setName(tr("s′") + b);
   probCase_->setName(tr("P′") + b);

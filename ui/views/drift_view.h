@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/attention/detail.h"
+#include "core/inspect/drift_data.h"
 #include "ui/views/view.h"
 
 class QChart;
@@ -24,37 +25,22 @@ namespace kvscope::ui {
 
 class InteractiveChartView;
 
-/// What the drift view shows, computed off the GUI thread.
-struct DriftData {
-  int layer = 0;
-  /// The row, shared with the layer result that computed it (a row holds 8 vectors of T doubles:
-  /// copying it on the GUI thread for every result cost a 2 MiB copy, sometimes page faults).
-  std::shared_ptr<const AttentionRowDetail> row;
-  AttentionPositionSeries series;  ///< grouped by kv head
-};
-using DriftDataPtr = std::shared_ptr<const DriftData>;
-
 class DriftView : public QWidget, public View {
   Q_OBJECT
 
  public:
   explicit DriftView(QWidget* parent = nullptr);
 
-  /// Limits of the query selectors for the open dump (heads = 0: the dump has no queries).
-  void setShape(int heads, int queries, int tokens);
   /// Shows `data`; when its row is the one shown already (the series arrives after the row),
   /// only the position chart is rebuilt.
   void setData(DriftDataPtr data, QStringList tokenText);
   /// Shows a message instead of charts (no queries, a failed computation).
   void setMessage(const QString& message);
-  /// The query head and row controls; they show the window's Selection (takeSelection) and
-  /// report the user's changes by queryChanged.
+  /// The query head and row controls; they show the session's Selection (takeSelection) and
+  /// send the user's changes to the session.
   QSpinBox* queryHeadBox() { return head_; }
   QSpinBox* queryRowBox() { return query_; }
   [[nodiscard]] const DriftData* data() const { return data_.get(); }
-  /// A/B comparison: `pinned` names the lines A and B; `a` is A's row and series (nullptr while
-  /// computed, or without queries). A is drawn where its layer and row are the ones shown.
-  void setComparison(bool pinned, DriftDataPtr a);
   [[nodiscard]] const DriftData* comparison() const { return compare_.get(); }
   QLineSeries* scoreCaseA() { return flushed(scoreCaseA_); }
   QLineSeries* probabilityCaseA() { return flushed(probCaseA_); }
@@ -79,16 +65,18 @@ class DriftView : public QWidget, public View {
   [[nodiscard]] nlohmann::json saveState() const override;
   void loadState(const nlohmann::json& state) override;
   /// The attention row of the selected query head and row, when that head is in the kv head shown.
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override;
+  void clearResults(const QString& reason) override { setMessage(reason); }
   void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  void takeDrift(const DriftDataPtr& drift, const QString& message) override;
+  /// A/B comparison: the lines are named A and B; A's row and series (null while computed, or
+  /// without queries) are drawn where A's layer and row are the ones shown.
+  void takeComparison(const ComparisonData& a) override;
   void takeSelection(const Selection& selection) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("queries")}; }
   [[nodiscard]] bool hasContent() const override { return data_ != nullptr; }
-
- signals:
-  /// The user picked another query head or query row.
-  void queryChanged(int queryHead, int queryIndex);
 
  protected:
   void showEvent(QShowEvent* event) override;

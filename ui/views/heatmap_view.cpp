@@ -21,9 +21,10 @@
 #include <vector>
 
 #include "core/metrics/outliers.h"
-#include "core/metrics/view_compare.h"
+#include "core/inspect/view_compare.h"
+#include "ui/state/session.h"
 #include "ui/views/colour_map.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 namespace kvscope::ui {
 
@@ -233,7 +234,7 @@ const HeatmapData& HeatmapCanvas::shownData(int columns) {
     computeHeatmapInto(slice, 0, hatSlice.data.empty() ? nullptr : &hatSlice, 0, value, cols, window_);
   }
   if (!difference_ && value_ == HeatmapValue::Normalized && window_.columns > 0) {
-    // σ per channel over all tokens of the head, as core's Normalized (core/metrics/view_data.cpp).
+    // σ per channel over all tokens of the head, as core's Normalized (core/inspect/view_data.cpp).
     std::vector<double> sum(static_cast<size_t>(dim), 0.0), sum2(static_cast<size_t>(dim), 0.0);
     for (int64_t t = 0; t < source_->tokens; ++t) {
       const float* r = source_->row(sourceHead_, t);
@@ -387,7 +388,7 @@ void HeatmapCanvas::paintFigure(QPainter& painter, const QRectF& target) {
   painter.drawRect(plot);
 
   // Axes: channels down the left, tokens along the bottom.
-  // Round steps on every axis (ui/widgets/chart_ticks.h), as on the charts.
+  // Round steps on every axis (ui/export/chart_ticks.h), as on the charts.
   const int channelStep = std::max(
       1, static_cast<int>(niceTickInterval(nChannels, std::max(1, static_cast<int>(plot.height() / (fm.height() * 1.6))))));
   for (int c = (c0 + channelStep - 1) / channelStep * channelStep; c < c1; c += channelStep) {
@@ -653,7 +654,42 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   for (QComboBox* box : {tensor_, value_, scale_}) {
     connect(box, &QComboBox::currentIndexChanged, this, &HeatmapView::refresh);
   }
-  connect(canvas_, &HeatmapCanvas::cellClicked, this, &HeatmapView::cellClicked);
+  connect(tensor_, &QComboBox::currentIndexChanged, this, [this] { needsChanged(); });
+  // A click selects that channel and token everywhere (the histogram's group and scope).
+  connect(canvas_, &HeatmapCanvas::cellClicked, this, [this](int channel, int token) {
+    if (!session()) return;
+    session()->selectPoint(channel, token);
+    session()->reportStatus(tr("Selected channel %1, token %2 for the histogram.").arg(channel).arg(token));
+  });
+}
+
+void HeatmapView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) {
+  layer_.reset();
+  compare_.reset();
+  kvHead_ = context.selection.kvHead;
+  tokenText_ = context.tokenText;
+  profileFor_.reset();
+  {
+    const QSignalBlocker block(tensor_);
+    setHasPreRope(dump && dump->info().hasKeyPreRope);
+  }
+  canvas_->resetZoom();  // another dump: another shape
+  refresh();
+}
+
+void HeatmapView::clearResults(const QString& reason) {
+  layer_.reset();
+  compare_.reset();
+  refresh();
+  profile_->setText(reason);
+}
+
+void HeatmapView::takeFocus(const Evidence& e, bool hasKeyPreRope) {
+  int tensor = -1;
+  if (e.tensor == "key") tensor = static_cast<int>(ViewTensor::Key);
+  else if (e.tensor == "key_pre_rope" && hasKeyPreRope) tensor = static_cast<int>(ViewTensor::KeyPreRope);
+  else if (e.tensor == "value") tensor = static_cast<int>(ViewTensor::Value);
+  if (const int i = tensor_->findData(tensor); tensor >= 0 && i >= 0) tensor_->setCurrentIndex(i);
 }
 
 void HeatmapView::setHasPreRope(bool has) {
@@ -668,8 +704,9 @@ ViewTensor HeatmapView::tensor() const { return static_cast<ViewTensor>(tensor_-
 
 bool HeatmapView::difference() const { return value_->currentIndex() == kDifferenceIndex; }
 
-void HeatmapView::setComparison(bool pinned, LayerQuantPtr a) {
-  compare_ = std::move(a);
+void HeatmapView::takeComparison(const ComparisonData& a) {
+  const bool pinned = a.pinned;
+  compare_ = pinned ? a.layer : nullptr;
   if (pinned != pinned_) {
     pinned_ = pinned;
     if (auto* model = qobject_cast<QStandardItemModel*>(value_->model())) {

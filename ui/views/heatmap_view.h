@@ -10,9 +10,9 @@
 
 #include <utility>
 
-#include "ui/compute/heatmap_data.h"
+#include "core/inspect/view_data.h"
 #include "ui/views/view.h"
-#include "ui/model/layer_data.h"
+#include "core/inspect/layer_data.h"
 #include "ui/widgets/pointer_drag.h"
 
 class QComboBox;
@@ -132,7 +132,6 @@ class HeatmapView : public QWidget, public View {
   explicit HeatmapView(QWidget* parent = nullptr);
 
   void setLayer(LayerQuantPtr layer, int kvHead, QStringList tokenText);
-  void setHasPreRope(bool has);
   /// Asks the layer worker for the heat map this view shows, at the canvas's width.
   void fillRequest(ViewRequest& request) const;
   /// The tensor shown.
@@ -141,9 +140,6 @@ class HeatmapView : public QWidget, public View {
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* valueBox() { return value_; }
   QComboBox* scaleBox() { return scale_; }
-  /// A/B comparison: `pinned` turns the "error change" colouring on (and off again on unpin);
-  /// `a` is A's reconstruction of the layer in view (nullptr while it is computed).
-  void setComparison(bool pinned, LayerQuantPtr a);
   /// The value box's entry for the change in error |x′B − x| − |x′A − x|.
   static constexpr int kDifferenceIndex = 3;
   /// The outlier profile line under the map (core's profileHead on the shown tensor).
@@ -155,17 +151,23 @@ class HeatmapView : public QWidget, public View {
   [[nodiscard]] QString tabTitle() const override;
   [[nodiscard]] nlohmann::json saveState() const override;
   void loadState(const nlohmann::json& state) override;
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override;
+  void clearResults(const QString& reason) override;
   void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  [[nodiscard]] bool showsPreRope() const override { return tensor() == ViewTensor::KeyPreRope; }
   void takeLayer(const LayerQuantPtr& layer, const ViewContext& context) override;
+  /// A/B comparison: pinning turns the "error change" colouring on (and unpinning off again);
+  /// A's reconstruction of the layer in view is null while it is computed.
+  void takeComparison(const ComparisonData& a) override;
+  /// Switches to the evidence's tensor.
+  void takeFocus(const Evidence& evidence, bool hasKeyPreRope) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] bool hasContent() const override { return canvas_->hasContent(); }
 
- signals:
-  void cellClicked(int channel, int token);
-
  private:
   void refresh();
+  void setHasPreRope(bool has);
 
   HeatmapCanvas* canvas_;
   QComboBox* tensor_;

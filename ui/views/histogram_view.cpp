@@ -17,9 +17,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/metrics/view_compare.h"
+#include "core/inspect/view_compare.h"
+#include "ui/state/session.h"
 #include "ui/export/chart_render.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
@@ -28,6 +29,7 @@ namespace {
 QString num(double v) { return QString::number(v, 'g', 5); }
 constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
 constexpr int kMaxDrawnLevels = 64;
+constexpr double kLevelBand = 0.08;  // the levels' ticks rise this fraction of the count axis
 }  // namespace
 
 HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
@@ -41,7 +43,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   reconstructed_->setName(tr("reconstructed"));
   levels_ = new QLineSeries;
   levels_->setName(tr("levels of the group"));
-  QPen levelPen(QColor(127, 127, 127, 110));
+  QPen levelPen(QColor(96, 96, 96));
   levelPen.setWidthF(1.0);
   levels_->setPen(levelPen);
   levels_->setProperty("kvscopeNoReadout", true);  // a zig-zag through the levels, not a value per x
@@ -78,7 +80,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   keepNiceTicks(linearAxis_);
   logAxis_ = new QLogValueAxis(this);
   logAxis_->setBase(10);
-  logAxis_->setLabelFormat(QStringLiteral("%g"));
+  keepLogLabels(logAxis_);
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
@@ -142,20 +144,23 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(view_, 1);
   layout->addWidget(stats_);
 
-  connect(tensor_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
+  connect(tensor_, &QComboBox::currentIndexChanged, this, [this] {
+    refresh();
+    needsChanged();  // pre-RoPE K′ may have to be computed
+  });
   connect(scope_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(space_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(bins_, &QSpinBox::valueChanged, this, &HistogramView::refresh);
   connect(log_, &QCheckBox::toggled, this, &HistogramView::refresh);
+  // The channel and token are the session's selection (other views follow it, and a layer or
+  // head switch keeps it): a change goes there and comes back through takeSelection.
   connect(channel, &QSpinBox::valueChanged, this, [this](int v) {
     if (v == channel_) return;
-    channel_ = v;
-    refresh();
+    if (session()) session()->selectPoint(v, token_);
   });
   connect(token, &QSpinBox::valueChanged, this, [this](int v) {
     if (v == token_) return;
-    token_ = v;
-    refresh();
+    if (session()) session()->selectPoint(channel_, v);
   });
   rebuildChart();
 }
@@ -172,18 +177,73 @@ void HistogramView::setLayer(LayerQuantPtr layer, int kvHead, int channel, int t
   kvHead_ = kvHead;
   channel_ = channel;
   token_ = token;
+  showPoint();
+  recompute();
+}
+
+void HistogramView::showPoint() {
+  auto* channelBox = findChild<QSpinBox*>(QStringLiteral("histogramChannel"));
+  auto* tokenBox = findChild<QSpinBox*>(QStringLiteral("histogramToken"));
+  const QSignalBlocker b1(channelBox), b2(tokenBox);
   if (layer_) {
-    auto* channelBox = findChild<QSpinBox*>(QStringLiteral("histogramChannel"));
-    auto* tokenBox = findChild<QSpinBox*>(QStringLiteral("histogramToken"));
-    const QSignalBlocker b1(channelBox), b2(tokenBox);
     channelBox->setRange(0, static_cast<int>(layer_->tensors->key.dim) - 1);
     tokenBox->setRange(0, static_cast<int>(layer_->tensors->key.tokens) - 1);
     channel_ = std::clamp(channel_, 0, channelBox->maximum());
     token_ = std::clamp(token_, 0, tokenBox->maximum());
-    channelBox->setValue(channel_);
-    tokenBox->setValue(token_);
   }
+  channelBox->setValue(channel_);
+  tokenBox->setValue(token_);
+}
+
+void HistogramView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) {
+  // Nothing of the previous dump stays: its data, its group, A's counts.
+  layer_.reset();
+  compare_.reset();
+  data_ = {};
+  group_.reset();
+  formatSpace_.reset();
+  channel_ = context.selection.channel;
+  token_ = context.selection.token;
+  kvHead_ = context.selection.kvHead;
+  {
+    const QSignalBlocker block(tensor_);
+    setHasPreRope(dump && dump->info().hasKeyPreRope);
+  }
+  view_->resetZoom();
   recompute();
+}
+
+void HistogramView::clearResults(const QString& reason) {
+  layer_.reset();
+  compare_.reset();
+  recompute();
+  stats_->setText(reason.isEmpty() ? tr("No data.") : reason);
+}
+
+void HistogramView::takeSelection(const Selection& selection) {
+  if (selection.channel == channel_ && selection.token == token_ && selection.kvHead == kvHead_) return;
+  const bool sameHead = selection.kvHead == kvHead_;
+  channel_ = selection.channel;
+  token_ = selection.token;
+  showPoint();
+  // A new head's data arrives with takeLayer; a new point is counted here from the data held.
+  if (sameHead) recompute();
+}
+
+void HistogramView::takeFocus(const Evidence& e, bool hasKeyPreRope) {
+  int tensor = -1;
+  if (e.tensor == "key") tensor = static_cast<int>(ViewTensor::Key);
+  else if (e.tensor == "key_pre_rope" && hasKeyPreRope) tensor = static_cast<int>(ViewTensor::KeyPreRope);
+  else if (e.tensor == "value") tensor = static_cast<int>(ViewTensor::Value);
+  if (tensor < 0) return;
+  if (const int i = tensor_->findData(tensor); i >= 0) tensor_->setCurrentIndex(i);
+  int scope = -1;
+  if (e.channel >= 0) scope = static_cast<int>(HistogramScope::Channel);
+  else if (e.token >= 0) scope = static_cast<int>(HistogramScope::Token);
+  if (scope < 0) return;
+  if (const int i = scope_->findData(scope); i >= 0) scope_->setCurrentIndex(i);
+  // The evidence's numbers are the dump's values (a kept sink token has no format input at all).
+  if (const int i = space_->findData(0); i >= 0) space_->setCurrentIndex(i);
 }
 
 ViewTensor HistogramView::tensor() const { return static_cast<ViewTensor>(tensor_->currentData().toInt()); }
@@ -333,8 +393,11 @@ void HistogramView::recompute() {
   stats_->setText(statsText());
 }
 
-void HistogramView::setComparison(LayerQuantPtr a) {
-  compare_ = std::move(a);
+void HistogramView::takeComparison(const ComparisonData& a) {
+  LayerQuantPtr next = a.pinned ? a.layer : nullptr;
+  if (a.pinned == pinned_ && next == compare_) return;
+  pinned_ = a.pinned;
+  compare_ = std::move(next);
   recompute();
 }
 
@@ -406,11 +469,14 @@ void HistogramView::rebuildChart() {
   const double yTop = logCounts ? std::pow(10.0, std::ceil(std::log10(top * 1.5))) : niceRange(0, top).hi;
   // Qt Charts strokes a line's whole path on every update, and a zig-zag through hundreds of
   // levels cost the GUI thread 20-120 ms per spec change: denser grids are named, not drawn.
+  // The levels are ticks in a band along the x axis, not lines through the bars: 16 or 32 levels
+  // of a 4- or 5-bit format drawn full height hid the data under a grey block.
+  const double bandTop = logCounts ? base * std::pow(yTop / base, kLevelBand) : yTop * kLevelBand;
   if (group_ && static_cast<int>(group_->levels.size()) <= kMaxDrawnLevels) {
     for (double level : group_->levels) {
       if (level < xlo || level > xhi) continue;
       levels.append({level, base});
-      levels.append({level, yTop});
+      levels.append({level, bandTop});
       levels.append({level, base});
     }
   }
@@ -426,6 +492,8 @@ void HistogramView::rebuildChart() {
   original_->replace(a);
   reconstructed_->replace(b);
   levels_->replace(levels);
+  // A hidden series hides its legend entry: "levels of the group" is named only where drawn.
+  levels_->setVisible(!levels.isEmpty());
   density_->replace(density);
   // A hidden series hides its legend entry: the density is named only where it is drawn.
   density_->setVisible(!density.isEmpty());

@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "core/quant/formats.h"
-#include "ui/compute/histogram_data.h"
+#include "core/inspect/view_data.h"
 #include "ui/views/view.h"
-#include "ui/model/layer_data.h"
+#include "core/inspect/layer_data.h"
 
 class QChart;
 class QValueAxis;
@@ -41,10 +41,6 @@ class HistogramView : public QWidget, public View {
                    int64_t tokens) const;
   /// The tensor whose histogram is shown.
   [[nodiscard]] ViewTensor tensor() const;
-  void setHasPreRope(bool has);
-  /// A/B comparison: A's reconstruction of the same layer (nullptr: none pinned). Its counts on
-  /// the bins of the histogram shown are drawn as a third line ("reconstructed A").
-  void setComparison(LayerQuantPtr a);
   /// A's counts per bin (empty when nothing is pinned or A does not apply to what is shown).
   [[nodiscard]] const std::vector<double>& comparisonCounts() const { return compareCounts_; }
   QLineSeries* comparisonSeries() { return flushed(reconstructedA_); }
@@ -78,8 +74,17 @@ class HistogramView : public QWidget, public View {
   [[nodiscard]] QString tabTitle() const override;
   [[nodiscard]] nlohmann::json saveState() const override;
   void loadState(const nlohmann::json& state) override;
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override;
+  void clearResults(const QString& reason) override;
   void fillRequest(ViewRequest& request, const ViewContext& context) const override;
+  [[nodiscard]] bool showsPreRope() const override { return tensor() == ViewTensor::KeyPreRope; }
   void takeLayer(const LayerQuantPtr& layer, const ViewContext& context) override;
+  /// A/B comparison: A's counts on the bins of the histogram shown are drawn as a third line
+  /// ("reconstructed A").
+  void takeComparison(const ComparisonData& a) override;
+  void takeSelection(const Selection& selection) override;
+  /// Switches to the evidence's tensor and to its channel (or token) in the dump's values.
+  void takeFocus(const Evidence& evidence, bool hasKeyPreRope) override;
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
   [[nodiscard]] QStringList csvTableNames() const override { return {QStringLiteral("levels")}; }
@@ -97,6 +102,9 @@ class HistogramView : public QWidget, public View {
     return s;
   }
   void refresh() { recompute(); }
+  void setHasPreRope(bool has);
+  /// The channel and token spin boxes show `channel_` and `token_` (without signals).
+  void showPoint();
   /// Recomputes the data, taking what the layer worker computed where it matches the settings.
   void recompute();
   void rebuildChart();
@@ -132,6 +140,7 @@ class HistogramView : public QWidget, public View {
   std::optional<FormatSpaceData> formatSpace_;
   bool chartPending_ = false;
   LayerQuantPtr compare_;
+  bool pinned_ = false;  ///< a setting is pinned (A is drawn once its data arrives)
   std::vector<double> compareCounts_;
   QString compareNote_;  ///< why A is not drawn, when pinned
   /// Counts A's reconstruction on data_'s bins (called by recompute).

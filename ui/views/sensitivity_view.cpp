@@ -19,7 +19,8 @@
 
 #include "core/quant/spec.h"
 #include "ui/views/colour_map.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
+#include "ui/state/session.h"
 #include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
@@ -421,7 +422,10 @@ SensitivityView::SensitivityView(QWidget* parent) : QWidget(parent) {
   });
   connect(candidates_, &QLineEdit::returnPressed, this, &SensitivityView::compute);
   connect(computeButton, &QPushButton::clicked, this, &SensitivityView::compute);
-  connect(canvas_, &SensitivityCanvas::cellClicked, this, &SensitivityView::selected);
+  connect(canvas_, &SensitivityCanvas::cellClicked, this, [this](int layer, int kvHead) {
+    emit selected(layer, kvHead);
+    if (session()) session()->select(layer, kvHead);
+  });
   connect(runner_, &JobRunner::progressed, this, [this](double fraction, const QString&) {
     if (running_) setStatus(tr("Computing the map… %1%").arg(static_cast<int>(fraction * 100)));
   });
@@ -515,6 +519,7 @@ void SensitivityView::compute() {
         for (const std::string& n : map_->notes) text += QStringLiteral(" ") + q(n);
         setStatus(text);
         emit computed();
+        exportReady();
       });
 }
 

@@ -121,6 +121,17 @@ class SensitivityView : public QWidget, public View {
   [[nodiscard]] QString tabTitle() const override;
   [[nodiscard]] nlohmann::json saveState() const override;
   void loadState(const nlohmann::json& state) override;
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override {
+    setDump(dump);
+    setSelection(context.selection.layer, context.selection.kvHead);
+  }
+  [[nodiscard]] QList<JobRunner*> lanes() const override { return {runner_}; }
+  /// The map needs queries; without them the view only says so.
+  bool prepareExport() override {
+    if (!dump_ || !dump_->info().hasQuery || upToDate()) return true;
+    compute();
+    return false;
+  }
   void takeSelection(const Selection& selection) override { setSelection(selection.layer, selection.kvHead); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   /// core's sensitivityToCsv: one row per (side, layer, kv head, candidate), every metric.

@@ -28,7 +28,8 @@
 #include <string_view>
 
 #include "ui/export/chart_render.h"
-#include "ui/widgets/chart_ticks.h"
+#include "ui/state/session.h"
+#include "ui/export/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
@@ -165,6 +166,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
   yAxis_ = new QValueAxis(this);
   keepNiceTicks(yAxis_);
   yLog_ = new QLogValueAxis(this);
+  keepLogLabels(yLog_);
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(yAxis_, Qt::AlignLeft);
   logScale_ = new QCheckBox(tr("log scale"), this);
@@ -226,6 +228,7 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
     rebuildTable();
     rebuildChart();
     emit budgetsChanged(keyBudget(), valueBudget());
+    if (session()) session()->setBudgets(keyBudget(), valueBudget());
   };
   connect(keyBudget_, &QDoubleSpinBox::valueChanged, this, budgetEdited);
   connect(valueBudget_, &QDoubleSpinBox::valueChanged, this, budgetEdited);
@@ -236,9 +239,32 @@ SummaryView::SummaryView(QWidget* parent) : QWidget(parent) {
     selectedLayer_ = layer;
     selectedHead_ = head;
     emit selected(layer, head);
+    if (session()) session()->select(layer, head);
   });
   reset(0);
 }
+
+void SummaryView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) {
+  compare_.clear();
+  status_->clear();
+  setSelection(context.selection.layer, context.selection.kvHead);
+  reset(dump ? dump->info().layers : 0);
+}
+
+void SummaryView::clearResults(const QString& reason) {
+  compare_.clear();
+  reset(expected_);
+  status_->setText(reason);
+}
+
+void SummaryView::takeSummary(const std::vector<LayerResult>& rows, int layers) {
+  layers_ = rows;
+  expected_ = layers;
+  rebuildTable();
+  rebuildChart();
+}
+
+void SummaryView::takeComparison(const ComparisonData& a) { setComparison(a.pinned, a.summary ? *a.summary : std::vector<LayerResult>{}); }
 
 double SummaryView::keyBudget() const { return keyBudget_->value(); }
 double SummaryView::valueBudget() const { return valueBudget_->value(); }

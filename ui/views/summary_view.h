@@ -51,10 +51,6 @@ class SummaryView : public QWidget, public View {
   /// The highlighted row of the table as shown (sorted), -1 when none.
   [[nodiscard]] int highlightedRow() const;
   QCheckBox* logScaleBox() { return logScale_; }
-  /// A/B comparison: `pinned` adds the columns A, B and B − A of the metric chosen in
-  /// comparisonMetricBox() after the kv head (sortable like the others) and draws that metric for
-  /// A and B per layer; `a` is A's evaluated layers (filling in as they finish).
-  void setComparison(bool pinned, std::vector<LayerResult> a);
   [[nodiscard]] const std::vector<LayerResult>& comparisonLayers() const { return compare_; }
   QComboBox* comparisonMetricBox() { return compareMetric_; }
   /// The metric names comparisonMetricBox() lists, as in the CSV (e.g. "joint_output_rel_error").
@@ -71,6 +67,13 @@ class SummaryView : public QWidget, public View {
   [[nodiscard]] QString tabTitle() const override;
   [[nodiscard]] nlohmann::json saveState() const override;
   void loadState(const nlohmann::json& state) override;
+  void takeDump(const std::shared_ptr<const Dump>& dump, const ViewContext& context) override;
+  void clearResults(const QString& reason) override;
+  void takeSummary(const std::vector<LayerResult>& rows, int layers) override;
+  /// A/B comparison: the columns A, B and B − A of the metric chosen in comparisonMetricBox()
+  /// after the kv head (sortable like the others), and that metric for A and B per layer; A's
+  /// evaluated layers fill in as they finish.
+  void takeComparison(const ComparisonData& a) override;
   void takeSelection(const Selection& selection) override { setSelection(selection.layer, selection.kvHead); }
   void renderTo(QPainter& painter, const QRectF& target) override;
   [[nodiscard]] QString toCsv() const override;
@@ -86,6 +89,7 @@ class SummaryView : public QWidget, public View {
   void rebuildTable();
   void rebuildChart();
   void highlightSelection();
+  void setComparison(bool pinned, std::vector<LayerResult> a);
   [[nodiscard]] bool hasAttention() const;
 
   std::vector<LayerResult> layers_;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/widgets/chart_view.h"
 
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>
@@ -250,7 +250,31 @@ QString InteractiveChartView::readoutAt(const QPoint& viewPos) const {
   return xNamed ? lines.join(QLatin1Char('\n')) : QString();
 }
 
+void InteractiveChartView::trackSeries() {
+  // New values under a still cursor (another channel, layer or spec) refresh the readout, so that
+  // it never shows the values of data that is gone.
+  for (QAbstractSeries* s : chart()->series()) {
+    auto* xy = qobject_cast<QXYSeries*>(s);
+    // A mark on the series itself: its address may be a new series' once it is deleted.
+    if (!xy || xy->property("kvscopeReadoutTracked").toBool()) continue;
+    xy->setProperty("kvscopeReadoutTracked", true);
+    connect(xy, &QXYSeries::pointsReplaced, this, &InteractiveChartView::refreshReadout);
+  }
+}
+
+void InteractiveChartView::refreshReadout() {
+  if (readout_.isEmpty() || refreshPending_) return;
+  refreshPending_ = true;
+  // Once the view has replaced all its series and set its ranges.
+  QTimer::singleShot(0, this, [this] {
+    refreshPending_ = false;
+    if (!readout_.isEmpty()) updateCrosshair(hoverPos_);
+  });
+}
+
 void InteractiveChartView::updateCrosshair(const QPoint& viewPos) {
+  trackSeries();
+  hoverPos_ = viewPos;
   const QRectF plot = chart()->plotArea();
   const QPointF p = chart()->mapFromScene(mapToScene(viewPos));
   readout_ = readoutAt(viewPos);

@@ -79,6 +79,10 @@ class InteractiveChartView : public QChartView {
   [[nodiscard]] bool rangeOf(const QAbstractAxis* axis, double* lo, double* hi, bool* log) const;
   void updateCrosshair(const QPoint& viewPos);
   void hideCrosshair();
+  /// Connects the series added since to refreshReadout.
+  void trackSeries();
+  /// The crosshair's readout again at the same place, for the series' new values.
+  void refreshReadout();
 
   std::function<QString(double)> xLabeler_;
   bool xOnly_ = false;
@@ -95,6 +99,8 @@ class InteractiveChartView : public QChartView {
   QGraphicsSimpleTextItem* text_ = nullptr;
   QString readout_;
   QString hint_;
+  QPoint hoverPos_;  ///< where the crosshair was drawn last
+  bool refreshPending_ = false;
 };
 
 }  // namespace kvscope::ui

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 #include "core/quant/format_table.h"
 #include "core/quant/pipeline_reference.h"
 #include "core/quant/quantize.h"
@@ -192,7 +192,7 @@ TEST(PipelinePaths, TheHistogramsFormatInputIsThePipelinesStepsTwoToFour) {
   }
   Tensor3 one;
   int64_t first = -1;
-  ASSERT_TRUE(formatInputInto(x, 1, 1, qs, one, &first).isOk());  // the histogram's call (core/metrics/view_data.h)
+  ASSERT_TRUE(formatInputInto(x, 1, 1, qs, one, &first).isOk());  // the histogram's call (core/inspect/view_data.h)
   EXPECT_EQ(first, 2);
   Tensor3 middle;
   copyHeads(all, 1, 1, middle);

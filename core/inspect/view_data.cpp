@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 
 #include <algorithm>
 #include <chrono>
@@ -217,6 +217,21 @@ namespace {
 double medianAbsFromHigh(const float* v, int64_t n, const std::vector<int64_t>& highCounts,
                          std::vector<int64_t>& counts);
 }  // namespace
+
+HeatmapData computeHeatmap(const Tensor3& x, const Tensor3* xHat, int64_t head, HeatmapValue value, int maxColumns) {
+  HeatmapData out;
+  if (value == HeatmapValue::Error && (!xHat || !xHat->sameShape(x))) return out;
+  computeHeatmapInto(x, head, xHat, head, value, maxColumns, out);
+  return out;
+}
+
+HistogramData computeHistogram(const Tensor3& x, const Tensor3* xHat, int64_t head, HistogramScope scope,
+                               int64_t index, int bins) {
+  HistogramData out;
+  HistogramWorkspace workspace;
+  computeHistogramInto(x, head, xHat && xHat->sameShape(x) ? xHat : nullptr, head, scope, index, bins, workspace, out);
+  return out;
+}
 
 double medianAbs(const float* v, int64_t n, std::vector<int64_t>& counts) {
   if (n <= 0) return 0.0;

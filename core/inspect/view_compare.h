@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 #include "core/util/tensor.h"
 
 namespace kvscope {

@@ -32,6 +32,12 @@ void keepNiceTicks(QValueAxis* axis, int maxTicks = 6);
 /// a much wider range would make it create hundreds of thousands of tick items.
 void setAxisRange(QValueAxis* axis, double lo, double hi);
 
+/// The label format of a log axis over [lo, hi]: every label in one notation ("%g" while all of
+/// them print plain, 0.001 to 100000; "%.0e" otherwise).
+[[nodiscard]] QString logLabelFormat(double lo, double hi);
+/// Makes a log axis keep logLabelFormat for its range (data, zoom, pan). Call once per axis.
+void keepLogLabels(QLogValueAxis* axis);
+
 /// Sets a log axis to whole decades around [lo, hi] (lo > 0), so that its ticks are powers of 10.
 void setDecadeRange(QLogValueAxis* axis, double lo, double hi);
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The drift view's data of one (layer, query head, query row): the row's scores and probabilities
 // under the original tensors and the three cases, and the kv head's metrics along query positions
-// (quantization.md §6). The GUI's drift lane and its A/B comparison both call computeDrift, so
-// the slicing of the kv head, its query group and the reconstructions exists once.
+// (quantization.md §6). Every setting's drift lane in the GUI calls it (core/inspect/drift_data.h),
+// so the slicing of the kv head, its query group and the reconstructions exists once.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,7 @@ struct DriftInput {
   int queryIndex = 0;  ///< a row of `query`
   double softmaxScale = 0;  ///< 0 = 1/sqrt(D)
   bool row = true;     ///< false: only the series (the caller has the row already)
+  bool series = true;  ///< false: only the row (the caller has the series already)
   /// Identifies the layer of `key`, `value` and `query` for the workspace's slices; the caller
   /// keeps it alive while the workspace may hold them, so that its address cannot be reused by
   /// another layer. Null: slice every call.
@@ -46,7 +47,7 @@ struct DriftResult {
   /// DriftInput::row is false).
   std::optional<AttentionRowDetail> row;
   /// The kv head's series grouped by kv head: KVH lines, line kvHead filled, the others empty.
-  AttentionPositionSeries series;
+  AttentionPositionSeries series;  ///< empty when DriftInput::series is false
 };
 
 /// The kv head's original slices (K, V and its query group), kept between calls for the same

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The A/B comparison's per-head computations (core/metrics/view_compare.h) on hand-computed
+// The A/B comparison's per-head computations (core/inspect/view_compare.h) on hand-computed
 // tensors: counts on given bins, and the signed change in error binned by the largest |d|.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "core/metrics/view_compare.h"
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_compare.h"
+#include "core/inspect/view_data.h"
 
 namespace kvscope {
 namespace {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "core/metrics/drift.h"
+#include "core/inspect/drift.h"
 
 #include <string>
 
 #include "core/attention/attention.h"
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 
 namespace kvscope {
 
@@ -81,9 +81,11 @@ Expected<DriftResult> computeDrift(const DriftInput& in, DriftWorkspace& ws, con
     row->kvHead = static_cast<int>(kvHead);
     out.row = std::move(row).value();
   }
-  auto series = kvHeadPositionSeries(oneHead, kvHead, layerKvHeads, progress);
-  if (!series) return series.status();
-  out.series = std::move(series).value();
+  if (in.series) {
+    auto series = kvHeadPositionSeries(oneHead, kvHead, layerKvHeads, progress);
+    if (!series) return series.status();
+    out.series = std::move(series).value();
+  }
   return out;
 }
 

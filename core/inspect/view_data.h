@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // What the GUI's views of one (layer, kv head) show after a spec change: the reconstruction of
 // that head, the heat map cells, the histogram with its statistics, the scale group under the
-// cursor and one attention row. Plain core code, so the GUI's worker and the interactive
+// cursor and one attention row. Plain core code, so the GUI's layer lane and the interactive
 // benchmark (core/bench/interactive.h) run the same functions. Buffers are reused across calls.
 #pragma once
 
@@ -56,6 +56,10 @@ struct HeatmapData {
 void computeHeatmapInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead,
                         HeatmapValue value, int maxColumns, HeatmapData& out);
 
+/// computeHeatmapInto into a new HeatmapData, `xHat`'s head `head` compared for
+/// HeatmapValue::Error (same shape as `x`; without it the result is empty).
+HeatmapData computeHeatmap(const Tensor3& x, const Tensor3* xHat, int64_t head, HeatmapValue value, int maxColumns);
+
 /// Which values of the selected kv head a histogram counts.
 enum class HistogramScope { Head, Channel, Token };
 
@@ -85,6 +89,11 @@ struct HistogramWorkspace {
 void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead,
                           HistogramScope scope, int64_t index, int bins, HistogramWorkspace& workspace,
                           HistogramData& out);
+
+/// computeHistogramInto into a new HistogramData, with `xHat` (same shape as `x`, else ignored)
+/// counted on the same head.
+HistogramData computeHistogram(const Tensor3& x, const Tensor3* xHat, int64_t head, HistogramScope scope,
+                               int64_t index, int bins);
 
 /// Median of |v[i]| over i < n (mean of the two middle ones when n is even), exact; 0 for n = 0.
 /// Values must not be NaN. `counts` is scratch (resized as needed).

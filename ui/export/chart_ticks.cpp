@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "ui/widgets/chart_ticks.h"
+#include "ui/export/chart_ticks.h"
 
 #include <QLogValueAxis>
 #include <QObject>
@@ -82,6 +82,18 @@ void setAxisRange(QValueAxis* axis, double lo, double hi) {
   axis->setRange(lo, hi);
 }
 
+QString logLabelFormat(double lo, double hi) {
+  // Plain numbers while every decade prints short and plain (0.001 … 100000); else every label in
+  // exponent form. "%g" alone switched within one axis (100000, then 1e+06).
+  return lo >= 1e-3 * (1 - 1e-9) && hi <= 1e5 * (1 + 1e-9) ? QStringLiteral("%g") : QStringLiteral("%.0e");
+}
+
+void keepLogLabels(QLogValueAxis* axis) {
+  axis->setLabelFormat(logLabelFormat(axis->min(), axis->max()));
+  QObject::connect(axis, &QLogValueAxis::rangeChanged, axis,
+                   [axis](qreal lo, qreal hi) { axis->setLabelFormat(logLabelFormat(lo, hi)); });
+}
+
 void setDecadeRange(QLogValueAxis* axis, double lo, double hi) {
   if (!(lo > 0) || !std::isfinite(lo)) lo = 1e-3;
   if (!(hi > lo) || !std::isfinite(hi)) hi = lo * 10;
@@ -89,7 +101,7 @@ void setDecadeRange(QLogValueAxis* axis, double lo, double hi) {
   double b = std::pow(10.0, std::ceil(std::log10(hi) - 1e-9));
   if (b <= a) b = a * 10;
   axis->setBase(10);
-  axis->setLabelFormat(QStringLiteral("%g"));
+  axis->setLabelFormat(logLabelFormat(a, b));
   axis->setRange(a, b);
   // One label per decade: QLogValueAxis puts ticks at base^k, its minor ticks in between.
   axis->setMinorTickCount(8);

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Immutable snapshots the workers hand to the views: one layer's tensors as read from the dump,
-// and the views' data of one kv head under the current K and V specs.
+// What the GUI's views inspect: one layer's tensors as read from the dump (whole, or the kv head in
+// view first), the views' data of one kv head under one (K spec, V spec) setting, and which reads a
+// request needs. Immutable snapshots (shared_ptr<const …>) that the GUI's lanes hand to its views;
+// plain core code, so the GUI's data path runs and is benchmarked without Qt (core/bench).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "core/io/dump.h"
-#include "core/metrics/view_data.h"
 #include "core/quant/quantize.h"
 #include "core/quant/spec.h"
 #include "core/util/status.h"
 #include "core/util/tensor.h"
+#include "core/inspect/view_data.h"
 
-namespace kvscope::ui {
+namespace kvscope {
 
 /// One layer of one sequence, as read (float32): the whole layer (readLayer), or only the kv head
 /// in view (readLayerHead), which a switch to a layer not in the cache reads first.
@@ -81,6 +84,41 @@ Expected<LayerTensorsPtr> readLayerHead(const Dump& dump, int layer, int64_t kvH
 /// one head's read.
 Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& part, const Progress& progress = {});
 
+/// What the layer in view must hold for a view request under the settings in force.
+struct LayerNeeds {
+  bool preRope = false;  ///< pre-RoPE K: a view shows it, or a setting's K spec is prerope
+  bool perHead = false;  ///< one kv head suffices: every spec in force quantizes per head
+  /// Whether `tensors` (the whole layer, or the heads it holds) is enough for kv head `kvHead`.
+  [[nodiscard]] bool metBy(const LayerTensors& tensors, int64_t kvHead) const;
+};
+
+/// One setting's specs of the layer in view.
+struct LayerSpecs {
+  QuantSpec key;
+  QuantSpec value;
+};
+
+/// What `request` needs of the layer under `settings` (B's specs of the layer, then A's when a
+/// setting is pinned); `showsPreRope`: a view shows pre-RoPE K or its reconstruction.
+[[nodiscard]] LayerNeeds layerNeeds(const DumpInfo& info, const ViewRequest& request,
+                                    const std::vector<LayerSpecs>& settings, bool showsPreRope);
+
+/// The last layers read, so that stepping back to one reads nothing. A whole layer is never
+/// replaced by a partial read of it.
+class LayerCache {
+ public:
+  explicit LayerCache(int capacity = 4) : capacity_(capacity) {}
+  /// Keeps `tensors`, forgetting the lowest-numbered layers beyond the capacity, never `keep`.
+  void put(const LayerTensorsPtr& tensors, int keep);
+  /// The layer's tensors, or nullptr.
+  [[nodiscard]] LayerTensorsPtr find(int layer) const;
+  void clear() { layers_.clear(); }
+
+ private:
+  std::map<int, LayerTensorsPtr> layers_;
+  int capacity_;
+};
+
 /// Keeps freed blocks of up to 32 MiB in the process (glibc): an attention row or a histogram's
 /// scratch freed and allocated again on every slider step would otherwise be returned to the
 /// kernel and page-faulted back (~10-60 µs per 4 KiB page on a VM). Call once at startup.
@@ -101,4 +139,4 @@ class LayerQuantPool {
   ViewWorkspace workspace_;
 };
 
-}  // namespace kvscope::ui
+}  // namespace kvscope

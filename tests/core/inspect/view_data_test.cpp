@@ -2,7 +2,7 @@
 // The GUI's view data of one kv head: per-head quantization must equal the head's slice of the
 // whole layer's (or fall back to the whole layer), and the heat map, histogram and median must
 // agree with brute-force references.
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 
 #include <gtest/gtest.h>
 

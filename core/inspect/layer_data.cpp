@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "ui/model/layer_data.h"
+#include "core/inspect/layer_data.h"
 
 #include <algorithm>
 #include <new>
@@ -10,7 +10,7 @@
 #include <malloc.h>
 #endif
 
-namespace kvscope::ui {
+namespace kvscope {
 
 const char* viewTensorLabel(ViewTensor t) {
   switch (t) {
@@ -156,6 +156,39 @@ Expected<LayerTensorsPtr> completeLayer(const Dump& dump, const LayerTensors& pa
   return LayerTensorsPtr(std::move(out));
 }
 
+bool LayerNeeds::metBy(const LayerTensors& tensors, int64_t kvHead) const {
+  if (tensors.whole()) return !(preRope && tensors.keyPreRopeSkipped);
+  return perHead && tensors.headIndex(kvHead) >= 0 && !(preRope && tensors.keyPreRopeSkipped);
+}
+
+LayerNeeds layerNeeds(const DumpInfo& info, const ViewRequest& request, const std::vector<LayerSpecs>& settings,
+                      bool showsPreRope) {
+  LayerNeeds needs;
+  needs.preRope = showsPreRope || request.keyPreRopeHat;
+  needs.perHead = !request.wholeLayer;
+  for (const LayerSpecs& s : settings) {
+    needs.preRope = needs.preRope || s.key.prerope;
+    needs.perHead = needs.perHead && quantizesPerHead(s.key, info.headDim) && quantizesPerHead(s.value, info.headDim);
+  }
+  needs.preRope = needs.preRope && info.hasKeyPreRope;
+  return needs;
+}
+
+void LayerCache::put(const LayerTensorsPtr& tensors, int keep) {
+  LayerTensorsPtr& slot = layers_[tensors->layer];
+  if (!slot || !slot->whole() || tensors->whole()) slot = tensors;
+  while (static_cast<int>(layers_.size()) > capacity_) {
+    auto victim = layers_.begin();
+    if (victim->first == keep) ++victim;
+    layers_.erase(victim);
+  }
+}
+
+LayerTensorsPtr LayerCache::find(int layer) const {
+  const auto it = layers_.find(layer);
+  return it == layers_.end() ? nullptr : it->second;
+}
+
 void keepFreedMemoryForReuse() {
 #ifdef __GLIBC__
   // Blocks above 32 MiB (a layer tensor) still come from and go back to mmap directly.
@@ -226,4 +259,4 @@ Expected<LayerQuantPtr> LayerQuantPool::compute(const DumpInfo& info, const Laye
   return LayerQuantPtr(out);
 }
 
-}  // namespace kvscope::ui
+}  // namespace kvscope

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The drift view's computation (core/metrics/drift.h) against attention's own whole-layer
+// The drift view's computation (core/inspect/drift.h) against attention's own whole-layer
 // functions: the row must be attentionRowDetail's of the whole layer and the series that kv
 // head's line of attentionPositionSeries, whether the reconstructions hold the layer or one head.
-#include "core/metrics/drift.h"
+#include "core/inspect/drift.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "core/metrics/view_data.h"
+#include "core/inspect/view_data.h"
 
 namespace kvscope {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include "core/metrics/view_compare.h"
+#include "core/inspect/view_compare.h"
 
 #include <algorithm>
 #include <cmath>

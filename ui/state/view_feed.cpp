@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "ui/state/view_feed.h"
+
+#include <algorithm>
+
+#include "ui/state/session.h"
+#include "ui/workers/job_runner.h"
+
+namespace kvscope::ui {
+
+ViewFeed::ViewFeed(Session* session, std::function<Needs()> viewNeeds, QObject* parent)
+    : QObject(parent), session_(session), viewNeeds_(std::move(viewNeeds)) {
+  b_ = new SettingLane(QString(), this);
+  a_ = new SettingLane(QStringLiteral("A"), this);
+  fillRunner_ = new JobRunner(tr("reading layer"), this);
+  fillRunner_->setNice(19);
+  recomputeTimer_.setSingleShot(true);
+  recomputeTimer_.setInterval(40);
+  connect(&recomputeTimer_, &QTimer::timeout, this, [this] {
+    // The summary (every layer) waits until the visible views have their data, and stops meanwhile.
+    b_->summaryRunner()->cancel();
+    summaryPending_ = true;
+    recomputeLayer();
+  });
+  connect(session_, &Session::dumpChanged, this, &ViewFeed::onDumpChanged);
+  connect(session_, &Session::settingChanged, this, &ViewFeed::onSettingChanged);
+  connect(session_, &Session::pinnedChanged, this, &ViewFeed::onPinnedChanged);
+  connect(session_, &Session::selectionChanged, this, &ViewFeed::onSelectionChanged);
+
+  connect(b_, &SettingLane::layerComputed, this, &ViewFeed::onLayerComputed);
+  connect(b_, &SettingLane::driftChanged, this, [this] {
+    emit driftShown(b_->drift(), QString());
+    if (b_->drift() && b_->drift()->hasSeries) emit driftReady();
+  });
+  connect(b_, &SettingLane::summaryChanged, this, &ViewFeed::summaryChanged);
+  connect(b_, &SettingLane::summaryFinished, this, [this] {
+    emit summaryChanged();
+    emit summaryFinished();
+  });
+  connect(a_, &SettingLane::layerComputed, this, [this] {
+    if (!comparisonMatches()) return;
+    const Selection& sel = session_->selection();
+    if (session_->dump()->info().hasQuery) a_->computeDrift(sel.queryHead, sel.queryRow(session_->dump()->info().queries));
+    emit comparisonChanged();
+    emit comparisonReady();
+  });
+  connect(a_, &SettingLane::driftChanged, this, [this] {
+    emit comparisonChanged();
+    if (a_->drift() && a_->drift()->hasSeries) emit comparisonReady();
+  });
+  connect(a_, &SettingLane::summaryChanged, this, &ViewFeed::comparisonChanged);
+  connect(a_, &SettingLane::summaryFinished, this, [this] {
+    emit comparisonChanged();
+    emit comparisonReady();
+  });
+}
+
+ViewFeed::~ViewFeed() {
+  fillRunner_->cancel();
+  fillRunner_->waitForIdle();
+}
+
+QList<JobRunner*> ViewFeed::runners() const { return b_->runners() + a_->runners() + QList<JobRunner*>{fillRunner_}; }
+
+bool ViewFeed::busy() const {
+  const QList<JobRunner*> all = runners();
+  return std::any_of(all.begin(), all.end(), [](const JobRunner* r) { return r->busy(); });
+}
+
+std::optional<PlanPair> ViewFeed::plansB() const {
+  if (!session_->usable()) return std::nullopt;
+  return PlanPair{session_->keyPlan(), session_->valuePlan()};
+}
+
+// ---- Session changes ---------------------------------------------------------------------------
+
+void ViewFeed::onDumpChanged() {
+  // One transaction: nothing of the old dump survives, then the new one is computed.
+  recomputeTimer_.stop();
+  fillRunner_->cancel();
+  fillingLayer_ = -1;
+  cache_.clear();
+  shown_.reset();
+  summaryPending_ = false;
+  const auto& pin = session_->pinned();
+  b_->reset(session_->dump(), plansB());
+  a_->reset(session_->dump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
+  emit cleared(session_->settingProblem());
+  emit comparisonChanged();
+  if (!session_->usable()) return;
+  recomputeLayer();
+  recomputeSummary();
+  if (a_->active()) a_->computeSummary(session_->selection().layer);
+}
+
+void ViewFeed::onSettingChanged() {
+  if (!session_->dump()) return;
+  if (!session_->usable()) {
+    // The views show no result of a setting that does not fit the dump.
+    recomputeTimer_.stop();
+    const bool had = shown_ != nullptr || b_->plans().has_value();
+    b_->setPlans(std::nullopt);
+    shown_.reset();
+    if (had) emit cleared(session_->settingProblem());
+    return;
+  }
+  const bool wasCleared = !b_->plans().has_value();
+  b_->setPlans(plansB());
+  if (wasCleared) {
+    recomputeTimer_.stop();
+    recomputeLayer();
+    recomputeSummary();
+    return;
+  }
+  recomputeTimer_.start();
+}
+
+void ViewFeed::onPinnedChanged() {
+  const auto& pin = session_->pinned();
+  a_->reset(session_->dump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
+  emit comparisonChanged();
+  if (!a_->active()) return;
+  a_->computeSummary(session_->selection().layer);
+  if (!shown_) return;
+  // A layer read head first serves A only when A quantizes per head (and reads pre-RoPE K when
+  // A's K is prerope); else it is read again for what is needed now.
+  const Needs views = viewNeeds_();
+  if (!needsOf(views.request, views.showsPreRope).metBy(*shown_->tensors, shown_->request.kvHead)) {
+    recomputeLayer();
+    return;
+  }
+  followA();
+}
+
+void ViewFeed::onSelectionChanged(int what) {
+  if (!session_->usable()) return;
+  const Selection& sel = session_->selection();
+  if (what & kLayerChanged) {
+    recomputeLayer();
+    return;
+  }
+  if (what & kKvHeadChanged) {
+    if (!shown_ || shown_->hatHead(sel.kvHead) < 0) {
+      recomputeLayer();  // only the old head was quantized; the drift row follows the result
+      return;
+    }
+    emit layerShown(shown_);
+    emit layerReady();
+    recomputeDrift();
+    followA();
+    return;
+  }
+  if (what & kQueryChanged) {
+    recomputeDrift();
+    followA();
+  }
+}
+
+void ViewFeed::viewsChanged() {
+  if (!shown_ || shown_->keyPreRopeHat || !session_->usable()) return;
+  if (!shown_->tensors->keyPreRope && !shown_->tensors->keyPreRopeSkipped) return;
+  if (viewNeeds_().showsPreRope) recomputeLayer();
+}
+
+// ---- The layer in view -------------------------------------------------------------------------
+
+LayerNeeds ViewFeed::needsOf(const ViewRequest& request, bool showsPreRope) const {
+  const DumpInfo& info = session_->dump()->info();
+  std::vector<LayerSpecs> settings{b_->specsOf(session_->selection().layer)};
+  if (a_->active()) settings.push_back(a_->specsOf(session_->selection().layer));
+  return layerNeeds(info, request, settings, showsPreRope);
+}
+
+void ViewFeed::recomputeLayer() {
+  if (!session_->usable() || !b_->plans()) return;
+  const auto dump = session_->dump();
+  const DumpInfo& info = dump->info();
+  const int layer = session_->selection().layer;
+  // Everything the visible views show is computed in the worker, for the selected kv head only
+  // where the specs allow (core's computeViewData); the GUI thread then only draws.
+  const Needs views = viewNeeds_();
+  const ViewRequest& request = views.request;
+  // A layer not read yet, or read only for another head: when the views of one kv head need only
+  // that head (every spec in force quantizes per head), read that head first (K, V, its queries,
+  // pre-RoPE K when a view or a K spec uses it), show it, and read the rest of the layer afterwards
+  // on the fill lane; else read the whole layer.
+  const LayerNeeds needs = needsOf(request, views.showsPreRope);
+  LayerTensorsPtr cached = cache_.find(layer);
+  if (cached && !cached->whole() && !needs.metBy(*cached, request.kvHead)) cached.reset();
+  const int64_t keyBytes = int64_t{info.kvHeads} * info.tokens * info.headDim * int64_t{sizeof(float)};
+  const bool headFirst = !cached && needs.perHead && info.kvHeads > 1 && keyBytes >= headFirstBytes_;
+  if (!cached) {
+    fillRunner_->cancel();  // this read outranks the rest of another layer
+    fillingLayer_ = -1;
+  }
+  LayerJob job;
+  job.tensors = cached;
+  job.layer = layer;
+  job.request = request;
+  if (!cached) {
+    job.read = [dump, layer, headFirst, kvHead = request.kvHead, preRope = needs.preRope](const Progress& progress) {
+      return headFirst ? readLayerHead(*dump, layer, kvHead, preRope, progress) : readLayer(*dump, layer, progress);
+    };
+  }
+  b_->computeLayer(std::move(job));
+}
+
+void ViewFeed::onLayerComputed(const LayerQuantPtr& result) {
+  const Selection& sel = session_->selection();
+  cache_.put(result->tensors, sel.layer);
+  if (result->tensors->layer != sel.layer || result->hatHead(sel.kvHead) < 0) return;
+  shown_ = result;
+  emit layerShown(shown_);
+  recomputeDrift();
+  followA();
+  if (!shown_->tensors->whole()) {
+    // What was read for one head may no longer be enough: while it was read, a setting that needs
+    // the whole layer was pinned again (undo), or a view switched to pre-RoPE K. Then read again
+    // for what is asked now (a layer in the cache that falls short is dropped).
+    const Needs views = viewNeeds_();
+    if (!needsOf(views.request, views.showsPreRope).metBy(*shown_->tensors, views.request.kvHead)) {
+      recomputeLayer();
+      return;
+    }
+    // The views have their data; the rest of the layer follows on the fill lane (nice 19, so their
+    // paint gets the CPU first), so that other heads and specs of it read nothing. A fill of this
+    // layer already under way goes on (a new one would start again at head 0).
+    auto part = shown_->tensors;
+    auto source = session_->dump();
+    const bool filling = fillRunner_->busy() && fillingLayer_ == part->layer;
+    const LayerTensorsPtr have = cache_.find(part->layer);
+    if (!filling && (!have || !have->whole())) {
+      fillingLayer_ = part->layer;
+      fillRunner_->start<LayerTensorsPtr>(
+          [source, part](const Progress& progress) { return completeLayer(*source, *part, progress); },
+          [this](LayerTensorsPtr whole) {
+            fillingLayer_ = -1;
+            cache_.put(whole, session_->selection().layer);
+          });
+    }
+  }
+  emit layerReady();
+  if (summaryPending_) {
+    summaryPending_ = false;
+    recomputeSummary();
+  }
+}
+
+void ViewFeed::recomputeDrift() {
+  if (!shown_ || !session_->usable()) return;
+  const DumpInfo& info = session_->dump()->info();
+  if (!info.hasQuery || !shown_->tensors->query) {
+    emit driftShown(nullptr, tr("This dump has no queries, so attention cannot be reconstructed."));
+    emit driftReady();
+    return;
+  }
+  const Selection& sel = session_->selection();
+  b_->computeDrift(std::clamp(sel.queryHead, 0, info.heads - 1), sel.queryRow(info.queries));
+}
+
+void ViewFeed::recomputeSummary() {
+  if (!session_->usable()) return;
+  b_->computeSummary(session_->selection().layer);
+  emit summaryChanged();  // the views drop the rows of the setting before
+}
+
+// ---- A -----------------------------------------------------------------------------------------
+
+bool ViewFeed::comparisonMatches() const {
+  const LayerQuantPtr& a = a_->layer();
+  return a && shown_ && a->tensors == shown_->tensors && a->hatHead(shown_->request.kvHead) >= 0;
+}
+
+ComparisonData ViewFeed::comparison() const {
+  ComparisonData c;
+  c.pinned = a_->active();
+  c.layer = c.pinned ? a_->layer() : nullptr;
+  c.drift = c.pinned ? a_->drift() : nullptr;
+  c.summary = &a_->summary();
+  return c;
+}
+
+bool ViewFeed::comparisonComplete() const {
+  if (!a_->active()) return true;
+  if (!a_->summaryComplete() || !comparisonMatches()) return false;
+  // The drift view draws A's row once its lane has delivered it (dumps with queries only).
+  return !session_->dump()->info().hasQuery || (a_->drift() && a_->drift()->hasSeries);
+}
+
+void ViewFeed::followA() {
+  if (!a_->active() || !shown_) return;
+  const DumpInfo& info = session_->dump()->info();
+  const int layer = shown_->tensors->layer;
+  const LayerSpecs a = a_->specsOf(layer);
+  // The kv head in view read alone serves A only when A quantizes per head; else the layer is
+  // being read whole for both (needsOf counts A's specs) and this is called again with it.
+  if (!shown_->tensors->whole() && !(quantizesPerHead(a.key, info.headDim) && quantizesPerHead(a.value, info.headDim)))
+    return;
+  const Selection& sel = session_->selection();
+  ViewRequest request;
+  request.kvHead = shown_->request.kvHead;
+  request.keyPreRopeHat = shown_->tensors->keyPreRope.has_value();
+  if (info.hasQuery && shown_->tensors->query && info.groupSize() > 0) {
+    const int qh = std::clamp(sel.queryHead, 0, info.heads - 1);
+    if (qh / info.groupSize() == request.kvHead) {
+      request.queryHead = qh;
+      request.queryIndex = sel.queryRow(info.queries);
+    }
+  }
+  if (comparisonMatches() && a_->layer()->request.kvHead == request.kvHead) {
+    // Only the row may have changed: A's drift computes it (and keeps its series).
+    if (request.queryHead >= 0) a_->computeDrift(request.queryHead, request.queryIndex);
+    return;
+  }
+  a_->computeLayer(LayerJob{shown_->tensors, {}, layer, request});
+}
+
+}  // namespace kvscope::ui
