@@ -75,7 +75,8 @@ Expected<DumpSummary> summarizeDump(const Dump& dump, bool scan, const Progress&
         const TensorKind kind = kinds[k];
         const StoredData& s = stored[k];
         if (!s.everySequence && !std::binary_search(s.sequences.begin(), s.sequences.end(), b)) continue;
-        if (!report(progress, static_cast<double>(l) / static_cast<double>(info.layers), "scanning")) return Status::cancelled();
+        if (!report(progress, static_cast<double>(l) / static_cast<double>(info.layers), "layer " + std::to_string(l)))
+          return Status::cancelled();
         auto t = dump.read(l, kind, b);
         if (!t) return t.status();
         ScanRow row{l, b, kind, scanNonFinite(*t)};

@@ -75,6 +75,7 @@ std::string e2e(const std::string& modelPath, const DumpHandle& dump, const std:
     setting.value = r->plans.value;
     setting.preset = preset;
     setting.engine = engine;
+    setting.querySpec = r->strings.query;  // as the CLI: what the engine's attention does to Q
     E2eOptions options;
     options.scoreFrom = scoreFrom;
     auto results = runE2e(*model, *dump.dump, {setting}, options, interrupter.progress());
