@@ -92,14 +92,10 @@ CommandSetup setup = [](CLI::App& sub) {
     RecordOptions options;
     options.tokens = std::move(*sequence);
     const bool noInput = tokens->count() == 0 && tokensFile->count() == 0 && text->count() == 0 && prompt->count() == 0;
-    // Without an input the model generates from BOS; the default never exceeds a small model's context.
-    options.steps = steps->count() > 0 ? o->steps
-                    : noInput          ? std::min(256, (*model)->hparams().contextLength)
-                                       : 0;
-    if (steps->count() > 0 && o->steps < static_cast<int>(options.tokens.size()))
-      return fail(Status::invalidArgument("--steps " + std::to_string(o->steps) + ": the input already has " +
-                                          std::to_string(options.tokens.size()) +
-                                          " tokens (--steps counts every position, the input included)"));
+    auto positions = recordSteps(**model, options.tokens.size(),
+                                 steps->count() > 0 ? std::optional<int>(o->steps) : std::nullopt, noInput);
+    if (!positions) return fail(positions.status());
+    options.steps = *positions;
     options.seed = o->seed;
     options.temperature = o->temperature;
     options.logits = o->logits;

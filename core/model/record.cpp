@@ -15,6 +15,16 @@
 
 namespace kvscope {
 
+Expected<int> recordSteps(const Model& model, size_t inputTokens, std::optional<int> requested, bool noInput,
+                          const std::string& flag) {
+  if (!requested) return noInput ? std::min(256, model.hparams().contextLength) : 0;
+  if (*requested < static_cast<int>(inputTokens))
+    return Status::invalidArgument(flag + " " + std::to_string(*requested) + ": the input already has " +
+                                   std::to_string(inputTokens) + " tokens (" + flag +
+                                   " counts every position, the input included)");
+  return *requested;
+}
+
 Expected<std::vector<int>> parseTokenList(const std::string& text) {
   std::vector<int> out;
   size_t pos = 0;

@@ -40,6 +40,13 @@ struct RecordInput {
 };
 Expected<std::vector<int>> recordInputTokens(const Model& model, const RecordInput& input);
 
+/// Positions in the dump for an input of `inputTokens` tokens: `requested` when given (at least the
+/// input's length, else an error naming `flag`), otherwise the input alone, or, with no input
+/// (BOS only, `noInput`), 256 or the model's context if smaller. The one rule of the CLI, the GUI
+/// and Python.
+Expected<int> recordSteps(const Model& model, size_t inputTokens, std::optional<int> requested, bool noInput,
+                          const std::string& flag = "--steps");
+
 /// Runs the model over the input, samples up to `steps` positions, then writes the dump to
 /// `path` atomically (keys after RoPE, key_pre_rope, values, queries, tokens, token text,
 /// optionally logits; `rope_inv_freq` and the model's attributes). Progress per layer.

@@ -43,14 +43,9 @@ void record(const std::string& modelPath, const std::string& out, const std::opt
     if (!sequence) return sequence.status();
     RecordOptions options;
     options.tokens = std::move(*sequence);
-    // As the CLI: without an input the model generates from BOS, never beyond a small model's context.
-    const bool noInput = !tokens && !text;
-    options.steps = steps ? *steps : noInput ? std::min(256, (*model)->hparams().contextLength) : 0;
-    if (steps && *steps < static_cast<int>(options.tokens.size())) {
-      return Status::invalidArgument("--steps " + std::to_string(*steps) + ": the input already has " +
-                                     std::to_string(options.tokens.size()) +
-                                     " tokens (--steps counts every position, the input included)");
-    }
+    auto positions = recordSteps(**model, options.tokens.size(), steps, !tokens && !text);
+    if (!positions) return positions.status();
+    options.steps = *positions;
     options.seed = seed;
     options.temperature = temperature;
     options.logits = logits;

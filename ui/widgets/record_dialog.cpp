@@ -280,10 +280,10 @@ void RecordDialog::startRecording() {
         if (!sequence) return sequence.status();
         RecordOptions options;
         options.tokens = std::move(*sequence);
-        if (positions > 0 && positions < static_cast<int>(options.tokens.size()))
-          return Status::invalidArgument("Positions " + std::to_string(positions) + ": the text already has " +
-                                         std::to_string(options.tokens.size()) + " tokens");
-        options.steps = positions > 0 ? positions : fromBos ? std::min(256, (*model)->hparams().contextLength) : 0;
+        auto steps = recordSteps(**model, options.tokens.size(),
+                                 positions > 0 ? std::optional<int>(positions) : std::nullopt, fromBos, "Positions");
+        if (!steps) return steps.status();
+        options.steps = *steps;
         auto summary = recordDump(*model, options, out.toStdString(), progress);
         if (!summary) return summary.status();
         const ModelHparams& hp = (*model)->hparams();
