@@ -14,6 +14,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QKeySequence>
+#include <QClipboard>
+#include <QMimeData>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -304,6 +306,13 @@ void MainWindow::buildMenus() {
   edit->addAction(undo);
   edit->addAction(redo);
   edit->addSeparator();
+  QAction* copyImage = edit->addAction(tr("&Copy view as image"), this, [this] { copyCurrentView(false); });
+  copyImage->setShortcut(QKeySequence(tr("Ctrl+Shift+C")));
+  copyImage->setObjectName(QStringLiteral("copyImageAction"));
+  QAction* copyData = edit->addAction(tr("Copy view's &data (CSV)"), this, [this] { copyCurrentView(true); });
+  copyData->setShortcut(QKeySequence(tr("Ctrl+Alt+C")));
+  copyData->setObjectName(QStringLiteral("copyDataAction"));
+  edit->addSeparator();
   QAction* pin = edit->addAction(tr("&Pin current setting as A"), session_, &Session::pinAsA);
   pin->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
   pin->setObjectName(QStringLiteral("pinAction"));
@@ -447,11 +456,54 @@ Status MainWindow::exportAll(const QString& folder, const QStringList& views, co
 
 Expected<std::string> MainWindow::comparisonReportJson() const { return ui::comparisonReportJson(*session_, *feed_); }
 
-void MainWindow::exportCurrentView() {
-  View* view = nullptr;
+View* MainWindow::currentView() const {
   for (View* v : views_) {
-    if (v->widget() == tabs_->currentWidget()) view = v;
+    if (v->widget() == tabs_->currentWidget()) return v;
   }
+  return nullptr;
+}
+
+std::function<QImage(const ExportSize&)> MainWindow::previewOf(View* view) const {
+  if (!view || !view->hasContent()) return {};
+  const QString caption = session_->exportCaption();
+  return [view, caption](const ExportSize& size) {
+    ExportOptions options;
+    options.size = size;
+    options.caption = caption;
+    const QSizeF layout = size.layoutSize();
+    return renderImage(*view, options, QSize(qRound(layout.width()), qRound(layout.height())));
+  };
+}
+
+void MainWindow::copyCurrentView(bool data) {
+  View* view = currentView();
+  if (!view || !view->hasContent()) {
+    showError(tr("copy"), tr("this view has nothing to copy yet"));
+    return;
+  }
+  if (data) {
+    // The CSV as Export view writes it (metadata comments, then its tables), as text.
+    auto* mime = new QMimeData;
+    const QString csv = csvHeaderComment(session_->exportMetadata()) + view->toCsv();
+    mime->setText(csv);
+    mime->setData(QStringLiteral("text/csv"), csv.toUtf8());
+    QGuiApplication::clipboard()->setMimeData(mime);
+    showStatus(tr("Copied the %1 view's data (CSV) to the clipboard.").arg(view->exportName()));
+    return;
+  }
+  // The view as it is on screen, with the caption line exports carry.
+  ExportOptions options;
+  options.caption = session_->exportCaption();
+  options.size.pixels = view->widget()->size();
+  QGuiApplication::clipboard()->setImage(renderImage(*view, options));
+  showStatus(tr("Copied the %1 view as an image (%2 × %3 pixels) to the clipboard.")
+                 .arg(view->exportName())
+                 .arg(options.size.pixels.width())
+                 .arg(options.size.pixels.height()));
+}
+
+void MainWindow::exportCurrentView() {
+  View* view = currentView();
   if (!view) return;
   if (!view->hasContent()) {
     showError(tr("export"), tr("this view has nothing to export yet"));
@@ -474,6 +526,7 @@ void MainWindow::exportCurrentView() {
   options.metadata = session_->exportMetadata();
   if (*format != ExportFormat::Csv && interactive_) {
     ExportSizeDialog dialog(tr("Export size"), this);
+    dialog.setPreview(previewOf(view));
     if (dialog.exec() != QDialog::Accepted) return;
     auto size = dialog.exportSize();
     if (!size) return;
@@ -486,6 +539,7 @@ void MainWindow::exportCurrentView() {
 
 void MainWindow::exportAllInteractive() {
   ExportSizeDialog dialog(tr("Export all views"), this);
+  dialog.setPreview(previewOf(currentView()));
   if (dialog.exec() != QDialog::Accepted) return;
   const auto size = dialog.exportSize();
   if (!size) return;

@@ -8,6 +8,7 @@
 #include <QMainWindow>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/io/mapping.h"
 #include "core/quant/plan.h"
 #include "core/quant/spec.h"
+#include "ui/export/exporter.h"
 #include "ui/state/session.h"
 #include "ui/state/view_feed.h"
 
@@ -157,6 +159,11 @@ class MainWindow : public QMainWindow {
   void onSelectionChanged();
   void showComparison();
   void exportCurrentView();
+  /// Edit ▸ Copy view as image (data false) or its data as CSV text (data true).
+  void copyCurrentView(bool data);
+  [[nodiscard]] View* currentView() const;
+  /// What the export dialog previews for `view` (nothing when it has no content).
+  [[nodiscard]] std::function<QImage(const ExportSize&)> previewOf(View* view) const;
   void exportAllInteractive();
   void openInteractive();
   void openWithMappingInteractive(const QString& path);

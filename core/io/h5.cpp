@@ -37,8 +37,14 @@ void silenceErrors() {
     // After a failed H5Fclose (disk full), HDF 1.10's exit-time clean-up closes the broken file
     // again and crashes (SIGSEGV in H5F__close_cb): skip it; kvscope closes its files itself.
     H5dont_atexit();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   });
+  // A thread-safe libhdf5 (Debian's is) keeps one error stack, and its automatic printing, per
+  // thread: every thread that calls the library turns the "HDF5-DIAG" print-out off for itself.
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
 }
 
 Lock::Lock() : lock_(globalMutex()) { silenceErrors(); }

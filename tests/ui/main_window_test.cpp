@@ -1158,7 +1158,13 @@ class MainWindowTest : public QObject {
     QCOMPARE(QImage(QDir(out).filePath(QStringLiteral("heatmap.png"))).size(), QSize(500, 300));
     QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("summary.svg"))));
     QVERIFY(!QFile::exists(QDir(out).filePath(QStringLiteral("histogram.png"))));
-    QVERIFY(QFile::exists(QDir(out).filePath(QStringLiteral("report.json"))));
+    {
+      // report.json names the preset it was made with, as kvscope-cli eval --preset does.
+      QFile report(QDir(out).filePath(QStringLiteral("report.json")));
+      QVERIFY(report.open(QIODevice::ReadOnly));
+      const auto json = nlohmann::json::parse(report.readAll().toStdString());
+      QCOMPARE(json.value("preset", std::string()), std::string("kivi-4"));
+    }
     QVERIFY2(!QFile::exists(QDir(config).filePath(QStringLiteral("kvscope/kvscope.conf"))), "headless wrote the user's settings");
 
     // A bad spec fails with exit status 2 and the parser's message.

@@ -216,6 +216,49 @@ class SessionTest : public QObject {
     QVERIFY(status->text().contains(QStringLiteral("Pinned as A")));
     w.unpinA();
     QVERIFY2(!status->text().contains(QStringLiteral("Pinned as A")), qPrintable(status->text()));
+    // Nor after the pin is undone.
+    w.pinAsA();
+    QVERIFY(status->text().contains(QStringLiteral("Pinned as A")));
+    w.undoStack()->undo();
+    QVERIFY(!w.session()->pinned());
+    QVERIFY2(!status->text().contains(QStringLiteral("Pinned as A")), qPrintable(status->text()));
+    // A refused engine string shows its refusal, which a preset then replaces: neither the refusal
+    // nor the refused string stays once the preset is in force.
+    auto* field = w.findChild<QLineEdit*>(QStringLiteral("engineField"));
+    QVERIFY(field);
+    field->setText(QStringLiteral("vllm --kv-cache-dtype int3"));
+    QTest::keyClick(field, Qt::Key_Return);
+    QVERIFY(!w.session()->engineRefusal().isEmpty());
+    QVERIFY2(notes->text().contains(QStringLiteral("int3")), qPrintable(notes->text()));
+    QVERIFY(w.applyPreset(QStringLiteral("kivi-2")));
+    QVERIFY2(!notes->text().contains(QStringLiteral("int3")), qPrintable(notes->text()));
+    QVERIFY2(field->text().isEmpty(), qPrintable(field->text()));
+    // An engine string in force is what the field shows.
+    QVERIFY(w.applyEngine(QStringLiteral("llama.cpp -ctk q8_0 -ctv q8_0")));
+    QCOMPARE(field->text(), QStringLiteral("llama.cpp -ctk q8_0 -ctv q8_0"));
+  }
+
+  // A drag that ends where it started (the recompute timer fires once, after it, for the setting
+  // already shown) still ends with the views current and the layer summary, which the drag
+  // stopped, computed again (it once stayed empty until the next change).
+  void settingChangedAndBackRestartsTheSummary() {
+    MainWindow w(false);
+    w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
+    w.openDump(wide_);
+    waitForViews(w, wide_);
+    QTRY_VERIFY_WITH_TIMEOUT(w.summaryComplete(), kWaitMs);
+    // One change computed from the layer read before (the lane remembers what it computed from it).
+    w.setSpecs(*parseSpec("int5"), *parseSpec("int4"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.layerQuant()->keySpec == *parseSpec("int5") && w.summaryComplete(), kWaitMs);
+    QSignalSpy ready(&w, &MainWindow::layerReady);
+    w.setSpecs(*parseSpec("int3"), *parseSpec("int4"));
+    w.setSpecs(*parseSpec("int6"), *parseSpec("int4"));
+    w.setSpecs(*parseSpec("int5"), *parseSpec("int4"));
+    QVERIFY(!w.summaryComplete());  // dropped by the changes
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() >= 1, kWaitMs);
+    QTRY_VERIFY_WITH_TIMEOUT(w.summaryComplete(), kWaitMs);
+    QCOMPARE(viewOf<SummaryView>(w)->layers().size(), size_t{3});
+    QVERIFY(w.layerQuant()->keySpec == *parseSpec("int5"));
   }
 
   // The session holds the one copy of the setting: the panels, the plan editor and undo read it.

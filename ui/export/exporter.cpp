@@ -171,6 +171,49 @@ QString csvHeaderComment(const QStringList& metadata) {
   return out;
 }
 
+namespace {
+
+// The figure, then the caption line under it, in layout pixels.
+void drawFigure(ExportableView& view, QPainter& painter, const QSizeF& layout, const QString& caption) {
+  double captionHeight = 0;
+  QFont font = QGuiApplication::font();
+  if (!caption.isEmpty()) {
+    font.setPointSizeF((font.pointSizeF() > 0 ? font.pointSizeF() : 9.0) * 0.9);
+    // One line, wrapped at spaces onto more (at most three) when the figure is narrow.
+    const QFontMetricsF fm(font);
+    const double wrapped = fm.boundingRect(QRectF(0, 0, layout.width() - 12, 1e6), Qt::TextWordWrap, caption).height();
+    captionHeight = std::min(wrapped, fm.lineSpacing() * 3) + fm.height() * 0.6;
+  }
+  const QRectF figure(QPointF(0, 0), QSizeF(layout.width(), std::max(8.0, layout.height() - captionHeight)));
+  view.renderTo(painter, figure);
+  if (captionHeight > 0) {
+    const QPalette palette = QGuiApplication::palette();
+    const QRectF band(0, figure.bottom(), layout.width(), captionHeight);
+    painter.save();
+    painter.fillRect(band, palette.color(QPalette::Base));
+    painter.setPen(palette.color(QPalette::Text));
+    painter.setFont(font);
+    painter.drawText(band.adjusted(6, 0, -6, 0), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, caption);
+    painter.restore();
+  }
+}
+
+}  // namespace
+
+QImage renderImage(ExportableView& view, const ExportOptions& options, QSize pixels) {
+  const QSizeF layout = options.size.layoutSize();
+  if (pixels.isEmpty()) pixels = options.size.pngPixels();
+  QImage image(pixels, QImage::Format_ARGB32_Premultiplied);
+  image.fill(Qt::white);
+  {
+    QPainter painter(&image);
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.scale(pixels.width() / layout.width(), pixels.height() / layout.height());
+    drawFigure(view, painter, layout, options.caption);
+  }
+  return image;
+}
+
 Status exportView(ExportableView& view, const QString& path, ExportFormat format, QSize size,
                   const QString& protectedPath) {
   ExportOptions options;
@@ -208,46 +251,14 @@ Status exportView(ExportableView& view, const QString& path, ExportFormat format
                                    std::to_string(png.height()) + " pixels; a PNG may have 16 to 20000 a side (lower --export-dpi)");
   }
   const QSizeF layout = size.layoutSize();
-  // The figure, then the caption line under it, in layout pixels.
-  const auto draw = [&](QPainter& painter) {
-    double captionHeight = 0;
-    QFont font = QGuiApplication::font();
-    if (!options.caption.isEmpty()) {
-      font.setPointSizeF((font.pointSizeF() > 0 ? font.pointSizeF() : 9.0) * 0.9);
-      // One line, wrapped at spaces onto more (at most three) when the figure is narrow.
-      const QFontMetricsF fm(font);
-      const double wrapped =
-          fm.boundingRect(QRectF(0, 0, layout.width() - 12, 1e6), Qt::TextWordWrap, options.caption).height();
-      captionHeight = std::min(wrapped, fm.lineSpacing() * 3) + fm.height() * 0.6;
-    }
-    const QRectF figure(QPointF(0, 0), QSizeF(layout.width(), std::max(8.0, layout.height() - captionHeight)));
-    view.renderTo(painter, figure);
-    if (captionHeight > 0) {
-      const QPalette palette = QGuiApplication::palette();
-      const QRectF band(0, figure.bottom(), layout.width(), captionHeight);
-      painter.save();
-      painter.fillRect(band, palette.color(QPalette::Base));
-      painter.setPen(palette.color(QPalette::Text));
-      painter.setFont(font);
-      const QFontMetricsF fm(font);
-      painter.drawText(band.adjusted(6, 0, -6, 0), Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, options.caption);
-      painter.restore();
-    }
-  };
+  const auto draw = [&](QPainter& painter) { drawFigure(view, painter, layout, options.caption); };
   const std::string where = path.toStdString();
   const double dpi = deviceDpi();
   return writeViaTemporary(where, [&](const std::string& temporary) -> Status {
     const QString tmp = QString::fromStdString(temporary);
     switch (format) {
       case ExportFormat::Png: {
-        QImage image(png, QImage::Format_ARGB32_Premultiplied);
-        image.fill(Qt::white);
-        {
-          QPainter painter(&image);
-          painter.setRenderHint(QPainter::Antialiasing);
-          painter.scale(png.width() / layout.width(), png.height() / layout.height());
-          draw(painter);
-        }
+        QImage image = renderImage(view, options, png);
         if (size.physical()) {
           // Set after painting: fonts were laid out at the screen's DPI and scaled with the rest.
           const int dpm = static_cast<int>(std::lround(size.dpi / 0.0254));

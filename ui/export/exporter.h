@@ -3,6 +3,7 @@
 // (core/util/atomic_file.h), never over the open dump.
 #pragma once
 
+#include <QImage>
 #include <QSize>
 #include <QSizeF>
 #include <QString>
@@ -59,6 +60,9 @@ struct ExportOptions {
   QStringList metadata;
 };
 
+/// `view` with its caption drawn into an image of `pixels` (empty: the size's PNG pixels), as the
+/// PNG export draws it; the export preview and Copy view as image use it too.
+QImage renderImage(ExportableView& view, const ExportOptions& options, QSize pixels = {});
 /// Writes `view` to `path` in `format`. A CSV holds one table: a view's further tables go to
 /// `<stem>-<name>.csv` beside it. `protectedPath` (the open dump) is never written.
 Status exportView(ExportableView& view, const QString& path, ExportFormat format, const ExportOptions& options,

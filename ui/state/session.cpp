@@ -157,6 +157,7 @@ void Session::openDump(const QString& path, std::optional<Mapping> mapping) {
 void Session::adopt(const std::shared_ptr<Opened>& opened) {
   dump_ = opened->dump;
   mapping_ = opened->mapping;
+  engineRefusal_.clear();  // it named the old dump's shape
   tokenText_ = opened->tokenText;
   clampSelection();
   QString note;
@@ -260,6 +261,7 @@ void Session::edit(const Setting& setting, const QString& what, bool mergeable) 
   if (setting.sameAs(setting_) && setting.source == setting_.source) return;
   const Setting before = setting_;
   setting_ = setting;
+  engineRefusal_.clear();  // a refused engine string is no longer what the panels show
   if (setting_.source.kind == SettingSource::Kind::Plans || setting_.source.kind == SettingSource::Kind::Default)
     setting_.notes.clear();
   checkProblem();
@@ -339,6 +341,10 @@ void Session::restorePinned(const std::optional<PinnedSetting>& setting) {
   if (setting == pinned_) return;
   pinned_ = setting;
   emit pinnedChanged();
+  // Undo and redo land here too: the status bar must not keep "Pinned as A" once A is gone
+  // (pinAsA, unpinA and swapAB say more right after).
+  emit statusReported(pinned_ ? tr("A is %1.").arg(describeSetting(pinned_->key, pinned_->value))
+                              : tr("A is unpinned; the views show one setting."));
 }
 
 void Session::pinAsA() {

@@ -75,13 +75,13 @@ LayerSpecs SettingLane::specsOf(int layer) const {
   return LayerSpecs{specForLayer(plans_->key, layer, layers), specForLayer(plans_->value, layer, layers)};
 }
 
-void SettingLane::computeLayer(LayerJob job) {
-  if (!active()) return;
+bool SettingLane::computeLayer(LayerJob job) {
+  if (!active()) return false;
   const int layer = job.tensors ? job.tensors->layer : job.layer;
   const LayerSpecs specs = specsOf(layer);
   if (job.tensors && asked_ && asked_->tensors == job.tensors && sameRequest(asked_->request, job.request) &&
       asked_->specs.key == specs.key && asked_->specs.value == specs.value) {
-    return;  // being computed, or shown already
+    return layerRunner_->busy();  // being computed, or shown already
   }
   asked_ = job.tensors ? std::optional<Asked>(Asked{job.tensors, job.request, specs}) : std::nullopt;
   auto dump = dump_;
@@ -101,6 +101,7 @@ void SettingLane::computeLayer(LayerJob job) {
         driftAsked_ = {-1, -1};
         emit layerComputed(std::move(result));
       });
+  return true;
 }
 
 void SettingLane::computeDrift(int queryHead, int queryIndex) {

@@ -58,9 +58,10 @@ class SettingLane : public QObject {
   /// The specs of `layer` under the plans (the plans must be set).
   [[nodiscard]] LayerSpecs specsOf(int layer) const;
 
-  /// Computes the views' data of `job` under the layer's specs; nothing new starts when the same
-  /// tensors and request are computed or being computed already. layerComputed() follows.
-  void computeLayer(LayerJob job);
+  /// Computes the views' data of `job` under the layer's specs; layerComputed() follows. Nothing
+  /// new starts when the same tensors and request are being computed (true: the result will come)
+  /// or were computed and are layer() (false: nothing will follow).
+  bool computeLayer(LayerJob job);
   /// The drift of layer() for a query row: the layer worker's row at once when it has it, then the
   /// series (and the row, when missing) on the drift lane; driftChanged() after each.
   void computeDrift(int queryHead, int queryIndex);

@@ -202,7 +202,17 @@ void ViewFeed::recomputeLayer() {
       return headFirst ? readLayerHead(*dump, layer, kvHead, preRope, progress) : readLayer(*dump, layer, progress);
     };
   }
-  b_->computeLayer(std::move(job));
+  if (!b_->computeLayer(std::move(job)) && b_->layer() && b_->layer() == shown_) {
+    // What is asked is shown already: a slider dragged back to where it started (the recompute
+    // timer fires once, after the drag). The views are current; the summary, which the drag
+    // stopped and dropped, starts again.
+    emit layerReady();
+    if (shown_->tensors->query && b_->drift() && b_->drift()->hasSeries) emit driftReady();
+    if (summaryPending_) {
+      summaryPending_ = false;
+      recomputeSummary();
+    }
+  }
 }
 
 void ViewFeed::onLayerComputed(const LayerQuantPtr& result) {

@@ -5,9 +5,11 @@
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPixmap>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace kvscope::ui {
@@ -30,6 +32,15 @@ ExportSizeDialog::ExportSizeDialog(const QString& title, QWidget* parent) : QDia
   message_ = new QLabel(this);
   message_->setWordWrap(true);
   buttons_ = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  preview_ = new QLabel(this);
+  preview_->setObjectName(QStringLiteral("exportPreview"));
+  preview_->setAlignment(Qt::AlignCenter);
+  preview_->setVisible(false);
+  // The figure is drawn again a moment after the typing stops, not on every key.
+  previewTimer_ = new QTimer(this);
+  previewTimer_->setSingleShot(true);
+  previewTimer_->setInterval(150);
+  connect(previewTimer_, &QTimer::timeout, this, &ExportSizeDialog::updatePreview);
   auto* form = new QFormLayout;
   form->addRow(tr("Size"), size_);
   form->addRow(tr("PNG resolution"), dpi_);
@@ -39,6 +50,7 @@ ExportSizeDialog::ExportSizeDialog(const QString& title, QWidget* parent) : QDia
   setMinimumWidth(480);
   layout->addLayout(form);
   layout->addWidget(message_);
+  layout->addWidget(preview_);
   layout->addWidget(buttons_);
   connect(size_, &QLineEdit::textChanged, this, &ExportSizeDialog::validate);
   connect(dpi_, &QSpinBox::valueChanged, this, &ExportSizeDialog::validate);
@@ -50,6 +62,25 @@ ExportSizeDialog::ExportSizeDialog(const QString& title, QWidget* parent) : QDia
   });
   connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
   validate();
+}
+
+void ExportSizeDialog::setPreview(std::function<QImage(const ExportSize&)> render) {
+  render_ = std::move(render);
+  preview_->setVisible(static_cast<bool>(render_));
+  updatePreview();
+}
+
+void ExportSizeDialog::updatePreview() {
+  if (!render_) return;
+  const auto size = exportSize();
+  if (!size) return;  // the last good preview stays while the text is being corrected
+  // Drawn at its layout size (where 8 pt text is as large as on the page relative to the figure),
+  // then shown within 440 × 300 so that what is cut or crowded on the page is seen here.
+  const QImage image = render_(*size);
+  if (image.isNull()) return;
+  const QPixmap pixmap = QPixmap::fromImage(image.scaled(QSize(440, 300), Qt::KeepAspectRatio, Qt::SmoothTransformation));
+  preview_->setPixmap(pixmap);
+  preview_->setToolTip(tr("Preview of %1: the figure as laid out, shown smaller.").arg(size->text()));
 }
 
 Expected<ExportSize> ExportSizeDialog::exportSize() const {
@@ -66,6 +97,7 @@ void ExportSizeDialog::validate() {
     message_->setText(QString::fromStdString(size.status().message()));
     return;
   }
+  if (render_) previewTimer_->start();
   const QSize png = size->pngPixels();
   message_->setText(size->physical() ? tr("%1: PNG %2 × %3 pixels; text at %4 pt.")
                                            .arg(size->text())

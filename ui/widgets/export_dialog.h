@@ -4,6 +4,9 @@
 #pragma once
 
 #include <QDialog>
+#include <QImage>
+
+#include <functional>
 
 #include "ui/export/exporter.h"
 
@@ -11,6 +14,7 @@ class QDialogButtonBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QTimer;
 
 namespace kvscope::ui {
 
@@ -20,20 +24,28 @@ class ExportSizeDialog : public QDialog {
  public:
   explicit ExportSizeDialog(const QString& title, QWidget* parent = nullptr);
 
+  /// Shows a preview of what the size gives: `render` draws the figure laid out at that size
+  /// (called again, shortly after, whenever the size changes).
+  void setPreview(std::function<QImage(const ExportSize&)> render);
   /// The size as typed, checked (an error while the text is not a size).
   [[nodiscard]] Expected<ExportSize> exportSize() const;
   QLineEdit* sizeEdit() { return size_; }
   QSpinBox* dpiBox() { return dpi_; }
   QLabel* messageLabel() { return message_; }
   QDialogButtonBox* buttons() { return buttons_; }
+  QLabel* previewLabel() { return preview_; }
 
  private:
   void validate();
+  void updatePreview();
 
   QLineEdit* size_;
   QSpinBox* dpi_;
   QLabel* message_;
   QDialogButtonBox* buttons_;
+  QLabel* preview_;
+  QTimer* previewTimer_;
+  std::function<QImage(const ExportSize&)> render_;
 };
 
 }  // namespace kvscope::ui

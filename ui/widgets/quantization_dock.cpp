@@ -138,8 +138,12 @@ void QuantizationDock::showSetting(const Setting& setting, const QString& engine
   showing_ = false;
   // The notes belong to the setting shown: an engine's (or a preset's) rule, or why it was refused.
   const QStringList notes = engineRefusal.isEmpty() ? setting.notes : QStringList{engineRefusal};
+  // The field shows the engine string in force; a refused one stays to be corrected, and any
+  // other setting (a preset, the panels) empties it.
   if (setting.source.kind == SettingSource::Kind::Engine && engineField_->text() != setting.source.text)
     engineField_->setText(setting.source.text);
+  else if (setting.source.kind != SettingSource::Kind::Engine && engineRefusal.isEmpty())
+    engineField_->clear();
   engineNotes_->setText(notes.join(QLatin1Char('\n')));
   engineNotes_->setVisible(!notes.isEmpty());
   showStorage(info, setting.key, valuePlan);

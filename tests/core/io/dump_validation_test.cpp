@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <thread>
 
 #include "core/io/dump.h"
 #include "tests/core/io/h5_builder.h"
@@ -75,6 +76,20 @@ TEST_F(DumpValidation, TextFileIsNotHdf5) {
   EXPECT_EQ(dump.status().code(), StatusCode::InvalidData);
   EXPECT_NE(dump.status().message().find(path_ + ": "), std::string::npos);
   EXPECT_NE(dump.status().message().find("not an HDF5 file"), std::string::npos);
+}
+
+TEST_F(DumpValidation, TextFileOpenedOnOtherThreadsPrintsNoHdf5Diagnostics) {
+  // libhdf5 built thread-safe keeps its error stack and automatic printing per thread: the GUI
+  // opens dumps on worker threads, each of which must switch the print-out off for itself
+  // (TearDown checks stderr for "HDF5-DIAG").
+  std::ofstream(path_) << "not an HDF5 file\n";
+  for (int i = 0; i < 2; ++i) {
+    std::thread worker([this] {
+      auto dump = Dump::open(path_);
+      EXPECT_FALSE(dump);
+    });
+    worker.join();
+  }
 }
 
 TEST_F(DumpValidation, MissingVersionAttribute) {
