@@ -8,6 +8,9 @@
 #include <QLineEdit>
 #include <QMimeData>
 #include <QPixmap>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTextDocumentFragment>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -125,6 +128,48 @@ class ExportTest : public QObject {
     QTest::qWait(400);
     QCOMPARE(renders, before);
     QCOMPARE(dialog.previewLabel()->pixmap().size(), square.size());
+  }
+
+  // Issue 32 defect 5: every view exported at the export dialog's default size (7inx4.4in) and at
+  // one column (3.5inx2.4in) draws no text cut short: Qt Charts writes a cut text with "..."
+  // (an axis title "prob...", tick labels "..."), which the SVG keeps as text.
+  void exportsCutNoLabel_data() {
+    QTest::addColumn<QString>("size");
+    QTest::newRow("dialog default") << QStringLiteral("7inx4.4in");
+    QTest::newRow("one column") << QStringLiteral("3.5inx2.4in");
+  }
+  void exportsCutNoLabel() {
+    QFETCH(QString, size);
+    const QString out = dir_.filePath(QStringLiteral("export-") + size);
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    env.insert(QStringLiteral("XDG_CONFIG_HOME"), dir_.filePath(QStringLiteral("config")));
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(KVSCOPE_GUI_PATH), {dump_, QStringLiteral("--preset"), QStringLiteral("kivi-4"),
+                                              QStringLiteral("--export-dir"), out, QStringLiteral("--export-size"), size,
+                                              QStringLiteral("--export-dpi"), QStringLiteral("100")});
+    QVERIFY(p.waitForFinished(kWaitMs * 2));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    static const QRegularExpression textElement(QStringLiteral("<text[^>]*>(.*?)</text>"),
+                                                QRegularExpression::DotMatchesEverythingOption);
+    int views = 0;
+    QStringList cut;
+    for (const QString& name : QDir(out).entryList({QStringLiteral("*.svg")})) {
+      QFile svg(QDir(out).filePath(name));
+      QVERIFY(svg.open(QIODevice::ReadOnly));
+      const QString text = QString::fromUtf8(svg.readAll());
+      int texts = 0;
+      for (auto m = textElement.globalMatch(text); m.hasNext();) {
+        const QString shown = QTextDocumentFragment::fromHtml(m.next().captured(1)).toPlainText().trimmed();
+        ++texts;
+        if (shown.endsWith(QStringLiteral("...")) || shown.endsWith(QChar(0x2026))) cut << name + QStringLiteral(": ") + shown;
+      }
+      QVERIFY2(texts > 3, qPrintable(name));  // the labels are text, so that this test sees them
+      ++views;
+    }
+    QCOMPARE(views, 7);
+    QVERIFY2(cut.isEmpty(), qPrintable(cut.join(QStringLiteral("; "))));
   }
 };
 

@@ -5,6 +5,7 @@
 #include <QChart>
 #include <QPainter>
 #include <QRectF>
+#include <QStringList>
 
 namespace kvscope::ui {
 
@@ -12,7 +13,11 @@ namespace kvscope::ui {
 /// system), keeping the chart's series colours readable on either.
 void applyPaletteTheme(QChart* chart);
 
-/// Lays `chart` out for `target`'s size, renders it there and restores its previous size.
+/// The texts Qt Charts drew shortened ("...") in `chart` as laid out now.
+[[nodiscard]] QStringList elidedTexts(const QChart* chart);
+/// Lays `chart` out for `target`'s size, renders it there and restores its previous size and
+/// texts. Nothing is drawn cut: what Qt Charts would shorten is fitted by a rule (chart_render.cpp,
+/// docs/gui.md § Export): short titles, legend below, fewer ticks, smaller fonts.
 void renderChart(QChart* chart, QPainter& painter, const QRectF& target);
 
 }  // namespace kvscope::ui

@@ -73,7 +73,10 @@ void applyTicks(QValueAxis* axis, int maxTicks) { applyTicksFor(axis, maxTicks, 
 void keepNiceTicks(QValueAxis* axis, int maxTicks) {
   axis->setProperty(kMaxTicks, maxTicks);
   applyTicks(axis, maxTicks);
-  QObject::connect(axis, &QValueAxis::rangeChanged, axis, [axis, maxTicks] { applyTicks(axis, maxTicks); });
+  // The limit is read when the range changes: an export lowers it for a short figure (chart_render.cpp).
+  QObject::connect(axis, &QValueAxis::rangeChanged, axis, [axis, maxTicks] {
+    applyTicks(axis, axis->property(kMaxTicks).isValid() ? axis->property(kMaxTicks).toInt() : maxTicks);
+  });
 }
 
 void setAxisRange(QValueAxis* axis, double lo, double hi) {
