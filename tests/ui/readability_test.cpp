@@ -133,7 +133,7 @@ class ReadabilityTest : public QObject {
     test::openAndWaitForViews(w, dump_, kWaitMs);
     auto* histogram = viewOf<HistogramView>(w);
     QVERIFY(selectItemName(histogram->countsBox(), QStringLiteral("log")));
-    auto* axis = qobject_cast<QLogValueAxis*>(histogram->chart()->axes(Qt::Vertical).value(0));
+    auto* axis = qobject_cast<QLogValueAxis*>(histogram->originalSeries()->attachedAxes().value(1));
     QVERIFY(axis);
     QCOMPARE(axis->labelFormat(), logLabelFormat(axis->min(), axis->max()));
   }

@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -128,11 +129,14 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   scoreY_ = addAxis(scoreChart_, Qt::AlignLeft, tr("score"), {scoreOriginal_, scoreCase_, scoreCaseA_});
   probX_ = addAxis(probChart_, Qt::AlignBottom, tr("key position"), {probOriginal_, probCase_, probCaseA_});
   probY_ = addAxis(probChart_, Qt::AlignLeft, tr("probability"), {probOriginal_, probCase_, probCaseA_});
-  // The log axis lives as long as the view; the log switch swaps it with probY_ without deleting either.
-  probLogY_ = new QLogValueAxis(this);
+  // Both probability axes stay in the chart (removing an axis from a chart left its labels drawn):
+  // the log switch moves the series between them and shows the one they are on.
+  probLogY_ = new QLogValueAxis;
   probLogY_->setBase(10);
   probLogY_->setTitleText(tr("probability (log)"));
   keepLogLabels(probLogY_);
+  probChart_->addAxis(probLogY_, Qt::AlignLeft);
+  probLogY_->setVisible(false);
   // KL (nats) and the output's relative error have different units: one axis each.
   posX_ = addAxis(posChart_, Qt::AlignBottom, tr("query position"), {kl_, rel_, marker_, klA_, relA_});
   klY_ = addAxis(posChart_, Qt::AlignLeft, tr("KL (nats)"), {kl_, marker_, klA_});
@@ -352,12 +356,13 @@ QList<QPointF> envelope(const std::vector<double>& y) {
 void DriftView::useProbabilityAxis(bool log) {
   QAbstractAxis* wanted = log ? static_cast<QAbstractAxis*>(probLogY_) : probY_;
   QAbstractAxis* other = log ? static_cast<QAbstractAxis*>(probY_) : probLogY_;
-  if (probChart_->axes(Qt::Vertical).contains(wanted)) return;
-  for (QLineSeries* s : {probOriginal_, probCase_, probCaseA_}) s->detachAxis(other);
-  probChart_->removeAxis(other);
-  other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
-  probChart_->addAxis(wanted, Qt::AlignLeft);
-  for (QLineSeries* s : {probOriginal_, probCase_, probCaseA_}) s->attachAxis(wanted);
+  if (probOriginal_->attachedAxes().contains(wanted)) return;
+  for (QLineSeries* s : {probOriginal_, probCase_, probCaseA_}) {
+    s->detachAxis(other);
+    s->attachAxis(wanted);
+  }
+  other->setVisible(false);
+  wanted->setVisible(true);
 }
 
 void DriftView::rebuildRow() {
@@ -505,16 +510,22 @@ void DriftView::fillTopKeys() {
     const QString token = static_cast<qsizetype>(j) < tokenText_.size() ? tokenText_[static_cast<qsizetype>(j)] : QString();
     cell(r, 0, QString::number(j), QVariant::fromValue(static_cast<qlonglong>(j)));
     cell(r, 1, token, token);
-    cell(r, 2, QString::number(p, 'g', 4), p);
-    cell(r, 3, QString::number(q, 'g', 4), q);
-    cell(r, 4, (q - p > 0 ? QStringLiteral("+") : QString()) + QString::number(q - p, 'g', 3), q - p);
+    cell(r, 2, QString::number(p, 'g', 3), p);
+    cell(r, 3, QString::number(q, 'g', 3), q);
+    cell(r, 4, (q - p > 0 ? QStringLiteral("+") : QString()) + QString::number(q - p, 'g', 2), q - p);
     if (ab) {
       const double qa = caseOf(*compare_->row).probabilities[j];
-      cell(r, 5, QString::number(qa, 'g', 4), qa);
+      cell(r, 5, QString::number(qa, 'g', 3), qa);
     }
   }
   top_->setColumnHidden(1, tokenText_.isEmpty());
   top_->resizeColumnsToContents();
+  // Wide enough for every column: a horizontal scroll bar would hide the change column.
+  int width = 2 * top_->frameWidth() + top_->verticalScrollBar()->sizeHint().width();
+  for (int col = 0; col < top_->columnCount(); ++col) {
+    if (!top_->isColumnHidden(col)) width += top_->columnWidth(col);
+  }
+  top_->setMinimumWidth(width);
 }
 
 void DriftView::rebuildSeries() {

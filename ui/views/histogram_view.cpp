@@ -81,7 +81,8 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   reconstructedA_->setPen(aPen);
   reconstructedA_->setVisible(false);
   chart_->addSeries(reconstructedA_);
-  // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
+  // Both count axes stay in the chart (removing an axis before the chart was first drawn left its
+  // labels in the scene): the log/linear switch moves the series and shows the axis they are on.
   xAxis_ = new QValueAxis(this);
   xAxis_->setTitleText(tr("value"));
   keepNiceTicks(xAxis_, 8);
@@ -94,6 +95,8 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
+  chart_->addAxis(logAxis_, Qt::AlignLeft);
+  logAxis_->setVisible(false);
   for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) {
     s->attachAxis(xAxis_);
     s->attachAxis(linearAxis_);
@@ -130,9 +133,9 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   bins_->setValue(128);
   bins_->setToolTip(tr("Number of histogram bins across the values' range."));
   counts_ = new QComboBox(this);
-  addNamedItem(counts_, QStringLiteral("auto"), tr("counts: auto"));
-  addNamedItem(counts_, QStringLiteral("linear"), tr("counts: linear"));
-  addNamedItem(counts_, QStringLiteral("log"), tr("counts: log"));
+  addNamedItem(counts_, QStringLiteral("auto"), tr("auto counts"));
+  addNamedItem(counts_, QStringLiteral("linear"), tr("linear counts"));
+  addNamedItem(counts_, QStringLiteral("log"), tr("log counts"));
   counts_->setToolTip(tr("Count axis. auto: logarithmic when the tallest bin holds more than %1 times the median "
                          "non-empty bin (heavy tails: a linear axis would show one spike), else linear.")
                           .arg(kHeavyTailRatio));
@@ -612,7 +615,8 @@ void HistogramView::rebuildChart() {
       density.append({0.5 * (h.edges[i] + h.edges[i + 1]), c});
     }
   }
-  counts_->setItemText(0, logCounts ? tr("counts: auto (log)") : tr("counts: auto (linear)"));
+  // The log axis says so; under "auto" it says that the rule chose it.
+  logAxis_->setTitleText(currentItemName(counts_) == QStringLiteral("auto") ? tr("count (log: heavy tails)") : tr("count (log)"));
   reconstructed_->setName(compare_ ? tr("reconstructed B") : tr("reconstructed"));
   original_->replace(a);
   reconstructed_->replace(b);
@@ -631,12 +635,13 @@ void HistogramView::rebuildChart() {
   if (!zoom_ && !pendingZoom_) setAxisRange(xAxis_, xlo, xhi);
   QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
   QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
-  if (!chart_->axes(Qt::Vertical).contains(wanted)) {
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->detachAxis(other);
-    chart_->removeAxis(other);
-    other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
-    chart_->addAxis(wanted, Qt::AlignLeft);
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->attachAxis(wanted);
+  if (!original_->attachedAxes().contains(wanted)) {
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) {
+      s->detachAxis(other);
+      s->attachAxis(wanted);
+    }
+    other->setVisible(false);
+    wanted->setVisible(true);
   }
   if (logCounts) {
     logAxis_->setRange(base, yTop);
