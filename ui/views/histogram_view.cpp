@@ -115,7 +115,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   scope_->setToolTip(tr("Count every value of the kv head, only the selected channel, or only the selected token."));
   space_ = new QComboBox(this);
   addNamedItem(space_, QStringLiteral("original"), tr("space: original"), 0);
-  addNamedItem(space_, QStringLiteral("rotated"), tr("space: rotated (format input)"), 1);
+  addNamedItem(space_, QStringLiteral("rotated"), tr("space: rotated"), 1);  // the format's input (tooltip)
   space_->setCurrentIndex(1);
   space_->setToolTip(tr("For a rotated spec: count the dump's values, or the values the format quantizes "
                         "(rotated, outliers zeroed; tq/tqp: each token divided by its norm), with the "

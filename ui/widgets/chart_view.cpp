@@ -7,6 +7,7 @@
 #include <QBarSeries>
 #include <QBarSet>
 #include <QBrush>
+#include <QChart>
 #include <QGraphicsLineItem>
 #include <QGraphicsRectItem>
 #include <QGraphicsScene>
@@ -57,6 +58,9 @@ InteractiveChartView::InteractiveChartView(QChart* chart, QWidget* parent) : QCh
   setMouseTracking(true);
   setFocusPolicy(Qt::ClickFocus);
   setRubberBand(QChartView::NoRubberBand);  // ours: Qt's right click would zoom out past the data
+  // A plot area that moves under a still cursor (a y axis switched between log and linear takes
+  // another label width) puts other values under it: read them again.
+  connect(chart, &QChart::plotAreaChanged, this, &InteractiveChartView::refreshReadout);
   // No widget tooltip: it would pop up over the plot while the crosshair is read. The hint sits
   // in the readout box instead.
 }
