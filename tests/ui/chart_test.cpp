@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QPainter>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -150,6 +151,14 @@ class ChartTest : public QObject {
     QCOMPARE(v.probabilityOriginal()->points()[3].y(), axis->min());  // P = 0
     QCOMPARE(v.probabilityOriginal()->points()[4].y(), axis->min());  // 1e-30, below the span
     QCOMPARE(v.probabilityCase()->points()[4].y(), axis->min());
+    // A short figure labels every k-th decade (renderChart) and gives the screen its axis back.
+    QImage figure(700, 240, QImage::Format_ARGB32);
+    {
+      QPainter painter(&figure);
+      v.renderTo(painter, QRectF(0, 0, 700, 240));
+    }
+    QCOMPARE(axis->base(), 10.0);
+    QCOMPARE(axis->minorTickCount(), 8);
     // Linear: the values themselves.
     v.logProbabilityBox()->setChecked(false);
     QVERIFY(v.probabilityOriginal());

@@ -10,9 +10,11 @@
 #include <QPalette>
 
 #include <QFontMetricsF>
+#include <QLogValueAxis>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,27 @@ void renderChart(QChart* chart, QPainter& painter, const QRectF& target) {
     axis->setProperty(kMaxTicksProperty, fit);
     setAxisRange(axis, axis->min(), axis->max());
   }
+  // A log axis labels every power of its base: on a short chart, every k-th decade (base 10^k),
+  // without minor ticks, so that its labels fit the same way.
+  struct Rebased {
+    QLogValueAxis* axis;
+    double base;
+    int minor;
+  };
+  std::vector<Rebased> rebased;
+  for (QAbstractAxis* a : chart->axes(Qt::Vertical)) {
+    auto* axis = qobject_cast<QLogValueAxis*>(a);
+    if (!axis || !axis->isVisible() || !(axis->min() > 0) || !(axis->max() > axis->min()) || !(axis->base() > 1)) continue;
+    const double label = QFontMetricsF(axis->labelsFont()).height();
+    const int fit = std::max(2, static_cast<int>((target.height() - 7 * label) / (2.2 * label)));
+    const double steps = std::log(axis->max() / axis->min()) / std::log(axis->base());
+    int k = 1;
+    while (steps / k + 1 > fit && k < 64) ++k;
+    if (k == 1) continue;
+    rebased.push_back({axis, axis->base(), axis->minorTickCount()});
+    axis->setBase(std::pow(axis->base(), k));
+    axis->setMinorTickCount(0);
+  }
   chart->setGeometry(QRectF(previous.topLeft(), target.size()));
   // The chart lays itself out on a posted LayoutRequest; run it now so the export sees it.
   if (QGraphicsLayout* layout = chart->layout()) layout->activate();
@@ -70,6 +93,10 @@ void renderChart(QChart* chart, QPainter& painter, const QRectF& target) {
   for (const auto& [axis, maxTicks] : retick) {
     axis->setProperty(kMaxTicksProperty, maxTicks);
     setAxisRange(axis, axis->min(), axis->max());
+  }
+  for (const Rebased& r : rebased) {
+    r.axis->setBase(r.base);
+    r.axis->setMinorTickCount(r.minor);
   }
   chart->setGeometry(previous);
   if (QGraphicsLayout* layout = chart->layout()) layout->activate();

@@ -133,7 +133,7 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   // the log switch moves the series between them and shows the one they are on.
   probLogY_ = new QLogValueAxis;
   probLogY_->setBase(10);
-  probLogY_->setTitleText(tr("probability (log)"));
+  probLogY_->setTitleText(tr("P (log)"));  // short: a figure's chart is short
   keepLogLabels(probLogY_);
   probChart_->addAxis(probLogY_, Qt::AlignLeft);
   probLogY_->setVisible(false);
