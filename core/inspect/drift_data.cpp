@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "core/inspect/drift_data.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace kvscope {
@@ -78,6 +80,18 @@ Expected<DriftDataPtr> computeDriftData(const LayerQuantPtr& layer, int queryHea
   if (!haveRow) drift->row = std::make_shared<const AttentionRowDetail>(std::move(*computed->row));
   drift->series = sameSeries ? previous->series : std::move(computed->series);
   return DriftDataPtr(std::move(drift));
+}
+
+std::vector<int64_t> topIndices(const std::vector<double>& values, int k) {
+  std::vector<int64_t> order(values.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  const auto keep = static_cast<std::ptrdiff_t>(std::clamp<size_t>(k < 0 ? 0 : static_cast<size_t>(k), 0, order.size()));
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&values](int64_t a, int64_t b) {
+    const double va = values[static_cast<size_t>(a)], vb = values[static_cast<size_t>(b)];
+    return va > vb || (va == vb && a < b);
+  });
+  order.resize(static_cast<size_t>(keep));
+  return order;
 }
 
 }  // namespace kvscope

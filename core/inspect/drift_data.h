@@ -4,7 +4,9 @@
 // setting's lane (the controls' B and a pinned A) computes it with these functions.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/attention/detail.h"
 #include "core/inspect/drift.h"
@@ -39,5 +41,9 @@ using DriftDataPtr = std::shared_ptr<const DriftData>;
 Expected<DriftDataPtr> computeDriftData(const LayerQuantPtr& layer, int queryHead, int queryIndex, double softmaxScale,
                                         const DriftDataPtr& previous, DriftWorkspace& workspace,
                                         const Progress& progress = {});
+
+/// Indices of the `k` largest of `values` (all of them when there are fewer), largest first, the
+/// lower index first among equal values: the drift view's top keys of an attention row.
+[[nodiscard]] std::vector<int64_t> topIndices(const std::vector<double>& values, int k);
 
 }  // namespace kvscope

@@ -513,19 +513,80 @@ Status computeFormatSpaceInto(const Tensor3& formatInput, int64_t head, int64_t 
     }
   }
   computeHistogramInto(out.input, 0, &out.output, 0, scope, histIndex, bins, workspace, out.histogram);
-  if (out.normalized && out.histogram.count > 0 && dim >= codebook::kMinSphereDim) {
-    // Expected counts: the values counted times f's mass over each bin (within [−1, 1]).
-    const auto d = static_cast<int>(dim);
-    const double total = codebook::sphereCell(d, -1.0, 1.0).mass;
-    const std::vector<double>& e = out.histogram.edges;
-    out.density.resize(e.size() - 1);
-    for (size_t b = 0; b + 1 < e.size(); ++b) {
-      const double lo = std::clamp(e[b], -1.0, 1.0), hi = std::clamp(e[b + 1], -1.0, 1.0);
-      const double mass = hi > lo ? codebook::sphereCell(d, lo, hi).mass : 0.0;
-      out.density[b] = static_cast<double>(out.histogram.count) * mass / total;
-    }
+  if (out.normalized && out.histogram.count > 0) {
+    out.density = sphereDensityCounts(dim, out.histogram.count, out.histogram.edges);
   }
   return Status::ok();
+}
+
+std::vector<double> sphereDensityCounts(int64_t dim, int64_t count, const std::vector<double>& edges) {
+  std::vector<double> out;
+  if (dim < codebook::kMinSphereDim || edges.size() < 2) return out;
+  // Expected counts: the values counted times f's mass over each bin (within [−1, 1]).
+  const auto d = static_cast<int>(dim);
+  const double total = codebook::sphereCell(d, -1.0, 1.0).mass;
+  out.resize(edges.size() - 1);
+  for (size_t b = 0; b + 1 < edges.size(); ++b) {
+    const double lo = std::clamp(edges[b], -1.0, 1.0), hi = std::clamp(edges[b + 1], -1.0, 1.0);
+    const double mass = hi > lo ? codebook::sphereCell(d, lo, hi).mass : 0.0;
+    out[b] = static_cast<double>(count) * mass / total;
+  }
+  return out;
+}
+
+void countInRange(const Tensor3& x, int64_t head, HistogramScope scope, int64_t index, double lo, double hi,
+                  int bins, std::vector<double>& out) {
+  out.clear();
+  if (head < 0 || head >= x.heads || bins < 1 || !(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return;
+  const int64_t t0 = scope == HistogramScope::Token ? index : 0;
+  const int64_t t1 = scope == HistogramScope::Token ? index + 1 : x.tokens;
+  const int64_t c0 = scope == HistogramScope::Channel ? index : 0;
+  const int64_t c1 = scope == HistogramScope::Channel ? index + 1 : x.dim;
+  if (t0 < 0 || t1 > x.tokens || c0 < 0 || c1 > x.dim) return;
+  out.assign(static_cast<size_t>(bins), 0.0);
+  const double span = hi - lo;
+  // The formula itself (a division per value): a zoom counts one slice, a few ms for a million values.
+  std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* row = x.row(head, t);
+    for (int64_t c = c0; c < c1; ++c) {
+      const double v = row[c];
+      if (!(v >= lo && v <= hi)) continue;
+      const auto b = static_cast<int64_t>(std::floor((v - lo) / span * bins));
+      ++counts[static_cast<size_t>(std::min<int64_t>(b, bins - 1))];
+    }
+  }
+  for (size_t b = 0; b < counts.size(); ++b) out[b] = static_cast<double>(counts[b]);
+}
+
+void rebinHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead, HistogramScope scope,
+                        int64_t index, double lo, double hi, int bins, HistogramData& out) {
+  out = HistogramData{};
+  countInRange(x, head, scope, index, lo, hi, bins, out.original);
+  if (out.original.empty()) return;
+  out.edges.resize(static_cast<size_t>(bins) + 1);
+  for (int i = 0; i <= bins; ++i) out.edges[static_cast<size_t>(i)] = lo + (hi - lo) * i / bins;
+  for (double c : out.original) out.count += static_cast<int64_t>(c);
+  if (xHat && xHat->tokens == x.tokens && xHat->dim == x.dim) {
+    countInRange(*xHat, hatHead, scope, index, lo, hi, bins, out.reconstructed);
+  }
+}
+
+bool prefersLogCounts(const HistogramData& histogram) {
+  std::vector<double> filled;
+  for (double c : histogram.original) {
+    if (c > 0) filled.push_back(c);
+  }
+  if (filled.empty()) return false;
+  const double tallest = *std::max_element(filled.begin(), filled.end());
+  const size_t mid = filled.size() / 2;
+  std::nth_element(filled.begin(), filled.begin() + static_cast<std::ptrdiff_t>(mid), filled.end());
+  double median = filled[mid];
+  if (filled.size() % 2 == 0) {
+    const double below = *std::max_element(filled.begin(), filled.begin() + static_cast<std::ptrdiff_t>(mid));
+    median = 0.5 * (median + below);
+  }
+  return tallest > kHeavyTailRatio * median;
 }
 
 Status computeViewData(const LayerViewInput& layer, std::shared_ptr<const void> owner,

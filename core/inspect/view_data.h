@@ -95,6 +95,33 @@ void computeHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, i
 HistogramData computeHistogram(const Tensor3& x, const Tensor3* xHat, int64_t head, HistogramScope scope,
                                int64_t index, int bins);
 
+/// Counts the values of head `head` of `x` in `scope` (`index` as for computeHistogramInto) that
+/// lie in [lo, hi], on `bins` uniform bins: bin floor((v − lo) / (hi − lo) · bins), v = hi in the
+/// last one; values outside [lo, hi] (and NaN) are not counted. `out` gets `bins` counts; it is
+/// empty when the slice does not exist, bins < 1 or hi ≤ lo.
+void countInRange(const Tensor3& x, int64_t head, HistogramScope scope, int64_t index, double lo, double hi,
+                  int bins, std::vector<double>& out);
+
+/// The histogram of a zoomed x range: `bins` bins over [lo, hi] with the counts of head `head` of
+/// `x` and (when given) head `hatHead` of `xHat` in that range (countInRange). `count` is the
+/// originals counted; min, max, kurtosis and maxOverMedian stay 0 (they describe the whole slice).
+void rebinHistogramInto(const Tensor3& x, int64_t head, const Tensor3* xHat, int64_t hatHead, HistogramScope scope,
+                        int64_t index, double lo, double hi, int bins, HistogramData& out);
+
+/// How much taller than the median non-empty bin the tallest may be before a histogram reads
+/// better with log counts (prefersLogCounts).
+inline constexpr double kHeavyTailRatio = 50.0;
+
+/// The heavy-tail rule for a count axis: true when the original's tallest bin holds more than
+/// kHeavyTailRatio times the median count of its non-empty bins (the mean of the two middle ones
+/// for an even number), i.e. a linear axis would show one spike and flat tails.
+[[nodiscard]] bool prefersLogCounts(const HistogramData& histogram);
+
+/// Expected counts per bin of `edges` for `count` values distributed as a coordinate of a random
+/// unit vector in `dim` dimensions, f(t) ∝ (1 − t²)^((D−3)/2) on [−1, 1] (the density tq/tqp's
+/// codebook assumes); empty when dim is below codebook::kMinSphereDim or edges has fewer than 2.
+[[nodiscard]] std::vector<double> sphereDensityCounts(int64_t dim, int64_t count, const std::vector<double>& edges);
+
 /// Median of |v[i]| over i < n (mean of the two middle ones when n is even), exact; 0 for n = 0.
 /// Values must not be NaN. `counts` is scratch (resized as needed).
 double medianAbs(const float* v, int64_t n, std::vector<int64_t>& counts);

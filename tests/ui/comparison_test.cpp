@@ -141,6 +141,8 @@ class ComparisonTest : public QObject {
 
     // Histogram: three lines; A's counts are core's int8 reconstruction on the bins shown.
     HistogramView* hist = viewOf<HistogramView>(w);
+    // Counts as drawn on a linear axis (a log one draws empty bins at 0.5; auto picks it for this head).
+    QVERIFY(selectItemName(hist->countsBox(), QStringLiteral("linear")));
     w.showTab(0);
     QVERIFY(hist->comparisonSeries()->isVisible());
     QCOMPARE(hist->comparisonSeries()->name(), QStringLiteral("reconstructed A"));

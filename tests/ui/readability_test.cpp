@@ -132,8 +132,8 @@ class ReadabilityTest : public QObject {
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));
     test::openAndWaitForViews(w, dump_, kWaitMs);
     auto* histogram = viewOf<HistogramView>(w);
-    histogram->logBox()->setChecked(true);
-    auto* axis = qobject_cast<QLogValueAxis*>(histogram->chart()->axes(Qt::Vertical).value(0));
+    QVERIFY(selectItemName(histogram->countsBox(), QStringLiteral("log")));
+    auto* axis = qobject_cast<QLogValueAxis*>(histogram->originalSeries()->attachedAxes().value(1));
     QVERIFY(axis);
     QCOMPARE(axis->labelFormat(), logLabelFormat(axis->min(), axis->max()));
   }

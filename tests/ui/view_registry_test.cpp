@@ -98,7 +98,7 @@ class ViewRegistryTest : public QObject {
     QCOMPARE(name(viewOf<HeatmapView>(w)->scaleBox()), QStringLiteral("log"));
     QCOMPARE(viewOf<HistogramView>(w)->tensor(), ViewTensor::Value);
     QCOMPARE(viewOf<HistogramView>(w)->scopeBox()->currentData().toInt(), static_cast<int>(HistogramScope::Channel));
-    QVERIFY(viewOf<HistogramView>(w)->logBox()->isChecked());
+    QCOMPARE(name(viewOf<HistogramView>(w)->countsBox()), QStringLiteral("log"));  // "log": true
     QCOMPARE(viewOf<HistogramView>(w)->binsBox()->value(), 64);
     QCOMPARE(name(viewOf<HistogramView>(w)->spaceBox()), QStringLiteral("original"));
     QCOMPARE(name(viewOf<DriftView>(w)->caseBox()), QStringLiteral("joint"));
@@ -190,7 +190,10 @@ class ViewRegistryTest : public QObject {
     QCOMPARE(v["heatmap"]["scale"].get<std::string>(), std::string("log"));
     QCOMPARE(v["histogram"]["scope"].get<std::string>(), std::string("channel"));
     QCOMPARE(v["histogram"]["space"].get<std::string>(), std::string("original"));
+    QCOMPARE(v["histogram"]["counts"].get<std::string>(), std::string("log"));
     QCOMPARE(v["drift"]["case"].get<std::string>(), std::string("joint"));
+    QVERIFY(v["drift"]["log_p"].get<bool>());  // the defaults of options the legacy session lacks
+    QVERIFY(!v["drift"]["difference"].get<bool>());
     QCOMPARE(v["summary"]["budgets"]["key"].get<double>(), 0.02);
     QCOMPARE(v["budget"]["capacity"]["context"].get<int>(), 8192);
     QCOMPARE(v["budget"]["search"]["key_bound"].get<double>(), 0.04);

@@ -13,11 +13,13 @@
 #include <QGuiApplication>
 #include <QLegend>
 #include <QLegendMarker>
+#include <QLogValueAxis>
 #include <QPalette>
 #include <QRegularExpression>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <utility>
@@ -79,6 +81,18 @@ class Fitting {
       changed |= fit < axis->property(kMaxTicksProperty).toInt();
       setMaxTicks(axis, fit);
     }
+    // A log axis labels every power of its base: on a short plot, every k-th decade (base 10^k)
+    // without minor ticks, so that its labels fit the same way.
+    for (QAbstractAxis* a : chart_->axes(Qt::Vertical)) {
+      auto* axis = qobject_cast<QLogValueAxis*>(a);
+      if (!axis || !axis->isVisible() || !(axis->min() > 0) || !(axis->max() > axis->min()) || !(axis->base() > 1)) continue;
+      const double label = QFontMetricsF(axis->labelsFont()).height();
+      const int fit = std::max(2, static_cast<int>(height / (1.6 * label)));
+      const double steps = std::log(axis->max() / axis->min()) / std::log(axis->base());
+      int k = 1;
+      while (steps / k + 1 > fit && k < 64) ++k;
+      if (k > 1) changed |= rebase(axis, k);
+    }
     return changed;
   }
 
@@ -137,6 +151,19 @@ class Fitting {
     } else {
       setAxisRange(axis, lo, hi);
     }
+  }
+
+  // Labels every k-th power of the axis's base, without minor ticks.
+  bool rebase(QLogValueAxis* axis, int k) {
+    const double base = axis->base();
+    const int minor = axis->minorTickCount();
+    remember([axis, base, minor] {
+      axis->setBase(base);
+      axis->setMinorTickCount(minor);
+    });
+    axis->setBase(std::pow(base, k));
+    axis->setMinorTickCount(0);
+    return true;
   }
 
   bool shortenChartTitle() {

@@ -3,17 +3,24 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QGridLayout>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ui/export/chart_render.h"
 #include "ui/state/session.h"
@@ -62,6 +69,10 @@ void setRanges(QValueAxis* x, QValueAxis* y, double x0, double x1, double y0, do
   setAxisRange(y, r.lo, r.hi);
 }
 
+// A log probability axis spans at most this factor below the row's largest probability: keys
+// further down carry no weight, and 30 decades of underflowing tails would squeeze the rest.
+constexpr double kLogProbabilitySpan = 1e-8;
+
 }  // namespace
 
 DriftView::DriftView(QWidget* parent) : QWidget(parent) {
@@ -75,8 +86,27 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   addNamedItem(case_, QStringLiteral("joint"), tr("joint (K′, V′)"));
   case_->setToolTip(tr("Which tensors are reconstructed (K′, V′: quantized and dequantized) when comparing against the "
                         "original attention."));
+  logP_ = new QCheckBox(tr("log P"), this);
+  logP_->setChecked(true);
+  logP_->setToolTip(tr("Logarithmic probability axis: a row is usually one or two keys near 1 and thousands near 0, "
+                       "which a linear axis draws as a spike over a flat line. Values more than 8 decades below "
+                       "the largest (and zeros) sit on the axis floor."));
+  diff_ = new QCheckBox(tr("difference"), this);
+  diff_->setToolTip(tr("Draw s′ − s and P′ − P instead of the values: over thousands of keys the two lines of a "
+                       "small change cover each other."));
+  linkX_ = new QCheckBox(tr("link key axes"), this);
+  linkX_->setChecked(true);
+  linkX_->setToolTip(tr("Zooming or panning the key positions of the score chart or the probability chart moves "
+                        "the other one too."));
   info_ = new QLabel(this);
   info_->setWordWrap(true);
+  top_ = new QTableWidget(0, 5, this);
+  top_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  top_->setSelectionMode(QAbstractItemView::NoSelection);
+  top_->verticalHeader()->setVisible(false);
+  top_->setWordWrap(false);
+  top_->setToolTip(tr("The keys the original row attends to most (largest P), with the reconstruction's P′ of "
+                      "the case shown and the change."));
 
   scoreChart_ = makeChart(tr("Scores over key positions"));
   probChart_ = makeChart(tr("Attention probabilities over key positions"));
@@ -99,6 +129,14 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   scoreY_ = addAxis(scoreChart_, Qt::AlignLeft, tr("score"), {scoreOriginal_, scoreCase_, scoreCaseA_});
   probX_ = addAxis(probChart_, Qt::AlignBottom, tr("key position"), {probOriginal_, probCase_, probCaseA_});
   probY_ = addAxis(probChart_, Qt::AlignLeft, tr("probability"), {probOriginal_, probCase_, probCaseA_});
+  // Both probability axes stay in the chart (removing an axis from a chart left its labels drawn):
+  // the log switch moves the series between them and shows the one they are on.
+  probLogY_ = new QLogValueAxis;
+  probLogY_->setBase(10);
+  probLogY_->setTitleText(tr("P (log)"));  // short: a figure's chart is short
+  keepLogLabels(probLogY_);
+  probChart_->addAxis(probLogY_, Qt::AlignLeft);
+  probLogY_->setVisible(false);
   // KL (nats) and the output's relative error have different units: one axis each.
   posX_ = addAxis(posChart_, Qt::AlignBottom, tr("query position"), {kl_, rel_, marker_, klA_, relA_});
   klY_ = addAxis(posChart_, Qt::AlignLeft, tr("KL (nats)"), {kl_, marker_, klA_});
@@ -128,19 +166,42 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   });
   connect(posView_, &InteractiveChartView::clicked, this, [this](QPointF value) { selectQueryAt(value.x()); });
 
+  // The key axes of the two row charts move together while linked (zoom, pan, reset).
+  connect(scoreView_, &InteractiveChartView::xRangeChanged, this, [this](double lo, double hi) {
+    if (linkX_->isChecked()) probView_->showXRange(lo, hi);
+  });
+  connect(probView_, &InteractiveChartView::xRangeChanged, this, [this](double lo, double hi) {
+    if (linkX_->isChecked()) scoreView_->showXRange(lo, hi);
+  });
+  connect(linkX_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) probView_->showXRange(scoreX_->min(), scoreX_->max());
+  });
+
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Query head"), this));
   controls->addWidget(head_);
   controls->addWidget(new QLabel(tr("Query row"), this));
   controls->addWidget(query_);
   controls->addWidget(case_);
+  controls->addWidget(logP_);
+  controls->addWidget(diff_);
+  controls->addWidget(linkX_);
   controls->addStretch(1);
+  auto* topPanel = new QWidget(this);
+  auto* topLayout = new QVBoxLayout(topPanel);
+  topLayout->setContentsMargins(0, 0, 0, 0);
+  topLayout->addWidget(new QLabel(tr("Top %1 keys by P").arg(kTopKeys), topPanel));
+  topLayout->addWidget(top_, 1);
+  auto* rows = new QGridLayout;
+  rows->addWidget(scoreView_, 0, 0);
+  rows->addWidget(probView_, 1, 0);
+  rows->addWidget(topPanel, 0, 1, 2, 1);
+  rows->setColumnStretch(0, 1);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(controls);
   layout->addWidget(info_);
-  layout->addWidget(scoreView_, 3);
-  layout->addWidget(probView_, 3);
+  layout->addLayout(rows, 6);
   layout->addWidget(posView_, 3);
   for (QChartView* v : {scoreView_, probView_, posView_}) v->setMinimumHeight(200);
 
@@ -150,6 +211,8 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   connect(head_, &QSpinBox::valueChanged, this, changed);
   connect(query_, &QSpinBox::valueChanged, this, changed);
   connect(case_, &QComboBox::currentIndexChanged, this, [this] { requestRebuild(true); });
+  connect(logP_, &QCheckBox::toggled, this, [this] { requestRebuild(true); });
+  connect(diff_, &QCheckBox::toggled, this, [this] { requestRebuild(true); });
   setMessage(tr("No dump open."));
 }
 
@@ -241,9 +304,6 @@ void DriftView::takeComparison(const ComparisonData& a) {
   const bool pinned = a.pinned;
   pinned_ = pinned;
   compare_ = pinned ? a.drift : nullptr;
-  const QString b = pinned ? tr(" B") : tr(" (quantized)");
-  scoreCase_->setName(tr("s′") + b);
-  probCase_->setName(tr("P′") + b);
   kl_->setName(pinned ? tr("KL B") : tr("KL(P‖P′)"));
   rel_->setName(pinned ? tr("output rel. error B") : tr("output rel. error"));
   requestRebuild(true);
@@ -293,41 +353,112 @@ QList<QPointF> envelope(const std::vector<double>& y) {
 
 }  // namespace
 
+void DriftView::useProbabilityAxis(bool log) {
+  QAbstractAxis* wanted = log ? static_cast<QAbstractAxis*>(probLogY_) : probY_;
+  QAbstractAxis* other = log ? static_cast<QAbstractAxis*>(probY_) : probLogY_;
+  if (probOriginal_->attachedAxes().contains(wanted)) return;
+  for (QLineSeries* s : {probOriginal_, probCase_, probCaseA_}) {
+    s->detachAxis(other);
+    s->attachAxis(wanted);
+  }
+  other->setVisible(false);
+  wanted->setVisible(true);
+}
+
 void DriftView::rebuildRow() {
   for (QLineSeries* s : {scoreOriginal_, scoreCase_, probOriginal_, probCase_, scoreCaseA_, probCaseA_}) s->clear();
   const bool ab = compareShown();
+  const bool diff = diff_->isChecked();
+  const bool logP = logP_->isChecked() && !diff;  // a difference has negative values
+  logP_->setEnabled(!diff);
+  useProbabilityAxis(logP);
+  scoreOriginal_->setVisible(!diff);
+  probOriginal_->setVisible(!diff);
   scoreCaseA_->setVisible(ab);
   probCaseA_->setVisible(ab);
+  const QString b = pinned_ ? tr(" B") : tr(" (quantized)");
+  scoreCase_->setName(diff ? tr("s′ − s") + (pinned_ ? tr(" B") : QString()) : tr("s′") + b);
+  probCase_->setName(diff ? tr("P′ − P") + (pinned_ ? tr(" B") : QString()) : tr("P′") + b);
+  scoreCaseA_->setName(diff ? tr("s′ − s A") : tr("s′ A"));
+  probCaseA_->setName(diff ? tr("P′ − P A") : tr("P′ A"));
+  scoreY_->setTitleText(diff ? tr("s′ − s") : tr("score"));
+  probY_->setTitleText(diff ? tr("P′ − P") : tr("probability"));
+  probChart_->setTitle(diff ? tr("Change of the attention probabilities, P′ − P") : tr("Attention probabilities over key positions"));
+  fillTopKeys();
   if (!data_ || !data_->row) {
     setRanges(scoreX_, scoreY_, 0, 1, 0, 1);
     setRanges(probX_, probY_, 0, 1, 0, 1);
+    setDecadeRange(probLogY_, 1e-3, 1);
     return;
   }
   const AttentionRowDetail& row = *data_->row;
+  const AttentionRowCase& o = row.original;
   const AttentionRowCase& c = currentCase();
-  double smin = 0, smax = 0, pmax = 0;
-  for (size_t j = 0; j < row.original.scores.size(); ++j) {
-    smin = std::min({smin, row.original.scores[j], c.scores[j]});
-    smax = std::max({smax, row.original.scores[j], c.scores[j]});
-    pmax = std::max({pmax, row.original.probabilities[j], c.probabilities[j]});
-  }
-  if (ab) {
-    const AttentionRowCase& a = caseOf(*compare_->row);
-    for (size_t j = 0; j < a.scores.size(); ++j) {
-      smin = std::min(smin, a.scores[j]);
-      smax = std::max(smax, a.scores[j]);
-      pmax = std::max(pmax, a.probabilities[j]);
-    }
-    scoreCaseA_->replace(envelope(a.scores));
-    probCaseA_->replace(envelope(a.probabilities));
-  }
-  scoreOriginal_->replace(envelope(row.original.scores));
-  scoreCase_->replace(envelope(c.scores));
-  probOriginal_->replace(envelope(row.original.probabilities));
-  probCase_->replace(envelope(c.probabilities));
+  const AttentionRowCase* a = ab ? &caseOf(*compare_->row) : nullptr;
   const double last = static_cast<double>(row.position);
-  setRanges(scoreX_, scoreY_, 0, last, smin, smax);
-  setRanges(probX_, probY_, 0, last, 0, pmax);
+  const size_t n = o.scores.size();
+  if (diff) {
+    // s′ − s and P′ − P (A's against the same original), with 0 inside both axes.
+    const auto minus = [n](const std::vector<double>& x, const std::vector<double>& ref) {
+      std::vector<double> d(n);
+      for (size_t j = 0; j < n; ++j) d[j] = x[j] - ref[j];
+      return d;
+    };
+    double slo = 0, shi = 0, plo = 0, phi = 0;
+    const auto fill = [&](const AttentionRowCase& k, QLineSeries* scores, QLineSeries* probabilities) {
+      const std::vector<double> ds = minus(k.scores, o.scores), dp = minus(k.probabilities, o.probabilities);
+      for (size_t j = 0; j < n; ++j) {
+        slo = std::min(slo, ds[j]);
+        shi = std::max(shi, ds[j]);
+        plo = std::min(plo, dp[j]);
+        phi = std::max(phi, dp[j]);
+      }
+      scores->replace(envelope(ds));
+      probabilities->replace(envelope(dp));
+    };
+    fill(c, scoreCase_, probCase_);
+    if (a) fill(*a, scoreCaseA_, probCaseA_);
+    setRanges(scoreX_, scoreY_, 0, last, slo, shi);
+    setRanges(probX_, probY_, 0, last, plo, phi);
+  } else {
+    double smin = 0, smax = 0, pmax = 0, pmin = std::numeric_limits<double>::infinity();
+    const auto span = [&](const AttentionRowCase& k) {
+      for (size_t j = 0; j < n; ++j) {
+        smin = std::min(smin, k.scores[j]);
+        smax = std::max(smax, k.scores[j]);
+        pmax = std::max(pmax, k.probabilities[j]);
+        if (k.probabilities[j] > 0) pmin = std::min(pmin, k.probabilities[j]);
+      }
+    };
+    span(o);
+    span(c);
+    if (a) span(*a);
+    scoreOriginal_->replace(envelope(o.scores));
+    scoreCase_->replace(envelope(c.scores));
+    if (a) scoreCaseA_->replace(envelope(a->scores));
+    setRanges(scoreX_, scoreY_, 0, last, smin, smax);
+    if (logP) {
+      // Whole decades from the smallest positive value (at most kLogProbabilitySpan below the
+      // largest) to the largest; smaller values and zeros are drawn on the floor.
+      const double top = pmax > 0 ? pmax : 1.0;
+      setDecadeRange(probLogY_, std::max(std::isfinite(pmin) ? pmin : top, top * kLogProbabilitySpan), top);
+      const double bottom = probLogY_->min();
+      const auto floored = [bottom](const std::vector<double>& p) {
+        std::vector<double> out(p.size());
+        for (size_t j = 0; j < p.size(); ++j) out[j] = std::max(p[j], bottom);
+        return envelope(out);
+      };
+      probOriginal_->replace(floored(o.probabilities));
+      probCase_->replace(floored(c.probabilities));
+      if (a) probCaseA_->replace(floored(a->probabilities));
+      setAxisRange(probX_, 0, last > 0 ? last : 1);
+    } else {
+      probOriginal_->replace(envelope(o.probabilities));
+      probCase_->replace(envelope(c.probabilities));
+      if (a) probCaseA_->replace(envelope(a->probabilities));
+      setRanges(probX_, probY_, 0, last, 0, pmax);
+    }
+  }
 
   const QString caseName = case_->currentText().section(QLatin1Char(' '), 0, 0);
   scoreChart_->setTitle(tr("Layer %1 · query head %2 (kv head %3) · query at position %4 · %5")
@@ -337,20 +468,64 @@ void DriftView::rebuildRow() {
                      .arg(c.outputRelError, 0, 'g', 4)
                      .arg(row.original.top1)
                      .arg(c.top1));
-  if (ab) {
-    const AttentionRowCase& a = caseOf(*compare_->row);
+  if (a) {
     info_->setText(tr("This row, B: KL(P‖P′) = %1 · output rel. error = %2 · top-1 %3 → %4   |   A: KL = %5 · "
                       "output rel. error = %6 · top-1 → %7")
                        .arg(c.kl, 0, 'g', 4)
                        .arg(c.outputRelError, 0, 'g', 4)
                        .arg(row.original.top1)
                        .arg(c.top1)
-                       .arg(a.kl, 0, 'g', 4)
-                       .arg(a.outputRelError, 0, 'g', 4)
-                       .arg(a.top1));
+                       .arg(a->kl, 0, 'g', 4)
+                       .arg(a->outputRelError, 0, 'g', 4)
+                       .arg(a->top1));
   } else if (pinned_) {
     info_->setText(info_->text() + tr("   (setting A: computing…)"));
   }
+}
+
+void DriftView::fillTopKeys() {
+  const bool ab = compareShown();
+  QStringList headers{tr("key"), tr("token"), tr("P"), pinned_ ? tr("P′ B") : tr("P′"), pinned_ ? tr("P′ B − P") : tr("P′ − P")};
+  if (ab) headers << tr("P′ A");
+  top_->setColumnCount(static_cast<int>(headers.size()));
+  top_->setHorizontalHeaderLabels(headers);
+  if (!data_ || !data_->row) {
+    top_->setRowCount(0);
+    return;
+  }
+  const AttentionRowDetail& row = *data_->row;
+  const AttentionRowCase& c = currentCase();
+  const std::vector<int64_t> keys = topIndices(row.original.probabilities, kTopKeys);
+  top_->setRowCount(static_cast<int>(keys.size()));
+  // Each cell holds its exact number as data (tests, copies); the text is rounded for reading.
+  const auto cell = [this](int r, int col, const QString& text, const QVariant& value) {
+    auto* item = new QTableWidgetItem(text);
+    item->setData(Qt::UserRole, value);
+    if (col != 1) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    top_->setItem(r, col, item);
+  };
+  for (int r = 0; r < static_cast<int>(keys.size()); ++r) {
+    const auto j = static_cast<size_t>(keys[static_cast<size_t>(r)]);
+    const double p = row.original.probabilities[j], q = c.probabilities[j];
+    const QString token = static_cast<qsizetype>(j) < tokenText_.size() ? tokenText_[static_cast<qsizetype>(j)] : QString();
+    cell(r, 0, QString::number(j), QVariant::fromValue(static_cast<qlonglong>(j)));
+    cell(r, 1, token, token);
+    cell(r, 2, QString::number(p, 'g', 3), p);
+    cell(r, 3, QString::number(q, 'g', 3), q);
+    cell(r, 4, (q - p > 0 ? QStringLiteral("+") : QString()) + QString::number(q - p, 'g', 2), q - p);
+    if (ab) {
+      const double qa = caseOf(*compare_->row).probabilities[j];
+      cell(r, 5, QString::number(qa, 'g', 3), qa);
+    }
+  }
+  top_->setColumnHidden(1, tokenText_.isEmpty());
+  top_->resizeColumnsToContents();
+  // Wide enough for every column: a horizontal scroll bar would hide the change column.
+  int width = 2 * top_->frameWidth() + top_->verticalScrollBar()->sizeHint().width();
+  for (int col = 0; col < top_->columnCount(); ++col) {
+    if (!top_->isColumnHidden(col)) width += top_->columnWidth(col);
+  }
+  top_->setMinimumWidth(width);
 }
 
 void DriftView::rebuildSeries() {
@@ -500,10 +675,19 @@ QString DriftView::toCsv() const {
 
 QString DriftView::tabTitle() const { return tr("Attention drift"); }
 
-nlohmann::json DriftView::saveState() const { return {{"case", currentItemName(case_).toStdString()}}; }
+nlohmann::json DriftView::saveState() const {
+  return {{"case", currentItemName(case_).toStdString()},
+          {"log_p", logP_->isChecked()},
+          {"difference", diff_->isChecked()},
+          {"link_keys", linkX_->isChecked()}};
+}
 
 void DriftView::loadState(const nlohmann::json& state) {
   loadNamedChoice(case_, state, "case", {"key_only", "value_only", "joint"}, QStringLiteral("key_only"));
+  // Sessions written before these options get their defaults.
+  logP_->setChecked(state.value("log_p", true));
+  diff_->setChecked(state.value("difference", false));
+  linkX_->setChecked(state.value("link_keys", true));
 }
 
 void DriftView::fillRequest(ViewRequest& request, const ViewContext& context) const {

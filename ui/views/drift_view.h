@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Attention drift: for the selected layer, query head and query position, the original vs
-// reconstructed scores and probabilities over key positions (key_only / value_only / joint),
-// and below them KL and output error along query positions.
+// reconstructed scores and probabilities over key positions (key_only / value_only / joint), or
+// their differences s′ − s and P′ − P, with the row's top keys beside them; below, KL and output
+// error along query positions.
 #pragma once
 
 #include <QStringList>
@@ -15,10 +16,13 @@
 
 class QChart;
 class QChartView;
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineSeries;
+class QLogValueAxis;
 class QSpinBox;
+class QTableWidget;
 class QValueAxis;
 
 namespace kvscope::ui {
@@ -48,6 +52,8 @@ class DriftView : public QWidget, public View {
   QLineSeries* relSeriesA() { return flushed(relA_); }
   // The charts' series, brought up to date first (a hidden view defers its rebuilds).
   QLineSeries* scoreOriginal() { return flushed(scoreOriginal_); }
+  QLineSeries* probabilityOriginal() { return flushed(probOriginal_); }
+  /// s′ (P′), or s′ − s (P′ − P) while the difference box is checked.
   QLineSeries* scoreCase() { return flushed(scoreCase_); }
   QLineSeries* probabilityCase() { return flushed(probCase_); }
   QLineSeries* klSeries() { return flushed(kl_); }
@@ -57,6 +63,18 @@ class DriftView : public QWidget, public View {
   InteractiveChartView* probabilityChartView() { return probView_; }
   InteractiveChartView* positionChartView() { return posView_; }
   QComboBox* caseBox() { return case_; }
+  /// Log probability axis (checked by default; off while the difference is shown).
+  QCheckBox* logProbabilityBox() { return logP_; }
+  /// The row charts show s′ − s and P′ − P instead of the values.
+  QCheckBox* differenceBox() { return diff_; }
+  /// Zooming or panning the key axis of the score or probability chart moves the other's too.
+  QCheckBox* linkKeysBox() { return linkX_; }
+  /// The row's kTopKeys keys of largest P: key, token, P, P′, P′ − P (and P′ of A when pinned).
+  QTableWidget* topKeysTable() {
+    flush();
+    return top_;
+  }
+  static constexpr int kTopKeys = 10;
 
   static constexpr const char* kName = "drift";
   [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
@@ -106,6 +124,10 @@ class DriftView : public QWidget, public View {
   QSpinBox* head_;
   QSpinBox* query_;
   QComboBox* case_;
+  QCheckBox* logP_;
+  QCheckBox* diff_;
+  QCheckBox* linkX_;
+  QTableWidget* top_;
   QLabel* info_;
   QChart* scoreChart_;
   QChart* probChart_;
@@ -117,6 +139,7 @@ class DriftView : public QWidget, public View {
   QValueAxis* scoreY_;
   QValueAxis* probX_;
   QValueAxis* probY_;
+  QLogValueAxis* probLogY_;  ///< swapped in for probY_ while logP_ applies
   QValueAxis* posX_;
   QValueAxis* klY_;
   QValueAxis* relY_;
@@ -137,6 +160,10 @@ class DriftView : public QWidget, public View {
   [[nodiscard]] bool compareShown() const;
   [[nodiscard]] const AttentionRowCase& caseOf(const AttentionRowDetail& row) const;
   [[nodiscard]] const std::vector<std::vector<double>>& relOf(const AttentionPositionSeries& series) const;
+  /// Puts `axis` (the linear or the log one) on the probability chart's left.
+  void useProbabilityAxis(bool log);
+  /// Fills the top keys table from the row shown (empty without one).
+  void fillTopKeys();
   bool rowPending_ = false;
   bool seriesPending_ = false;
 };

@@ -3,7 +3,6 @@
 
 #include <QChart>
 #include <QChartView>
-#include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -22,6 +21,7 @@
 #include "ui/export/chart_render.h"
 #include "ui/export/chart_ticks.h"
 #include "ui/widgets/chart_view.h"
+#include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
 
@@ -30,6 +30,16 @@ QString num(double v) { return QString::number(v, 'g', 5); }
 constexpr double kLogFloor = 0.5;  // empty bins sit below 1 on a log count axis
 constexpr int kMaxDrawnLevels = 64;
 constexpr double kLevelBand = 0.08;  // the levels' ticks rise this fraction of the count axis
+// A zoom recounts up to this many values (original, reconstruction and A together) on the GUI
+// thread, about 2 ms (core's countInRange, one division per value); more go to a worker thread.
+constexpr int64_t kRebinOnGuiThread = int64_t{1} << 20;
+
+// What a recount over a zoomed range delivers.
+struct Rebinned {
+  HistogramData bins;
+  std::vector<double> a;        // A's counts
+  std::vector<double> density;  // tq/tqp's expected counts
+};
 }  // namespace
 
 HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
@@ -71,7 +81,8 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   reconstructedA_->setPen(aPen);
   reconstructedA_->setVisible(false);
   chart_->addSeries(reconstructedA_);
-  // Axes live as long as the chart; the log/linear switch swaps the y axis without deleting it.
+  // Both count axes stay in the chart (removing an axis before the chart was first drawn left its
+  // labels in the scene): the log/linear switch moves the series and shows the axis they are on.
   xAxis_ = new QValueAxis(this);
   xAxis_->setTitleText(tr("value"));
   keepNiceTicks(xAxis_, 8);
@@ -84,6 +95,8 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   logAxis_->setTitleText(tr("count"));
   chart_->addAxis(xAxis_, Qt::AlignBottom);
   chart_->addAxis(linearAxis_, Qt::AlignLeft);
+  chart_->addAxis(logAxis_, Qt::AlignLeft);
+  logAxis_->setVisible(false);
   for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) {
     s->attachAxis(xAxis_);
     s->attachAxis(linearAxis_);
@@ -102,7 +115,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   scope_->setToolTip(tr("Count every value of the kv head, only the selected channel, or only the selected token."));
   space_ = new QComboBox(this);
   addNamedItem(space_, QStringLiteral("original"), tr("space: original"), 0);
-  addNamedItem(space_, QStringLiteral("rotated"), tr("space: rotated (format input)"), 1);
+  addNamedItem(space_, QStringLiteral("rotated"), tr("space: rotated"), 1);  // the format's input (tooltip)
   space_->setCurrentIndex(1);
   space_->setToolTip(tr("For a rotated spec: count the dump's values, or the values the format quantizes "
                         "(rotated, outliers zeroed; tq/tqp: each token divided by its norm), with the "
@@ -119,8 +132,16 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   bins_->setRange(8, 1024);
   bins_->setValue(128);
   bins_->setToolTip(tr("Number of histogram bins across the values' range."));
-  log_ = new QCheckBox(tr("log counts"), this);
-  log_->setToolTip(tr("Logarithmic count axis, so that rare outlier values stay visible."));
+  counts_ = new QComboBox(this);
+  addNamedItem(counts_, QStringLiteral("auto"), tr("auto counts"));
+  addNamedItem(counts_, QStringLiteral("linear"), tr("linear counts"));
+  addNamedItem(counts_, QStringLiteral("log"), tr("log counts"));
+  counts_->setToolTip(tr("Count axis. auto: logarithmic when the tallest bin holds more than %1 times the median "
+                         "non-empty bin (heavy tails: a linear axis would show one spike), else linear.")
+                          .arg(kHeavyTailRatio));
+  rebin_ = new JobRunner(tr("histogram bins"), this);
+  // A zoom (or pan) of the x axis counts the bins again over the visible range.
+  connect(view_, &InteractiveChartView::xRangeChanged, this, &HistogramView::zoomTo);
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Tensor"), this));
@@ -133,7 +154,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   controls->addWidget(token);
   controls->addWidget(new QLabel(tr("bins"), this));
   controls->addWidget(bins_);
-  controls->addWidget(log_);
+  controls->addWidget(counts_);
   controls->addStretch(1);
   stats_ = new QLabel(this);
   stats_->setWordWrap(true);
@@ -151,7 +172,7 @@ HistogramView::HistogramView(QWidget* parent) : QWidget(parent) {
   connect(scope_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(space_, &QComboBox::currentIndexChanged, this, &HistogramView::refresh);
   connect(bins_, &QSpinBox::valueChanged, this, &HistogramView::refresh);
-  connect(log_, &QCheckBox::toggled, this, &HistogramView::refresh);
+  connect(counts_, &QComboBox::currentIndexChanged, this, &HistogramView::requestRebuild);
   // The channel and token are the session's selection (other views follow it, and a layer or
   // head switch keeps it): a change goes there and comes back through takeSelection.
   connect(channel, &QSpinBox::valueChanged, this, [this](int v) {
@@ -293,6 +314,12 @@ void HistogramView::fillRequest(ViewRequest& request, const QuantSpec& keySpec, 
 }
 
 void HistogramView::recompute() {
+  // A zoom is counted again over the new data once the chart puts the kept x range back.
+  ++generation_;
+  rebin_->cancel();
+  zoom_.reset();
+  pendingZoom_.reset();
+  formatSpaceShared_.reset();
   data_ = {};
   group_.reset();
   groupNote_.clear();
@@ -438,32 +465,131 @@ void HistogramView::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
 }
 
+bool HistogramView::logCounts() const {
+  const QString choice = currentItemName(counts_);
+  if (choice == QStringLiteral("log")) return true;
+  if (choice == QStringLiteral("linear")) return false;
+  return prefersLogCounts(data_);  // the whole range's bins: a zoom does not flip the axis
+}
+
+bool HistogramView::rebinning() const { return pendingZoom_.has_value(); }
+
+void HistogramView::zoomTo(double lo, double hi) {
+  if (data_.edges.size() < 2 || !(hi > lo)) return;
+  const double full0 = data_.edges.front(), full1 = data_.edges.back();
+  const double slack = 1e-9 * (full1 - full0);
+  if (lo <= full0 + slack && hi >= full1 - slack) {
+    // The whole range (a reset) or more: the bins of the data.
+    rebin_->cancel();
+    pendingZoom_.reset();
+    if (!zoom_) return;
+    zoom_.reset();
+    requestRebuild();
+    stats_->setText(statsText());
+    return;
+  }
+  pendingZoom_ = std::pair{lo, hi};
+  rebin();
+}
+
+void HistogramView::rebin() {
+  if (!pendingZoom_) return;
+  if (!layer_) {
+    pendingZoom_.reset();
+    return;
+  }
+  const double lo = pendingZoom_->first, hi = pendingZoom_->second;  // plain variables: lambdas capture them
+  const int bins = bins_->value();
+  const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
+  // What to count: the format space's input and output, or the layer's original, B and A.
+  const Tensor3 *x = nullptr, *hat = nullptr, *aHat = nullptr;
+  int64_t head = 0, hatHead = 0, aHead = -1, index = scope == HistogramScope::Channel ? channel_ : token_;
+  int64_t densityDim = 0;
+  std::shared_ptr<const void> keep;  // what the pointers point into, for a worker thread
+  if (formatSpace_) {
+    if (!formatSpaceShared_) formatSpaceShared_ = std::make_shared<const FormatSpaceData>(*formatSpace_);
+    const FormatSpaceData& f = *formatSpaceShared_;
+    x = &f.input;
+    hat = &f.output;
+    if (scope == HistogramScope::Token) index -= f.firstToken;
+    if (!f.density.empty()) densityDim = f.input.dim;
+    keep = formatSpaceShared_;
+  } else {
+    const ViewTensor t = tensor();
+    x = layer_->original(t);
+    head = layer_->originalHead(kvHead_);
+    hatHead = layer_->hatHead(kvHead_);
+    hat = hatHead >= 0 ? layer_->reconstruction(t) : nullptr;
+    if (!compareCounts_.empty() && compare_) {
+      aHat = compare_->reconstruction(t);
+      aHead = compare_->hatHead(kvHead_);
+    }
+    keep = std::make_shared<std::pair<LayerQuantPtr, LayerQuantPtr>>(layer_, compare_);
+  }
+  if (!x) {
+    pendingZoom_.reset();
+    return;
+  }
+  const int64_t count = data_.count;
+  const auto work = [=]() {
+    Rebinned r;
+    rebinHistogramInto(*x, head, hat, hatHead, scope, index, lo, hi, bins, r.bins);
+    if (aHat && aHead >= 0) countInRange(*aHat, aHead, scope, index, lo, hi, bins, r.a);
+    if (densityDim > 0) r.density = sphereDensityCounts(densityDim, count, r.bins.edges);
+    return r;
+  };
+  const uint64_t generation = generation_;
+  const auto deliver = [this, generation, lo, hi](Rebinned r) {
+    if (generation != generation_ || !pendingZoom_ || *pendingZoom_ != std::pair{lo, hi}) return;
+    zoomed_ = std::move(r.bins);
+    zoomedCompare_ = std::move(r.a);
+    zoomedDensity_ = std::move(r.density);
+    zoom_ = pendingZoom_;
+    pendingZoom_.reset();
+    requestRebuild();
+    stats_->setText(statsText());
+  };
+  const int64_t slice = scope == HistogramScope::Head ? x->tokens * x->dim
+                        : scope == HistogramScope::Channel ? x->tokens
+                                                           : x->dim;
+  const int64_t values = slice * (1 + (hat ? 1 : 0) + (aHat ? 1 : 0));
+  if (values <= kRebinOnGuiThread) {
+    rebin_->cancel();
+    deliver(work());
+    return;
+  }
+  // Newest wins: a pan's stream of ranges cancels the recount before it.
+  rebin_->start<Rebinned>([work, keep](const Progress&) -> Expected<Rebinned> { return work(); }, deliver);
+}
+
 void HistogramView::rebuildChart() {
-  const bool logCounts = log_->isChecked();
+  const bool logCounts = this->logCounts();
+  const HistogramData& h = shown();
+  const std::vector<double>& aCounts = zoom_ ? zoomedCompare_ : compareCounts_;
   QList<QPointF> a, b, levels;
   double top = 1;
-  for (size_t i = 0; i < data_.original.size(); ++i) {
+  for (size_t i = 0; i < h.original.size(); ++i) {
     const auto y = [&](double c) { return logCounts ? std::max(c, kLogFloor) : c; };
-    a.append({data_.edges[i], y(data_.original[i])});
-    a.append({data_.edges[i + 1], y(data_.original[i])});
-    top = std::max(top, data_.original[i]);
-    if (!data_.reconstructed.empty()) {
-      b.append({data_.edges[i], y(data_.reconstructed[i])});
-      b.append({data_.edges[i + 1], y(data_.reconstructed[i])});
-      top = std::max(top, data_.reconstructed[i]);
+    a.append({h.edges[i], y(h.original[i])});
+    a.append({h.edges[i + 1], y(h.original[i])});
+    top = std::max(top, h.original[i]);
+    if (!h.reconstructed.empty()) {
+      b.append({h.edges[i], y(h.reconstructed[i])});
+      b.append({h.edges[i + 1], y(h.reconstructed[i])});
+      top = std::max(top, h.reconstructed[i]);
     }
   }
   QList<QPointF> aLine;
-  for (size_t i = 0; i < compareCounts_.size() && i + 1 < data_.edges.size(); ++i) {
-    const double c = logCounts ? std::max(compareCounts_[i], kLogFloor) : compareCounts_[i];
-    aLine.append({data_.edges[i], c});
-    aLine.append({data_.edges[i + 1], c});
-    top = std::max(top, compareCounts_[i]);
+  for (size_t i = 0; i < aCounts.size() && i + 1 < h.edges.size(); ++i) {
+    const double c = logCounts ? std::max(aCounts[i], kLogFloor) : aCounts[i];
+    aLine.append({h.edges[i], c});
+    aLine.append({h.edges[i + 1], c});
+    top = std::max(top, aCounts[i]);
   }
   reconstructedA_->replace(aLine);
   reconstructedA_->setVisible(!aLine.isEmpty());
-  double xlo = data_.edges.empty() ? 0 : data_.edges.front();
-  double xhi = data_.edges.empty() ? 1 : data_.edges.back();
+  double xlo = h.edges.empty() ? 0 : h.edges.front();
+  double xhi = h.edges.empty() ? 1 : h.edges.back();
   const double base = logCounts ? kLogFloor : 0.0;
   // Round tops: a linear count axis ends on a tick, a log one on a decade.
   const double yTop = logCounts ? std::pow(10.0, std::ceil(std::log10(top * 1.5))) : niceRange(0, top).hi;
@@ -481,13 +607,16 @@ void HistogramView::rebuildChart() {
     }
   }
   QList<QPointF> density;
-  if (formatSpace_ && formatSpace_->density.size() == data_.original.size()) {
-    for (size_t i = 0; i < formatSpace_->density.size(); ++i) {
-      const double c = formatSpace_->density[i];
+  const std::vector<double>& expected = zoom_ ? zoomedDensity_ : (formatSpace_ ? formatSpace_->density : zoomedDensity_);
+  if (formatSpace_ && expected.size() == h.original.size()) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double c = expected[i];
       if (logCounts && c < kLogFloor) continue;  // below the log axis
-      density.append({0.5 * (data_.edges[i] + data_.edges[i + 1]), c});
+      density.append({0.5 * (h.edges[i] + h.edges[i + 1]), c});
     }
   }
+  // The log axis says so; under "auto" it says that the rule chose it.
+  logAxis_->setTitleText(currentItemName(counts_) == QStringLiteral("auto") ? tr("count (log: heavy tails)") : tr("count (log)"));
   reconstructed_->setName(compare_ ? tr("reconstructed B") : tr("reconstructed"));
   original_->replace(a);
   reconstructed_->replace(b);
@@ -501,15 +630,18 @@ void HistogramView::rebuildChart() {
                        : formatSpace_->normalized ? tr("rotated coordinate / vector norm (u = v/‖v‖)")
                                                   : tr("rotated value (format input)"));
 
-  setAxisRange(xAxis_, xlo, xhi);
+  // Zoomed, the x axis shows the user's range (the chart view keeps it); the data's own range
+  // stays its home, where a reset returns.
+  if (!zoom_ && !pendingZoom_) setAxisRange(xAxis_, xlo, xhi);
   QAbstractAxis* wanted = logCounts ? static_cast<QAbstractAxis*>(logAxis_) : linearAxis_;
   QAbstractAxis* other = logCounts ? static_cast<QAbstractAxis*>(linearAxis_) : logAxis_;
-  if (!chart_->axes(Qt::Vertical).contains(wanted)) {
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->detachAxis(other);
-    chart_->removeAxis(other);
-    other->setParent(this);  // removeAxis hands ownership back; keep it for the next switch
-    chart_->addAxis(wanted, Qt::AlignLeft);
-    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) s->attachAxis(wanted);
+  if (!original_->attachedAxes().contains(wanted)) {
+    for (QLineSeries* s : {levels_, original_, reconstructed_, density_, reconstructedA_}) {
+      s->detachAxis(other);
+      s->attachAxis(wanted);
+    }
+    other->setVisible(false);
+    wanted->setVisible(true);
   }
   if (logCounts) {
     logAxis_->setRange(base, yTop);
@@ -556,6 +688,9 @@ QString HistogramView::statsText() const {
   text += tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
                      .arg(data_.count)
                      .arg(num(data_.min), num(data_.max), num(data_.kurtosis), num(data_.maxOverMedian));
+  if (zoom_) {
+    text += tr(" · zoomed: %1 of them in [%2, %3] on %4 bins").arg(zoomed_.count).arg(num(zoom_->first), num(zoom_->second)).arg(zoomed_.original.size());
+  }
   if (group_) {
     text += tr("\nGroup of (token %1, channel %2): %3 values, min %4, max %5, clipped to [%6, %7], "
                "scale %8, zero %9, codes used %10 of %11")
@@ -592,16 +727,26 @@ void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
 }
 
 QString HistogramView::toCsv() const {
-  const bool ab = !compareCounts_.empty();
-  QString out = ab ? QStringLiteral("bin_lo,bin_hi,original,reconstructed_b,reconstructed_a\n")
-                   : QStringLiteral("bin_lo,bin_hi,original,reconstructed\n");
-  for (size_t i = 0; i < data_.original.size(); ++i) {
+  // The bins drawn: over the zoomed range when the chart is zoomed (a comment line says so).
+  const HistogramData& h = shown();
+  const std::vector<double>& aCounts = zoom_ ? zoomedCompare_ : compareCounts_;
+  const bool ab = !aCounts.empty();
+  QString out;
+  if (zoom_) {
+    out += QStringLiteral("# zoomed: %1 bins over [%2, %3] only; reset the zoom for the whole range\n")
+               .arg(h.original.size())
+               .arg(zoom_->first, 0, 'g', 9)
+               .arg(zoom_->second, 0, 'g', 9);
+  }
+  out += ab ? QStringLiteral("bin_lo,bin_hi,original,reconstructed_b,reconstructed_a\n")
+            : QStringLiteral("bin_lo,bin_hi,original,reconstructed\n");
+  for (size_t i = 0; i < h.original.size(); ++i) {
     out += QStringLiteral("%1,%2,%3,%4")
-               .arg(data_.edges[i], 0, 'g', 9)
-               .arg(data_.edges[i + 1], 0, 'g', 9)
-               .arg(data_.original[i])
-               .arg(data_.reconstructed.empty() ? 0.0 : data_.reconstructed[i]);
-    if (ab) out += QStringLiteral(",%1").arg(i < compareCounts_.size() ? compareCounts_[i] : 0.0);
+               .arg(h.edges[i], 0, 'g', 9)
+               .arg(h.edges[i + 1], 0, 'g', 9)
+               .arg(h.original[i])
+               .arg(h.reconstructed.empty() ? 0.0 : h.reconstructed[i]);
+    if (ab) out += QStringLiteral(",%1").arg(i < aCounts.size() ? aCounts[i] : 0.0);
     out += QLatin1Char('\n');
   }
   if (group_) {
@@ -616,7 +761,7 @@ QString HistogramView::tabTitle() const { return tr("Histogram"); }
 nlohmann::json HistogramView::saveState() const {
   return {{"tensor", currentItemName(tensor_).toStdString()},
           {"scope", currentItemName(scope_).toStdString()},
-          {"log", log_->isChecked()},
+          {"counts", currentItemName(counts_).toStdString()},
           {"bins", bins_->value()},
           {"space", currentItemName(space_).toStdString()}};
 }
@@ -625,7 +770,12 @@ void HistogramView::loadState(const nlohmann::json& state) {
   // Indexes (sessions written before names) through the entries' order then.
   loadNamedChoice(tensor_, state, "tensor", {"key", "key_prerope", "value"}, QStringLiteral("key"));
   loadNamedChoice(scope_, state, "scope", {"head", "channel", "token"}, QStringLiteral("head"));
-  log_->setChecked(state.value("log", false));
+  // Sessions written before the automatic choice hold "log": true (log) or false (now auto).
+  if (state.contains("counts")) {
+    loadNamedChoice(counts_, state, "counts", {"auto", "linear", "log"}, QStringLiteral("auto"));
+  } else {
+    selectItemName(counts_, state.value("log", false) ? QStringLiteral("log") : QStringLiteral("auto"));
+  }
   if (state.contains("bins")) bins_->setValue(state.value("bins", 128));
   loadNamedChoice(space_, state, "space", {"original", "rotated"}, QStringLiteral("rotated"));
 }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Histogram of the selected tensor slice, original and reconstruction overlaid, with the
-// quantization levels of the selected group drawn over it (core's describeGroup).
+// quantization levels of the selected group drawn over it (core's describeGroup). Zooming the x
+// axis counts the values again on as many bins over the visible range (core's rebinHistogramInto).
 #pragma once
 
 #include <QWidget>
 
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "core/quant/formats.h"
 #include "core/inspect/view_data.h"
@@ -16,7 +19,6 @@ class QChart;
 class QValueAxis;
 class QLogValueAxis;
 class QChartView;
-class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineSeries;
@@ -25,6 +27,7 @@ class QSpinBox;
 namespace kvscope::ui {
 
 class InteractiveChartView;
+class JobRunner;
 
 class HistogramView : public QWidget, public View {
   Q_OBJECT
@@ -60,7 +63,18 @@ class HistogramView : public QWidget, public View {
   [[nodiscard]] const std::optional<FormatSpaceData>& formatSpace() const { return formatSpace_; }
   QComboBox* tensorBox() { return tensor_; }
   QComboBox* scopeBox() { return scope_; }
-  QCheckBox* logBox() { return log_; }
+  /// Count axis: "auto" (log when core's prefersLogCounts holds for the whole range), "linear" or "log".
+  QComboBox* countsBox() { return counts_; }
+  /// Whether the count axis is logarithmic now (the user's choice, or the rule under "auto").
+  [[nodiscard]] bool logCounts() const;
+  /// The bins drawn: over the zoomed x range once it is counted, else the whole range (data()).
+  [[nodiscard]] const HistogramData& shown() const { return zoom_ ? zoomed_ : data_; }
+  /// The zoomed x range the bins were counted over (none: the whole range).
+  [[nodiscard]] const std::optional<std::pair<double, double>>& zoomRange() const { return zoom_; }
+  /// Counts the bins over [lo, hi] (the chart's zoom does this); the whole range clears the zoom.
+  void zoomTo(double lo, double hi);
+  /// Whether a recount over a zoomed range is still running off the GUI thread.
+  [[nodiscard]] bool rebinning() const;
   QSpinBox* binsBox() { return bins_; }
   InteractiveChartView* chartView() { return view_; }
   QChart* chart() {
@@ -127,7 +141,7 @@ class HistogramView : public QWidget, public View {
   QComboBox* scope_;
   QComboBox* space_;
   QSpinBox* bins_;
-  QCheckBox* log_;
+  QComboBox* counts_;
   QLabel* stats_;
 
   LayerQuantPtr layer_;
@@ -145,6 +159,18 @@ class HistogramView : public QWidget, public View {
   QString compareNote_;  ///< why A is not drawn, when pinned
   /// Counts A's reconstruction on data_'s bins (called by recompute).
   void countComparison();
+  /// Counts zoom_'s range on the GUI thread (small slices) or on rebin_'s thread.
+  void rebin();
+
+  std::optional<std::pair<double, double>> zoom_;  ///< set once zoomed_ holds its counts
+  std::optional<std::pair<double, double>> pendingZoom_;  ///< a range being counted
+  HistogramData zoomed_;                ///< the bins over zoom_ (original, reconstructed)
+  std::vector<double> zoomedCompare_;   ///< A's counts over zoom_
+  std::vector<double> zoomedDensity_;   ///< tq/tqp's expected counts over zoom_
+  uint64_t generation_ = 0;             ///< bumped by recompute: a recount of older data is dropped
+  JobRunner* rebin_;
+  /// formatSpace_ shared with a recount off the GUI thread (made when first needed).
+  std::shared_ptr<const FormatSpaceData> formatSpaceShared_;
 };
 
 }  // namespace kvscope::ui

@@ -7,6 +7,7 @@
 #include <QBarSeries>
 #include <QBarSet>
 #include <QBrush>
+#include <QChart>
 #include <QGraphicsLineItem>
 #include <QGraphicsRectItem>
 #include <QGraphicsScene>
@@ -57,6 +58,9 @@ InteractiveChartView::InteractiveChartView(QChart* chart, QWidget* parent) : QCh
   setMouseTracking(true);
   setFocusPolicy(Qt::ClickFocus);
   setRubberBand(QChartView::NoRubberBand);  // ours: Qt's right click would zoom out past the data
+  // A plot area that moves under a still cursor (a y axis switched between log and linear takes
+  // another label width) puts other values under it: read them again.
+  connect(chart, &QChart::plotAreaChanged, this, &InteractiveChartView::refreshReadout);
   // No widget tooltip: it would pop up over the plot while the crosshair is read. The hint sits
   // in the readout box instead.
 }
@@ -102,6 +106,7 @@ void InteractiveChartView::trackAxes() {
               if (s.axis == axis && s.kept) {
                 setRangeQuietly(s, s.keptMin, s.keptMax);
                 zoomed_ = true;
+                if (s.horizontal) announceX();  // a histogram counts its bins again over it
               }
             }
           });
@@ -109,15 +114,46 @@ void InteractiveChartView::trackAxes() {
           a.kept = false;
         }
       }
-      zoomed_ = std::any_of(axes_.begin(), axes_.end(), [this](const AxisState& a) {
-        double l = 0, h = 0;
-        bool g = false;
-        return rangeOf(a.axis, &l, &h, &g) && (l != a.homeMin || h != a.homeMax);
-      });
+      updateZoomed();
     };
     if (auto* v = qobject_cast<QValueAxis*>(axis)) connect(v, &QValueAxis::rangeChanged, this, rehome);
     if (auto* l = qobject_cast<QLogValueAxis*>(axis)) connect(l, &QLogValueAxis::rangeChanged, this, rehome);
   }
+}
+
+void InteractiveChartView::updateZoomed() {
+  zoomed_ = std::any_of(axes_.begin(), axes_.end(), [this](const AxisState& a) {
+    double l = 0, h = 0;
+    bool g = false;
+    return rangeOf(a.axis, &l, &h, &g) && (l != a.homeMin || h != a.homeMax);
+  });
+}
+
+void InteractiveChartView::announceX() {
+  if (muted_) return;
+  for (const AxisState& a : axes_) {
+    double lo = 0, hi = 0;
+    bool log = false;
+    if (a.horizontal && rangeOf(a.axis, &lo, &hi, &log)) {
+      emit xRangeChanged(lo, hi);
+      return;
+    }
+  }
+}
+
+void InteractiveChartView::showXRange(double lo, double hi) {
+  trackAxes();
+  for (AxisState& a : axes_) {
+    if (a.horizontal) setRangeQuietly(a, lo, hi);
+  }
+  updateZoomed();
+}
+
+std::pair<double, double> InteractiveChartView::homeXRange() const {
+  for (const AxisState& a : axes_) {
+    if (a.horizontal) return {a.homeMin, a.homeMax};
+  }
+  return {0.0, 0.0};
 }
 
 void InteractiveChartView::setRangeQuietly(AxisState& a, double lo, double hi) {
@@ -150,6 +186,7 @@ void InteractiveChartView::zoomAt(const QPoint& viewPos, double factor, bool bot
     setRangeQuietly(a, log ? std::exp(nl) : nl, log ? std::exp(nh) : nh);
   }
   zoomed_ = true;
+  announceX();
   updateCrosshair(viewPos);
 }
 
@@ -170,6 +207,7 @@ void InteractiveChartView::zoomToRect(const QPoint& a, const QPoint& b) {
     setRangeQuietly(s, log ? std::exp(nl) : nl, log ? std::exp(nh) : nh);
   }
   zoomed_ = true;
+  announceX();
 }
 
 void InteractiveChartView::panBy(const QPointF& pixels) {
@@ -188,6 +226,7 @@ void InteractiveChartView::panBy(const QPointF& pixels) {
     setRangeQuietly(a, log ? std::exp(l0 + shift) : l0 + shift, log ? std::exp(h0 + shift) : h0 + shift);
   }
   zoomed_ = true;
+  announceX();
 }
 
 void InteractiveChartView::resetZoom() {
@@ -197,6 +236,7 @@ void InteractiveChartView::resetZoom() {
     a.kept = false;
   }
   zoomed_ = false;
+  announceX();
 }
 
 QPointF InteractiveChartView::valueAt(const QPoint& viewPos) const {
@@ -338,7 +378,9 @@ void InteractiveChartView::wheelEvent(QWheelEvent* event) {
       (void)rangeOf(a.axis, &lo, &hi, &log);
       xs.emplace_back(lo, hi);
     }
+    muted_ = true;
     zoomAt(pos, factor, true);
+    muted_ = false;
     for (size_t i = 0; i < axes_.size(); ++i) {
       if (axes_[i].horizontal) setRangeQuietly(axes_[i], xs[i].first, xs[i].second);
     }

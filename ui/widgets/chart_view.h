@@ -9,6 +9,7 @@
 #include <QString>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "ui/widgets/pointer_drag.h"
@@ -51,10 +52,19 @@ class InteractiveChartView : public QChartView {
   void resetZoom();
   /// The data-space point under a view position, on the axes of the chart's first series.
   [[nodiscard]] QPointF valueAt(const QPoint& viewPos) const;
+  /// Shows [lo, hi] on the x axes as a user's zoom would (kept across new data while it fits),
+  /// without emitting xRangeChanged: how a linked chart follows another. The data's own range
+  /// (the home) resets the zoom.
+  void showXRange(double lo, double hi);
+  /// The x range the view last set from its data (the range a reset goes back to).
+  [[nodiscard]] std::pair<double, double> homeXRange() const;
 
  signals:
   /// A click without a drag, in data coordinates of the first series' axes.
   void clicked(QPointF value);
+  /// The x range changed by the user (zoom, pan, reset) or by a kept zoom put back over new
+  /// data; not for ranges the view sets from its data, nor for showXRange.
+  void xRangeChanged(double lo, double hi);
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
@@ -75,6 +85,10 @@ class InteractiveChartView : public QChartView {
     double keptMin = 0, keptMax = 0;
   };
   void trackAxes();
+  /// Emits xRangeChanged with the first x axis's range (unless muted).
+  void announceX();
+  /// zoomed_ from the axes' ranges against their homes.
+  void updateZoomed();
   void setRangeQuietly(AxisState& a, double lo, double hi);
   [[nodiscard]] bool rangeOf(const QAbstractAxis* axis, double* lo, double* hi, bool* log) const;
   void updateCrosshair(const QPoint& viewPos);
@@ -89,6 +103,7 @@ class InteractiveChartView : public QChartView {
   std::vector<AxisState> axes_;
   bool internal_ = false;  ///< the range change comes from zoom/pan, not from the view's data
   bool zoomed_ = false;
+  bool muted_ = false;  ///< a Shift+wheel (y only) puts x back: no xRangeChanged
   PointerDrag drag_ = PointerDrag::None;
   QPoint pressPos_;
   QPoint lastPos_;

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/inspect/drift_data.h"
 #include "core/inspect/view_data.h"
 
 namespace kvscope {
@@ -217,6 +218,16 @@ TEST(ComputeDrift, OutOfRangeInputsAreErrorsThatNameThem) {
   in.hatHead = 0;
   in.keyHat = nullptr;
   EXPECT_FALSE(computeDrift(in, ws).hasValue());
+}
+
+// Issue 32 defect 10: the drift view's top keys are the k largest probabilities, largest first,
+// the lower key first on ties.
+TEST(TopIndices, TheKLargestLargestFirstLowerIndexOnTies) {
+  const std::vector<double> p{0.1, 0.5, 0.2, 0.5, 0.05};
+  EXPECT_EQ(topIndices(p, 3), (std::vector<int64_t>{1, 3, 2}));
+  EXPECT_EQ(topIndices(p, 10), (std::vector<int64_t>{1, 3, 2, 0, 4}));
+  EXPECT_TRUE(topIndices(p, 0).empty());
+  EXPECT_TRUE(topIndices({}, 5).empty());
 }
 
 }  // namespace

@@ -548,5 +548,87 @@ TEST(KvHeadPositionSeries, OneHeadsSlicesGiveThatHeadsLineOfTheLayer) {
   }
 }
 
+// Issue 32 (histogram re-binning on zoom): the values in [lo, hi] counted by hand on 4 bins;
+// v = hi falls in the last bin, values outside the range are not counted.
+TEST(CountInRange, CountsOnlyTheValuesInTheRangeOnItsBins) {
+  Tensor3 x(1, 2, 4);
+  const float v[] = {0.0f, 0.25f, 0.5f, 1.0f, -1.0f, 2.0f, 0.75f, 0.5f};
+  std::copy(std::begin(v), std::end(v), x.data.begin());
+  std::vector<double> out;
+  countInRange(x, 0, HistogramScope::Head, 0, 0.0, 1.0, 4, out);
+  EXPECT_EQ(out, (std::vector<double>{1, 1, 2, 2}));  // 0 | .25 | .5 .5 | .75 1
+  countInRange(x, 0, HistogramScope::Channel, 1, 0.0, 1.0, 4, out);
+  EXPECT_EQ(out, (std::vector<double>{0, 1, 0, 0}));  // .25 (2.0 is outside)
+  countInRange(x, 0, HistogramScope::Token, 1, 0.0, 1.0, 4, out);
+  EXPECT_EQ(out, (std::vector<double>{0, 0, 1, 1}));  // .5 | .75 (−1 and 2 outside)
+  countInRange(x, 0, HistogramScope::Head, 0, -1.0, 0.0, 2, out);
+  EXPECT_EQ(out, (std::vector<double>{1, 1}));  // −1 | 0 (= hi)
+  countInRange(x, 0, HistogramScope::Head, 0, 1.0, 1.0, 4, out);
+  EXPECT_TRUE(out.empty());  // an empty range
+  countInRange(x, 1, HistogramScope::Head, 0, 0.0, 1.0, 4, out);
+  EXPECT_TRUE(out.empty());  // no such head
+}
+
+TEST(RebinHistogram, ZoomedBinsHoldTheOriginalsAndTheReconstructionsInRange) {
+  Tensor3 x(1, 2, 4), hat(1, 2, 4);
+  const float v[] = {0.0f, 0.25f, 0.5f, 1.0f, -1.0f, 2.0f, 0.75f, 0.5f};
+  const float w[] = {0.1f, 0.1f, 0.6f, 0.9f, -0.9f, 1.9f, 0.6f, 0.6f};
+  std::copy(std::begin(v), std::end(v), x.data.begin());
+  std::copy(std::begin(w), std::end(w), hat.data.begin());
+  HistogramData h;
+  rebinHistogramInto(x, 0, &hat, 0, HistogramScope::Head, 0, 0.0, 1.0, 2, h);
+  EXPECT_EQ(h.edges, (std::vector<double>{0.0, 0.5, 1.0}));
+  EXPECT_EQ(h.original, (std::vector<double>{2, 4}));       // 0 .25 | .5 1 .75 .5
+  EXPECT_EQ(h.reconstructed, (std::vector<double>{2, 4}));  // .1 .1 | .6 .9 .6 .6
+  EXPECT_EQ(h.count, 6);
+}
+
+// The heavy-tail rule (docs/gui.md): log counts when the tallest bin holds more than 50 times
+// the median non-empty bin.
+TEST(PrefersLogCounts, HeavyTailsGetLogCountsAndFlatOrNormalDataLinear) {
+  const auto histogramOf = [](const std::vector<float>& values) {
+    Tensor3 x(1, 1, static_cast<int64_t>(values.size()));
+    std::copy(values.begin(), values.end(), x.data.begin());
+    return computeHistogram(x, nullptr, 0, HistogramScope::Head, 0, 128);
+  };
+  // Uniform: every bin holds the same count.
+  std::vector<float> uniform;
+  for (int i = 0; i < 12800; ++i) uniform.push_back(static_cast<float>(i) / 12800.0f);
+  EXPECT_FALSE(prefersLogCounts(histogramOf(uniform)));
+  // Normal (Box–Muller on a grid): the centre bin is about 7 times the median non-empty one.
+  std::vector<float> normal;
+  const int m = 300;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < m; ++j) {
+      const double u1 = (i + 0.5) / m, u2 = (j + 0.5) / m;
+      normal.push_back(static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2)));
+    }
+  }
+  EXPECT_FALSE(prefersLogCounts(histogramOf(normal)));
+  // KV-like: 10000 values in [−1, 1] and 20 outliers out to ±100 — one spike on a linear axis.
+  std::vector<float> outliers;
+  for (int i = 0; i < 10000; ++i) outliers.push_back(-1.0f + 2.0f * static_cast<float>(i) / 10000.0f);
+  for (int i = 0; i < 20; ++i) outliers.push_back((i % 2 ? 1.0f : -1.0f) * (5.0f + 5.0f * static_cast<float>(i)));
+  EXPECT_TRUE(prefersLogCounts(histogramOf(outliers)));
+  // Laplace quantiles (kurtosis 6): ~95 times the median non-empty bin.
+  std::vector<float> laplace;
+  for (int i = 0; i < 100000; ++i) {
+    const double u = (i + 0.5) / 100000 - 0.5;
+    laplace.push_back(static_cast<float>((u < 0 ? 1 : -1) * std::log(1 - 2 * std::abs(u))));
+  }
+  EXPECT_TRUE(prefersLogCounts(histogramOf(laplace)));
+  EXPECT_FALSE(prefersLogCounts(HistogramData{}));
+}
+
+TEST(PrefersLogCounts, TheRatioIsTakenAgainstTheMedianOfTheNonEmptyBins) {
+  HistogramData h;
+  h.original = {0, 0, 1, 2, 100, 0};  // median of {1, 2, 100} is 2: 100 ≤ 50 · 2
+  EXPECT_FALSE(prefersLogCounts(h));
+  h.original = {0, 0, 1, 2, 101, 0};  // 101 > 100
+  EXPECT_TRUE(prefersLogCounts(h));
+  h.original = {1, 1, 3, 200};  // even: median (1 + 3) / 2 = 2, and 200 > 100
+  EXPECT_TRUE(prefersLogCounts(h));
+}
+
 }  // namespace
 }  // namespace kvscope
