@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <vector>
 #include <cmath>
 #include <limits>
 
@@ -597,25 +598,38 @@ void DriftView::selectQueryAt(double position) {
 void DriftView::renderTo(QPainter& painter, const QRectF& target) {
   flush();
   const QFontMetricsF fm(painter.font());
-  const double infoHeight = fm.height() * 1.8;
+  // The row's numbers, wrapped onto more lines on a narrow figure.
+  const QRectF textBox(target.left() + 10, target.top(), target.width() - 20, 1e6);
+  const double infoHeight =
+      fm.boundingRect(textBox, Qt::AlignLeft | Qt::TextWordWrap, info_->text()).height() + fm.height() * 0.8;
   painter.save();
   painter.fillRect(QRectF(target.topLeft(), QSizeF(target.width(), infoHeight)), scoreChart_->backgroundBrush());
   painter.setPen(scoreChart_->titleBrush().color());
   painter.drawText(QRectF(target.left() + 10, target.top(), target.width() - 20, infoHeight),
-                   Qt::AlignLeft | Qt::AlignVCenter, info_->text());
+                   Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, info_->text());
   painter.restore();
   const double h = target.height() - infoHeight;
   const double y0 = target.top() + infoHeight;
-  // On screen the lowest chart has its legend underneath; on a page that legend would take the
-  // height its tick labels need (Qt Charts then draws every label as "…"), so it moves to the
-  // right like the other two charts' for the export.
-  const double upper = h / 3;
-  renderChart(scoreChart_, painter, QRectF(target.left(), y0, target.width(), upper));
-  renderChart(probChart_, painter, QRectF(target.left(), y0 + upper, target.width(), upper));
-  const Qt::Alignment legendAt = posChart_->legend()->alignment();
-  posChart_->legend()->setAlignment(Qt::AlignRight);
-  renderChart(posChart_, painter, QRectF(target.left(), y0 + 2 * upper, target.width(), h - 2 * upper));
-  posChart_->legend()->setAlignment(legendAt);
+  // The figure's rule: a chart needs about ten lines of text height (title, plot, ticks, axis
+  // title, legend) to draw its labels whole. What does not fit is left out of the figure, the
+  // scores first (P shows what they do to attention), then the drift along query positions.
+  const double line = fm.lineSpacing();
+  const int fit = std::clamp(static_cast<int>(h / (10 * line)), 1, 3);
+  std::vector<QChart*> charts;
+  if (fit == 3) charts.push_back(scoreChart_);
+  charts.push_back(probChart_);
+  if (fit >= 2) charts.push_back(posChart_);
+  // Legends beside the plots on a wide figure; under them on a narrow one, where beside them
+  // they would take half the width. (On screen the lowest chart has its legend underneath.)
+  const bool narrow = target.width() < 70 * fm.averageCharWidth();
+  const double each = h / static_cast<double>(charts.size());
+  for (size_t i = 0; i < charts.size(); ++i) {
+    QChart* chart = charts[i];
+    const Qt::Alignment legendAt = chart->legend()->alignment();
+    chart->legend()->setAlignment(narrow ? Qt::AlignBottom : Qt::AlignRight);
+    renderChart(chart, painter, QRectF(target.left(), y0 + each * static_cast<double>(i), target.width(), each));
+    chart->legend()->setAlignment(legendAt);
+  }
 }
 
 QString DriftView::toCsv() const {
