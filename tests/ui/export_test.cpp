@@ -90,6 +90,14 @@ class ExportTest : public QObject {
     // The same tables the view's CSV export holds.
     QVERIFY(text.endsWith(view->toCsv()));
     QVERIFY(QGuiApplication::clipboard()->mimeData()->hasFormat(QStringLiteral("text/csv")));
+    // The histogram's data names what was counted (issue 32 defect 14): tensor, scope, space.
+    auto* histogram = viewOf<HistogramView>(w);
+    QVERIFY(text.contains(QStringLiteral("# tensor: ") + currentItemName(histogram->tensorBox()) + QLatin1Char('\n')));
+    QVERIFY(text.contains(QStringLiteral("# scope: head\n")));
+    QVERIFY(text.contains(QStringLiteral("# space: original\n")));
+    QVERIFY(selectItemName(histogram->scopeBox(), QStringLiteral("channel")));
+    QVERIFY2(histogram->toCsv().contains(QStringLiteral("# scope: channel %1\n").arg(w.selection().channel)),
+             qPrintable(histogram->toCsv().left(200)));
   }
 
   // The export dialog previews the figure at the size typed: its aspect follows the size, and a

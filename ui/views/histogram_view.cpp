@@ -732,6 +732,16 @@ QString HistogramView::toCsv() const {
   const std::vector<double>& aCounts = zoom_ ? zoomedCompare_ : compareCounts_;
   const bool ab = !aCounts.empty();
   QString out;
+  // What was counted, by the names sessions use (pandas.read_csv(f, comment="#") skips these).
+  const QString scope = currentItemName(scope_);
+  out += QStringLiteral("# tensor: %1\n").arg(currentItemName(tensor_));
+  out += QStringLiteral("# scope: %1\n")
+             .arg(scope == QLatin1String("channel") ? QStringLiteral("channel %1").arg(channel_)
+                  : scope == QLatin1String("token") ? QStringLiteral("token %1").arg(token_)
+                                                    : scope);
+  // The space counted: "rotated" only where the spec rotates and the box asks for it.
+  const bool rotated = layer_ && showsFormatSpace(tensor(), layer_->spec(tensor()));
+  out += QStringLiteral("# space: %1\n").arg(rotated ? QStringLiteral("rotated") : QStringLiteral("original"));
   if (zoom_) {
     out += QStringLiteral("# zoomed: %1 bins over [%2, %3] only; reset the zoom for the whole range\n")
                .arg(h.original.size())
