@@ -15,6 +15,7 @@
 #include "core/inspect/view_data.h"
 #include "core/quant/plan.h"
 #include "ui/state/session.h"
+#include "ui/views/table_text.h"
 #include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
@@ -91,7 +92,9 @@ DiagnosisView::DiagnosisView(QWidget* parent) : QWidget(parent) {
                           tr("Channel"), tr("Token"), tr("Tensor"), tr("Numbers")});
   tree_->setRootIsDecorated(true);
   tree_->setAlternatingRowColors(true);
-  tree_->setWordWrap(true);
+  // One line per row, figures whole (issue 32 defect 6): a long finding is elided and its
+  // tooltip holds the whole text; the columns of figures are as wide as their contents.
+  setUpFigureTree(tree_);
   tree_->header()->setStretchLastSection(true);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("diagnosisStatus"));
@@ -199,11 +202,12 @@ void DiagnosisView::fill() {
     top->setToolTip(kWhat, q(f.summary) + QStringLiteral("\n\n") + tr("What to do: ") + q(f.advice));
     top->setData(0, Qt::UserRole, static_cast<int>(i));
     if (f.matches > static_cast<int>(f.evidence.size())) {
-      top->setText(kNumbers, tr("%1 places; the strongest %2 below").arg(f.matches).arg(f.evidence.size()));
+      top->setText(kNumbers, tr("%1 places; the strongest %2 below").arg(groupedInteger(f.matches)).arg(f.evidence.size()));
     }
     for (const Evidence& e : f.evidence) {
       auto* row = new QTreeWidgetItem(top);
       row->setText(kWhat, placeText(e));
+      row->setToolTip(kWhat, placeText(e));
       row->setText(kLayer, cell(e.layer));
       row->setText(kKvHead, cell(e.kvHead));
       row->setText(kQueryHead, cell(e.queryHead));
@@ -216,8 +220,12 @@ void DiagnosisView::fill() {
     top->setExpanded(true);
   }
   tree_->resizeColumnToContents(kSeverity);
-  tree_->setColumnWidth(kWhat, std::max(300, tree_->width() / 4));  // the whole summary is under the list
   for (int c = kLayer; c <= kTensor; ++c) tree_->resizeColumnToContents(c);
+  // The finding takes what the figures leave (at least 300 px; the whole summary is its tooltip
+  // and under the list), the numbers the rest.
+  int figures = 0;
+  for (int c = kSeverity; c <= kTensor; ++c) figures += c == kWhat ? 0 : tree_->columnWidth(c);
+  tree_->setColumnWidth(kWhat, std::max(300, (tree_->viewport()->width() - figures) * 3 / 5));
   QString text = d.findings.empty() ? tr("No findings: nothing in this dump is known to make it hard to quantize.")
                                     : tr("%1 finding(s) over %2 layer(s).").arg(d.findings.size()).arg(d.layers.size());
   for (const std::string& n : d.notes) text += QStringLiteral(" ") + q(n) + QLatin1Char('.');
