@@ -95,7 +95,7 @@ DiagnosisView::DiagnosisView(QWidget* parent) : QWidget(parent) {
   // One line per row, figures whole (issue 32 defect 6): a long finding is elided and its
   // tooltip holds the whole text; the columns of figures are as wide as their contents.
   setUpFigureTree(tree_);
-  tree_->header()->setStretchLastSection(true);
+  tree_->header()->setStretchLastSection(false);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("diagnosisStatus"));
   status_->setWordWrap(true);
@@ -221,11 +221,20 @@ void DiagnosisView::fill() {
   }
   tree_->resizeColumnToContents(kSeverity);
   for (int c = kLayer; c <= kTensor; ++c) tree_->resizeColumnToContents(c);
-  // The finding takes what the figures leave (at least 300 px; the whole summary is its tooltip
-  // and under the list), the numbers the rest.
-  int figures = 0;
-  for (int c = kSeverity; c <= kTensor; ++c) figures += c == kWhat ? 0 : tree_->columnWidth(c);
-  tree_->setColumnWidth(kWhat, std::max(300, (tree_->viewport()->width() - figures) * 3 / 5));
+  // The finding column is as wide as its evidence rows' places (a finding's summary is elided:
+  // it is whole in its tooltip and under the list); the numbers take the rest.
+  const QFontMetrics metrics(tree_->font());
+  int places = 0;
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) {
+    const QTreeWidgetItem* top = tree_->topLevelItem(i);
+    for (int j = 0; j < top->childCount(); ++j) places = std::max(places, metrics.horizontalAdvance(top->child(j)->text(kWhat)));
+  }
+  tree_->setColumnWidth(kWhat, std::max(260, places + 2 * tree_->indentation() + 16));
+  // The numbers whole (the tree scrolls sideways when they are long), at least to the right edge.
+  tree_->resizeColumnToContents(kNumbers);
+  int used = 0;
+  for (int c = 0; c < kNumbers; ++c) used += tree_->columnWidth(c);
+  tree_->setColumnWidth(kNumbers, std::max(tree_->columnWidth(kNumbers), tree_->viewport()->width() - used));
   QString text = d.findings.empty() ? tr("No findings: nothing in this dump is known to make it hard to quantize.")
                                     : tr("%1 finding(s) over %2 layer(s).").arg(d.findings.size()).arg(d.layers.size());
   for (const std::string& n : d.notes) text += QStringLiteral(" ") + q(n) + QLatin1Char('.');
