@@ -401,6 +401,14 @@ Expected<std::vector<std::string>> planCandidates(const DumpInfo& info, const Pl
   return unique;
 }
 
+std::vector<std::string> planCandidatesWith(const SearchResult& search) {
+  std::vector<std::string> out = sensitivityCandidates();
+  for (const TensorChoice* c : {&search.key, &search.value}) {
+    if (c->searched && c->found) out.push_back(c->spec);  // the map drops duplicates
+  }
+  return out;
+}
+
 Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSearchOptions& options) {
   const DumpInfo& info = map.dump;
   PlanSearchResult r;

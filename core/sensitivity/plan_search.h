@@ -129,6 +129,12 @@ Expected<PlanSearchResult> planFromMap(const SensitivityMap& map, const PlanSear
 /// for an engine, else options.candidates or sensitivityCandidates()).
 Expected<std::vector<std::string>> planCandidates(const DumpInfo& info, const PlanSearchOptions& options);
 
+/// The ladder (sensitivityCandidates()) plus the uniform search's chosen K and V specs of
+/// `search`. Over these a plan for the same budgets never costs more bytes per token than that
+/// search's pair: the pair is a plan, and a side whose worst layer meets a bound meets it on the
+/// mean over layers too (the plan search's rule). The GUI's plan search uses them.
+std::vector<std::string> planCandidatesWith(const SearchResult& search);
+
 /// The plan of a spec per layer, compact: the most frequent spec as the base, each other spec
 /// on its runs of layers (`N` or `N-M`, joined by '+'). resolve(compactPlan(s), s.size()) == s.
 Plan compactPlan(const std::vector<QuantSpec>& perLayer);

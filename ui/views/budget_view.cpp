@@ -10,6 +10,8 @@
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSplitter>
+#include <QTabWidget>
+#include <QGraphicsSimpleTextItem>
 #include <QValueAxis>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -19,12 +21,15 @@
 #include <QLabel>
 #include <QMouseEvent>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include <QDir>
@@ -36,11 +41,13 @@
 #include "core/engine/engine.h"
 #include "core/model/e2e.h"
 #include "core/model/model.h"
+#include "core/sensitivity/sensitivity.h"
 #include "ui/export/exporter.h"
 #include "ui/state/session.h"
 #include "ui/workers/job_runner.h"
 #include "ui/export/chart_render.h"
 #include "ui/export/chart_ticks.h"
+#include "ui/views/table_text.h"
 #include "ui/widgets/chart_view.h"
 
 namespace kvscope::ui {
@@ -123,6 +130,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   searchInfo_ = new QLabel(tr("Run the budget search to see every candidate's bits per element against its worst "
                               "metric over layers."), this);
   searchInfo_->setWordWrap(true);
+  searchInfo_->setObjectName(QStringLiteral("searchInfo"));
   const auto fieldBox = [this](const QString& tip) {
     auto* box = new QComboBox(this);
     for (AttentionField f : {AttentionField::OutputRelError, AttentionField::KlMean, AttentionField::KlMax,
@@ -157,6 +165,7 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   paretoReadout_ = new QLabel(paretoHint(), this);
   paretoReadout_->setObjectName(QStringLiteral("paretoReadout"));
   paretoReadout_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  paretoReadout_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long readout never widens the view
   keyChart_ = new QChart;
   valueChart_ = new QChart;
   for (QChart* c : {keyChart_, valueChart_}) {
@@ -170,16 +179,17 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   }
   keyView_ = new InteractiveChartView(keyChart_, this);
   valueView_ = new InteractiveChartView(valueChart_, this);
-  keyView_->setMinimumWidth(300);
-  valueView_->setMinimumWidth(300);
+  // Room for the plots at the default window size (issue 32 defect 11): the charts take the
+  // splitter's upper part; these minima keep a plot and its axis titles whole.
+  for (QChartView* v : {keyView_, valueView_}) {
+    v->setMinimumSize(280, 220);
+    v->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+  }
   for (InteractiveChartView* v : {static_cast<InteractiveChartView*>(keyView_), static_cast<InteractiveChartView*>(valueView_)}) {
     v->setHint(tr("click a candidate: apply its spec"));
     v->viewport()->installEventFilter(this);
   }
 
-  auto* top = new QHBoxLayout;
-  top->addLayout(form);
-  top->addWidget(table_, 1);
   auto* searchRow = new QHBoxLayout;
   searchRow->addWidget(new QLabel(tr("K budget"), this));
   searchRow->addWidget(keyField_);
@@ -226,9 +236,8 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
     item->setToolTip(e2eTips[c]);
     e2eTable_->setHorizontalHeaderItem(c, item);
   }
-  e2eTable_->setMinimumHeight(120);
-  // Two-line headers and short numbers: the six columns fit the group without scrolling.
-  e2eTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Two-line headers and short numbers: the six columns fit beside the figures without scrolling.
+  setUpFigureTable(e2eTable_);
   e2eExport_ = new QPushButton(tr("Export table…"), e2eGroup_);
   e2eExport_->setToolTip(tr("Write the per-layer table as CSV (the columns kvscope-cli e2e prints)."));
   e2eExport_->setEnabled(false);
@@ -238,31 +247,70 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
   e2eForm->addRow(tr("next-token KL max (nats)"), e2eKlMax_);
   e2eForm->addRow(tr("top-1 agreement"), e2eTop1_);
   e2eForm->addRow(tr("perplexity ratio"), e2ePpl_);
-  auto* e2eLayout = new QVBoxLayout(e2eGroup_);
-  e2eLayout->addWidget(e2eRun_);
-  e2eLayout->addWidget(e2eInfo_);
-  e2eLayout->addLayout(e2eForm);
-  e2eLayout->addWidget(e2eNotes_);
-  e2eLayout->addWidget(e2eTable_, 1);
-  e2eLayout->addWidget(e2eExport_);
-  e2eGroup_->setMaximumWidth(460);
+  auto* e2eLeft = new QVBoxLayout;
+  e2eLeft->addWidget(e2eRun_);
+  e2eLeft->addWidget(e2eInfo_);
+  e2eLeft->addLayout(e2eForm);
+  e2eLeft->addWidget(e2eNotes_);
+  e2eLeft->addWidget(e2eExport_);
+  e2eLeft->addStretch(1);
+  auto* e2eLayout = new QHBoxLayout(e2eGroup_);
+  e2eLayout->addLayout(e2eLeft, 2);
+  e2eLayout->addWidget(e2eTable_, 3);
   setE2eAvailable(false, tr("Open a dump written by kvscope-cli record to run the end-to-end check."));
   connect(e2eRun_, &QPushButton::clicked, this, &BudgetView::runE2eCheck);
 
+  // The search's candidates, one row each: sortable; a row rings its point, a point's click selects its row.
+  candidatesTable_ = new QTableWidget(0, 8, this);
+  candidatesTable_->setObjectName(QStringLiteral("searchCandidates"));
+  candidatesTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  candidatesTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  candidatesTable_->setSelectionMode(QAbstractItemView::SingleSelection);
+  candidatesTable_->verticalHeader()->setVisible(false);
+  setUpFigureTable(candidatesTable_);
+  candidatesTable_->setToolTip(tr("Every candidate of the budget search; click a header to sort, a row to ring its point "
+                                  "on the chart."));
+  connect(candidatesTable_, &QTableWidget::itemSelectionChanged, this, &BudgetView::showSelected);
+
+  // The capacity calculator: its inputs beside the table, every row of it shown.
+  setUpFigureTable(table_);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* capacityPage = new QWidget(this);
+  auto* capacityRight = new QVBoxLayout;
+  capacityRight->addWidget(table_);
+  capacityRight->addWidget(notes_);
+  capacityRight->addStretch(1);
+  auto* capacityLayout = new QHBoxLayout(capacityPage);
+  capacityLayout->addLayout(form);
+  capacityLayout->addLayout(capacityRight, 1);
+
+  lowerTabs_ = new QTabWidget(this);
+  lowerTabs_->setObjectName(QStringLiteral("budgetTabs"));
+  lowerTabs_->addTab(candidatesTable_, tr("Candidates"));
+  lowerTabs_->addTab(buildPlanGroup(), tr("Plan search"));
+  lowerTabs_->addTab(capacityPage, tr("Capacity"));
+  lowerTabs_->addTab(e2eGroup_, tr("End-to-end check"));
+  lowerTabs_->setCurrentWidget(capacityPage);
+
+  auto* chartsPane = new QWidget(this);
   auto* charts = new QHBoxLayout;
   charts->addWidget(keyView_);
   charts->addWidget(valueView_);
-  charts->addWidget(e2eGroup_);
+  auto* chartsLayout = new QVBoxLayout(chartsPane);
+  chartsLayout->setContentsMargins(0, 0, 0, 0);
+  chartsLayout->addLayout(charts, 1);
+  chartsLayout->addWidget(paretoReadout_);
+  splitter_ = new QSplitter(Qt::Vertical, this);
+  splitter_->setObjectName(QStringLiteral("budgetSplitter"));
+  splitter_->addWidget(chartsPane);
+  splitter_->addWidget(lowerTabs_);
+  splitter_->setChildrenCollapsible(false);
+  splitter_->setStretchFactor(0, 1);
+  splitter_->setStretchFactor(1, 0);
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(new QLabel(tr("<b>Budget search</b>"), this));
   layout->addLayout(searchRow);
   layout->addWidget(searchInfo_);
-  layout->addLayout(charts, 3);
-  layout->addWidget(paretoReadout_);
-  layout->addWidget(buildPlanGroup(), 2);
-  layout->addWidget(new QLabel(tr("<b>Capacity calculator</b>"), this));
-  layout->addLayout(top, 2);
-  layout->addWidget(notes_);
+  layout->addWidget(splitter_, 1);
   connect(run_, &QPushButton::clicked, this, [this] { runSearch(searchOptions()); });
   connect(cancelSearch_, &QPushButton::clicked, this, [this] {
     searchRunner_->cancel();
@@ -280,6 +328,11 @@ BudgetView::BudgetView(QWidget* parent) : QWidget(parent) {
 }
 
 BudgetView::~BudgetView() {
+  // The charts outlive this object's members while QWidget deletes its children: no label relayout then.
+  for (QChart* c : {keyChart_, valueChart_}) {
+    c->disconnect(this);
+    for (QAbstractAxis* a : c->axes()) a->disconnect(this);
+  }
   for (JobRunner* r : lanes()) r->cancel();
   for (JobRunner* r : lanes()) r->waitForIdle();
 }
@@ -297,15 +350,29 @@ void BudgetView::takeDump(const std::shared_ptr<const Dump>& dump, const ViewCon
   setSearchResult(nullptr);
   setSearchMessage(tr("Run the budget search to see every candidate's bits per element against its worst metric "
                       "over layers."));
+  planCandidatesNote_.clear();
   setPlanResult(nullptr);
   paretoReadout_->setText(paretoHint());
+  // A zoom into the previous dump's fronts means nothing for this one.
+  keyChartView()->resetZoom();
+  valueChartView()->resetZoom();
   e2ePlans_.reset();
   const QString why = e2eUnavailableReason();
   setE2eAvailable(why.isEmpty(), why);
   if (!dump_) {
     shape_.reset();
     recompute();
+    return;
   }
+  // The capacity table takes the new shape now, even when the setting does not fit this dump
+  // (then takeSetting does not follow); the plans are refreshed by takeSetting when they fit.
+  const DumpInfo& info = dump_->info();
+  shape_ = ModelShape{info.layers, info.kvHeads, info.headDim};
+  if (session()) {
+    key_ = session()->keyPlan();
+    value_ = session()->valuePlan();
+  }
+  recompute();
 }
 
 void BudgetView::takeSetting(const ViewContext& context) {
@@ -354,6 +421,17 @@ void BudgetView::runPlanSearch(const PlanSearchOptions& options) {
     return;
   }
   setPlanMessage(tr("Mapping every candidate per layer, then choosing the plan…"));
+  if (!options.engine.empty()) {
+    planCandidatesNote_ = tr("candidates: %1's cache types").arg(q(options.engine));
+  } else if (options.candidates.empty()) {
+    planCandidatesNote_ = tr("candidates: the ladder of %1 specs (run the budget search with these budgets first to add its pair)")
+                              .arg(sensitivityCandidates().size());
+  } else if (search_ && options.candidates == planCandidatesWith(*search_)) {
+    planCandidatesNote_ = tr("candidates: the ladder and the budget search's K %1, V %2")
+                              .arg(q(search_->key.spec), q(search_->value.spec));
+  } else {
+    planCandidatesNote_ = tr("candidates: %1 given specs").arg(options.candidates.size());
+  }
   auto dump = dump_;
   planRunner_->start<std::shared_ptr<const PlanSearchResult>>(
       [dump, options](const Progress& progress) -> Expected<std::shared_ptr<const PlanSearchResult>> {
@@ -466,10 +544,13 @@ QStringList BudgetView::rowLabels() const {
   return rows;
 }
 
-QStringList BudgetView::column(const CapacityEntry& e) const {
+QStringList BudgetView::column(const CapacityEntry& e, bool grouped) const {
+  const auto number = [grouped](double v, int decimals) {
+    return grouped ? groupedNumber(v, decimals) : QString::number(v, 'f', decimals);
+  };
   QStringList c{q(e.keySpec), q(e.valueSpec), QString::number(e.keyBitsPerElement, 'f', 3),
-                QString::number(e.valueBitsPerElement, 'f', 3), QString::number(e.bytesPerToken, 'f', 1),
-                QString::number(e.tokensFit, 'f', 0), QString::number(e.sequencesFit),
+                QString::number(e.valueBitsPerElement, 'f', 3), number(e.bytesPerToken, 1),
+                number(e.tokensFit, 0), number(static_cast<double>(e.sequencesFit), 0),
                 e.batchFits ? tr("yes") : tr("no")};
   if (e.decode) {
     c << QString::number(e.decode->seconds, 'g', 4) << (e.decode->memoryBound ? tr("memory") : tr("compute"));
@@ -510,12 +591,19 @@ void BudgetView::recompute() {
   table_->setColumnCount(2);
   table_->setVerticalHeaderLabels(rows);
   table_->setHorizontalHeaderLabels({tr("fp16"), tr("quantized")});
-  const QStringList a = column(plan_->fp16), b = column(plan_->quantized);
+  const QStringList a = column(plan_->fp16, true), b = column(plan_->quantized, true);
   for (int r = 0; r < rows.size(); ++r) {
-    table_->setItem(r, 0, new QTableWidgetItem(a.value(r)));
-    table_->setItem(r, 1, new QTableWidgetItem(b.value(r)));
+    for (const auto& [c, text] : {std::pair{0, a.value(r)}, std::pair{1, b.value(r)}}) {
+      auto* item = new QTableWidgetItem(text);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      table_->setItem(r, c, item);
+    }
   }
   table_->resizeColumnsToContents();
+  // Every row shows (issue 32 defect 6): the table is as tall as its rows and as wide as its columns.
+  fixHeightToRows(table_);
+  table_->setMinimumWidth(2 * table_->frameWidth() + table_->verticalHeader()->sizeHint().width() +
+                          table_->horizontalHeader()->length());
   QString notes = tr("Available for KV cache: %1.").arg(q(formatBytes(plan_->availableBytes)));
   for (const std::string& n : plan_->notes) notes += QStringLiteral(" ") + q(n);
   notes_->setText(notes);
@@ -713,6 +801,7 @@ bool BudgetView::eventFilter(QObject* watched, QEvent* event) {
                                       .arg(q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec),
                                            isKey ? tr("K") : tr("V")));
           const QString spec = q(choiceOf(isKey)->candidates[static_cast<size_t>(i)].spec);
+          selectCandidate(isKey, i);
           emit candidateChosen(isKey, spec);
           applyCandidate(isKey, spec);
         }
@@ -742,98 +831,304 @@ void BudgetView::setSearchResult(std::shared_ptr<const SearchResult> result) {
           .arg(q(budgetText(c.budget)));
     };
     QString text = describe(search_->key, "K") + QStringLiteral(" · ") + describe(search_->value, "V");
-    text += QStringLiteral(" · %1 → %2 bytes/token").arg(search_->bytesPerTokenBaseline, 0, 'f', 0).arg(search_->bytesPerTokenChosen, 0, 'f', 1);
+    text += tr(" · %1 → %2 bytes/token; the worst layer must meet each budget")
+                .arg(groupedNumber(search_->bytesPerTokenBaseline, 0), groupedNumber(search_->bytesPerTokenChosen, 1));
     searchInfo_->setText(text);
   }
+  fillCandidates();
   rebuildPareto();
 }
 
-void BudgetView::rebuildPareto() {
-  const auto fill = [](QChart* chart, const TensorChoice* choice, const QString& title, double& floor) {
-    floor = 0;
-    chart->removeAllSeries();
-    chart->setTitle(title);
-    // The axes are made once per chart and re-ranged (replacing them leaves stale items drawn).
-    if (chart->axes(Qt::Horizontal).isEmpty()) {
-      auto* x = new QValueAxis;
-      x->setTitleText(QObject::tr("bits per element"));
-      keepNiceTicks(x);
-      auto* yLog = new QLogValueAxis;
-      keepLogLabels(yLog);
-      chart->addAxis(x, Qt::AlignBottom);
-      chart->addAxis(yLog, Qt::AlignLeft);
+void BudgetView::fillCandidates() {
+  const QSignalBlocker block(candidatesTable_);
+  candidatesTable_->setSortingEnabled(false);
+  candidatesTable_->clearSelection();
+  candidatesTable_->setRowCount(0);
+  const Budget* fields[2] = {nullptr, nullptr};
+  if (const TensorChoice* k = choiceOf(true)) fields[0] = &k->budget;
+  if (const TensorChoice* v = choiceOf(false)) fields[1] = &v->budget;
+  // One metric column: its header names the field when K and V share it.
+  QString metric = tr("worst layer");
+  if (fields[0] && (!fields[1] || fields[1]->field == fields[0]->field)) {
+    metric = tr("worst %1").arg(QString::fromUtf8(attentionFieldName(fields[0]->field)));
+  } else if (fields[1] && !fields[0]) {
+    metric = tr("worst %1").arg(QString::fromUtf8(attentionFieldName(fields[1]->field)));
+  }
+  const QStringList headers{tr("tensor"), tr("spec"), tr("bits/element"), tr("bytes/token"), metric,
+                            tr("within budget"), tr("Pareto"), tr("chosen")};
+  const QStringList tips{
+      tr("K (key_only metrics) or V (value_only metrics)"), tr("the candidate's spec string"),
+      tr("bits per element at the dump's shape (quantization.md §5)"),
+      tr("this tensor's bytes per token over the searched layers at the dump's length"),
+      tr("the budget's metric on the worst searched layer (K: key_only, V: value_only)"),
+      tr("the worst layer meets the budget"), tr("no other candidate has fewer or equal bits and a better or equal worst layer"),
+      tr("the cheapest candidate within the budget")};
+  for (int c = 0; c < headers.size(); ++c) {
+    auto* item = new QTableWidgetItem(headers[c]);
+    item->setToolTip(tips[c]);
+    candidatesTable_->setHorizontalHeaderItem(c, item);
+  }
+  if (search_) {
+    const double elements = static_cast<double>(search_->dump.kvHeads) * search_->dump.headDim *
+                            static_cast<double>(search_->layers.size());
+    for (bool key : {true, false}) {
+      const TensorChoice* choice = choiceOf(key);
+      if (!choice) continue;
+      for (int i = 0; i < static_cast<int>(choice->candidates.size()); ++i) {
+        const CandidateResult& c = choice->candidates[static_cast<size_t>(i)];
+        const int row = candidatesTable_->rowCount();
+        candidatesTable_->insertRow(row);
+        auto* side = new QTableWidgetItem(key ? QStringLiteral("K") : QStringLiteral("V"));
+        side->setData(Qt::UserRole + 1, key);
+        side->setData(Qt::UserRole + 2, i);
+        candidatesTable_->setItem(row, 0, side);
+        candidatesTable_->setItem(row, 1, new QTableWidgetItem(q(c.spec)));
+        candidatesTable_->setItem(row, 2, new NumberItem(QString::number(c.bitsPerElement, 'f', 3), c.bitsPerElement));
+        const double bytes = c.bitsPerElement * elements / 8;
+        candidatesTable_->setItem(row, 3, new NumberItem(groupedNumber(bytes, 1), bytes));
+        const bool skipped = !c.skipped.empty();
+        auto* worst = new NumberItem(skipped ? tr("skipped") : QString::number(c.worst, 'g', 4),
+                                     skipped ? std::numeric_limits<double>::infinity() : c.worst);
+        worst->setToolTip(skipped ? q(c.skipped) : QString::fromUtf8(attentionFieldName(choice->budget.field)));
+        candidatesTable_->setItem(row, 4, worst);
+        const auto flag = [skipped](bool on) {
+          auto* item = new QTableWidgetItem(skipped ? QStringLiteral("–") : on ? tr("yes") : tr("no"));
+          item->setTextAlignment(Qt::AlignCenter);
+          return item;
+        };
+        candidatesTable_->setItem(row, 5, flag(c.meets));
+        candidatesTable_->setItem(row, 6, flag(c.pareto));
+        candidatesTable_->setItem(row, 7, flag(i == choice->chosen));
+        if (skipped) {
+          for (int col = 0; col < 8; ++col) candidatesTable_->item(row, col)->setForeground(palette().color(QPalette::PlaceholderText));
+        }
+      }
     }
-    auto* xAxis = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
-    auto* yAxis = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
-    if (!choice || !choice->searched) {
-      // An empty plot still shows its axes (Qt hides axes without a series): 0–16 bits, and
-      // the metric's usual decades.
-      auto* placeholder = new QLineSeries;
-      chart->addSeries(placeholder);
-      placeholder->attachAxis(xAxis);
-      placeholder->attachAxis(yAxis);
-      placeholder->setProperty("kvscopeNoReadout", true);
-      for (QLegendMarker* m : chart->legend()->markers(placeholder)) m->setVisible(false);
-      setAxisRange(xAxis, 0, 16);
-      setDecadeRange(yAxis, 1e-4, 1);
-      yAxis->setTitleText(QObject::tr("worst layer's metric"));
+  }
+  // Unsorted until a header is clicked: K then V, each by ascending bits as the search lists them.
+  candidatesTable_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
+  candidatesTable_->setSortingEnabled(true);
+  candidatesTable_->resizeColumnsToContents();
+}
+
+void BudgetView::selectCandidate(bool key, int index) {
+  for (int row = 0; row < candidatesTable_->rowCount(); ++row) {
+    const QTableWidgetItem* side = candidatesTable_->item(row, 0);
+    if (index >= 0 && side && side->data(Qt::UserRole + 1).toBool() == key && side->data(Qt::UserRole + 2).toInt() == index) {
+      candidatesTable_->selectRow(row);
+      candidatesTable_->scrollToItem(side);
       return;
     }
-    // Log metric axis: candidates span orders of magnitude. Zero sits at a floor below the rest.
-    double lo = 1e300, hi = 0, bitsHi = 1;
-    for (const CandidateResult& c : choice->candidates) {
-      if (!c.skipped.empty()) continue;
-      if (c.worst > 0) lo = std::min(lo, c.worst);
-      hi = std::max(hi, c.worst);
-      bitsHi = std::max(bitsHi, c.bitsPerElement);
+  }
+  candidatesTable_->clearSelection();
+}
+
+std::pair<bool, int> BudgetView::selectedCandidate() const {
+  const QList<QTableWidgetItem*> items = candidatesTable_->selectedItems();
+  for (const QTableWidgetItem* item : items) {
+    const QTableWidgetItem* side = candidatesTable_->item(item->row(), 0);
+    if (side) return {side->data(Qt::UserRole + 1).toBool(), side->data(Qt::UserRole + 2).toInt()};
+  }
+  return {true, -1};
+}
+
+void BudgetView::showSelected() {
+  const auto [key, index] = selectedCandidate();
+  for (bool side : {true, false}) {
+    QScatterSeries* ring = side ? keySelected_ : valueSelected_;
+    if (!ring) continue;
+    const TensorChoice* choice = choiceOf(side);
+    QList<QPointF> points;
+    if (choice && side == key && index >= 0 && index < static_cast<int>(choice->candidates.size())) {
+      const CandidateResult& c = choice->candidates[static_cast<size_t>(index)];
+      const double floor = side ? keyFloor_ : valueFloor_;
+      if (c.skipped.empty()) points << QPointF(c.bitsPerElement, std::max(c.worst, floor));
     }
-    if (hi <= 0) hi = 1;
-    if (lo > hi) lo = hi / 10;
-    lo = std::min(lo, choice->budget.bound > 0 ? choice->budget.bound : lo) / 2;
-    hi = std::max(hi, choice->budget.bound) * 2;
-    const auto y = [lo](double v) { return std::max(v, lo); };
-    floor = lo;
-    auto* all = new QScatterSeries;
-    all->setName(QObject::tr("candidates"));
-    all->setMarkerSize(7);
-    auto* front = new QLineSeries;
-    front->setName(QObject::tr("Pareto"));
-    auto* chosen = new QScatterSeries;
-    chosen->setName(QObject::tr("chosen"));
-    chosen->setMarkerSize(16);
-    chosen->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
-    chosen->setColor(QColor(214, 39, 40));
-    auto* budget = new QLineSeries;
-    budget->setName(QObject::tr("budget"));
-    QPen pen(QColor(127, 127, 127));
-    pen.setStyle(Qt::DashLine);
-    pen.setWidthF(1.5);
-    budget->setPen(pen);
-    for (size_t i = 0; i < choice->candidates.size(); ++i) {
-      const CandidateResult& c = choice->candidates[i];
-      if (!c.skipped.empty()) continue;
-      all->append(c.bitsPerElement, y(c.worst));
-      if (c.pareto) front->append(c.bitsPerElement, y(c.worst));
-      if (static_cast<int>(i) == choice->chosen) chosen->append(c.bitsPerElement, y(c.worst));
+    ring->replace(points);
+  }
+}
+
+QStringList BudgetView::paretoLabels(bool key) const {
+  QStringList out;
+  for (const QGraphicsSimpleTextItem* label : key ? keyLabels_ : valueLabels_) {
+    if (label->isVisible()) out << label->text();
+  }
+  return out;
+}
+
+void BudgetView::placeParetoLabels(bool key) {
+  QChart* chart = key ? keyChart_ : valueChart_;
+  const QList<QGraphicsSimpleTextItem*>& labels = key ? keyLabels_ : valueLabels_;
+  if (labels.isEmpty() || chart->series().isEmpty()) return;
+  QAbstractSeries* series = chart->series().first();
+  const QRectF plot = chart->plotArea();
+  // Greedy, left to right: each label takes the first of four places around its point that stays
+  // inside the plot and overlaps no label placed before it; a label with none is left out (its
+  // point keeps its marker, the table lists it).
+  // The Pareto markers are taken first: a label never covers a point of the front.
+  QList<QRectF> taken;
+  const double marker = 7;
+  for (const QGraphicsSimpleTextItem* label : labels) {
+    const QPointF at = chart->mapToPosition(label->data(1).toPointF(), series);
+    taken << QRectF(at.x() - marker, at.y() - marker, 2 * marker, 2 * marker);
+  }
+  for (QGraphicsSimpleTextItem* label : labels) {
+    const QPointF at = chart->mapToPosition(label->data(1).toPointF(), series);
+    const QRectF box = label->boundingRect();
+    const double gap = 8;  // clear of the point's own marker
+    const std::array<QPointF, 4> places{QPointF(at.x() + gap, at.y() - box.height() - 1), QPointF(at.x() + gap, at.y() + 1),
+                                        QPointF(at.x() - box.width() - gap, at.y() - box.height() - 1),
+                                        QPointF(at.x() - box.width() - gap, at.y() + 1)};
+    bool placed = false;
+    for (const QPointF& p : places) {
+      const QRectF r(p, box.size());
+      if (!plot.contains(at) || !plot.contains(r)) continue;
+      if (std::any_of(taken.begin(), taken.end(), [&r](const QRectF& t) { return t.intersects(r); })) continue;
+      label->setPos(p);
+      taken << r;
+      placed = true;
+      break;
     }
-    budget->append(0, y(choice->budget.bound));
-    budget->append(niceRange(0, bitsHi * 1.02).hi, y(choice->budget.bound));
-    for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{budget, front, all, chosen}) {
-      // No crosshair: the nearest point by x of a scatter is not the one under the cursor. The
-      // candidate under the cursor is read out under the charts instead (eventFilter).
-      s->setProperty("kvscopeNoReadout", true);
-      chart->addSeries(s);
+    label->setVisible(placed);
+  }
+}
+
+void BudgetView::rebuildPareto() {
+  fillChart(true);
+  fillChart(false);
+  showSelected();
+}
+
+void BudgetView::fillChart(bool key) {
+  QChart* chart = key ? keyChart_ : valueChart_;
+  const TensorChoice* choice = search_ ? (key ? &search_->key : &search_->value) : nullptr;
+  double& floor = key ? keyFloor_ : valueFloor_;
+  QList<QGraphicsSimpleTextItem*>& labels = key ? keyLabels_ : valueLabels_;
+  qDeleteAll(labels);
+  labels.clear();
+  (key ? keySelected_ : valueSelected_) = nullptr;
+  floor = 0;
+  chart->removeAllSeries();
+  chart->setTitle(key ? tr("K candidates (key_only)") : tr("V candidates (value_only)"));
+  // The axes are made once per chart and re-ranged (replacing them leaves stale items drawn).
+  if (chart->axes(Qt::Horizontal).isEmpty()) {
+    auto* x = new QValueAxis;
+    x->setTitleText(tr("bits per element"));
+    keepNiceTicks(x);
+    auto* yLog = new QLogValueAxis;
+    keepLogLabels(yLog);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(yLog, Qt::AlignLeft);
+    // The labels follow the plot: its area (resize, export) and its ranges (zoom, pan).
+    connect(chart, &QChart::plotAreaChanged, this, [this, key] { placeParetoLabels(key); });
+    connect(x, &QValueAxis::rangeChanged, this, [this, key] { placeParetoLabels(key); });
+    connect(yLog, &QLogValueAxis::rangeChanged, this, [this, key] { placeParetoLabels(key); });
+  }
+  auto* xAxis = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+  auto* yAxis = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
+  if (!choice || !choice->searched) {
+    // An empty plot still shows its axes (Qt hides axes without a series): 0–16 bits, and
+    // the metric's usual decades.
+    auto* placeholder = new QLineSeries;
+    chart->addSeries(placeholder);
+    placeholder->attachAxis(xAxis);
+    placeholder->attachAxis(yAxis);
+    placeholder->setProperty("kvscopeNoReadout", true);
+    for (QLegendMarker* m : chart->legend()->markers(placeholder)) m->setVisible(false);
+    setAxisRange(xAxis, 0, 16);
+    setDecadeRange(yAxis, 1e-4, 1);
+    yAxis->setTitleText(tr("worst layer's metric"));
+    return;
+  }
+  // Log metric axis: candidates span orders of magnitude. Zero sits at a floor below the rest.
+  double lo = 1e300, hi = 0, bitsHi = 1;
+  for (const CandidateResult& c : choice->candidates) {
+    if (!c.skipped.empty()) continue;
+    if (c.worst > 0) lo = std::min(lo, c.worst);
+    hi = std::max(hi, c.worst);
+    bitsHi = std::max(bitsHi, c.bitsPerElement);
+  }
+  if (hi <= 0) hi = 1;
+  if (lo > hi) lo = hi / 10;
+  lo = std::min(lo, choice->budget.bound > 0 ? choice->budget.bound : lo) / 2;
+  hi = std::max(hi, choice->budget.bound) * 2;
+  const auto y = [lo](double v) { return std::max(v, lo); };
+  floor = lo;
+  // Issue 32 defect 11: Pareto-optimal points in their own shape and colour, the front's line
+  // above every marker, the chosen one ringed on top.
+  auto* all = new QScatterSeries;
+  all->setName(tr("candidates"));
+  all->setMarkerSize(7);
+  all->setColor(QColor(120, 144, 176));
+  all->setBorderColor(QColor(120, 144, 176));
+  const QColor paretoColour(230, 120, 0);
+  auto* optimal = new QScatterSeries;
+  optimal->setName(tr("Pareto-optimal"));
+  optimal->setMarkerShape(QScatterSeries::MarkerShapeRotatedRectangle);
+  optimal->setMarkerSize(12);
+  optimal->setColor(paretoColour);
+  optimal->setBorderColor(paretoColour.darker(140));
+  auto* front = new QLineSeries;
+  front->setName(tr("Pareto front"));
+  QPen frontPen(paretoColour.darker(130));
+  frontPen.setWidthF(2);
+  front->setPen(frontPen);
+  auto* chosen = new QScatterSeries;
+  chosen->setName(tr("chosen"));
+  chosen->setMarkerSize(18);
+  chosen->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  chosen->setBrush(QColor(0, 0, 0, 0));  // hollow: the point inside stays visible
+  chosen->setPen(QPen(QColor(214, 39, 40), 2.5));
+  auto* ring = new QScatterSeries;
+  ring->setName(tr("selected"));
+  ring->setMarkerSize(22);
+  ring->setBrush(QColor(0, 0, 0, 0));
+  ring->setPen(QPen(palette().color(QPalette::Text), 2));
+  auto* budget = new QLineSeries;
+  budget->setName(tr("budget"));
+  QPen pen(QColor(127, 127, 127));
+  pen.setStyle(Qt::DashLine);
+  pen.setWidthF(1.5);
+  budget->setPen(pen);
+  QFont labelFont = chart->legend()->font();
+  for (size_t i = 0; i < choice->candidates.size(); ++i) {
+    const CandidateResult& c = choice->candidates[i];
+    if (!c.skipped.empty()) continue;
+    const QPointF point(c.bitsPerElement, y(c.worst));
+    (c.pareto ? optimal : all)->append(point);
+    if (c.pareto) {
+      front->append(point);
+      auto* label = new QGraphicsSimpleTextItem(q(c.spec), chart);
+      label->setFont(labelFont);
+      label->setBrush(palette().color(QPalette::Text));
+      label->setZValue(100);  // above the series
+      label->setData(1, point);
+      label->hide();
+      labels << label;
     }
-    setAxisRange(xAxis, 0, niceRange(0, bitsHi * 1.02).hi);
-    setDecadeRange(yAxis, lo, hi);
-    yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
-    for (QAbstractSeries* s : chart->series()) {
-      s->attachAxis(xAxis);
-      s->attachAxis(yAxis);
-    }
-  };
-  fill(keyChart_, search_ ? &search_->key : nullptr, tr("K candidates (key_only)"), keyFloor_);
-  fill(valueChart_, search_ ? &search_->value : nullptr, tr("V candidates (value_only)"), valueFloor_);
+    if (static_cast<int>(i) == choice->chosen) chosen->append(point);
+  }
+  budget->append(0, y(choice->budget.bound));
+  budget->append(niceRange(0, bitsHi * 1.02).hi, y(choice->budget.bound));
+  // Later series draw above earlier ones.
+  for (QAbstractSeries* s : std::initializer_list<QAbstractSeries*>{all, budget, optimal, front, chosen, ring}) {
+    // No crosshair: the nearest point by x of a scatter is not the one under the cursor. The
+    // candidate under the cursor is read out under the charts instead (eventFilter).
+    s->setProperty("kvscopeNoReadout", true);
+    chart->addSeries(s);
+  }
+  for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(front), static_cast<QAbstractSeries*>(ring)}) {
+    for (QLegendMarker* m : chart->legend()->markers(s)) m->setVisible(false);  // the diamonds name the front
+  }
+  (key ? keySelected_ : valueSelected_) = ring;
+  setAxisRange(xAxis, 0, niceRange(0, bitsHi * 1.02).hi);
+  setDecadeRange(yAxis, lo, hi);
+  yAxis->setTitleText(q(std::string("worst layer ") + attentionFieldName(choice->budget.field)));
+  for (QAbstractSeries* s : chart->series()) {
+    s->attachAxis(xAxis);
+    s->attachAxis(yAxis);
+  }
+  placeParetoLabels(key);
 }
 
 void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
@@ -876,7 +1171,7 @@ void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
   y += line;
   if (plan_) {
     const QStringList rows = rowLabels();
-    const QStringList a = column(plan_->fp16), b = column(plan_->quantized);
+    const QStringList a = column(plan_->fp16, true), b = column(plan_->quantized, true);
     const double c0 = target.left() + 20, c1 = c0 + target.width() * 0.3, c2 = c0 + target.width() * 0.6;
     painter.setFont(bold);
     painter.drawText(QPointF(c1, y), tr("fp16"));
@@ -899,7 +1194,7 @@ QString BudgetView::toCsv() const {
   if (!plan_) return {};
   QString out = QStringLiteral("quantity,fp16,quantized\n");
   const QStringList rows = rowLabels();
-  const QStringList a = column(plan_->fp16), b = column(plan_->quantized);
+  const QStringList a = column(plan_->fp16, false), b = column(plan_->quantized, false);
   for (int r = 0; r < rows.size(); ++r) {
     out += QStringLiteral("\"%1\",\"%2\",\"%3\"\n").arg(rows[r], a.value(r), b.value(r));
   }
@@ -970,19 +1265,21 @@ QGroupBox* BudgetView::buildPlanGroup() {
   fillPlanEngines(planEngine_);
   planRun_ = new QPushButton(tr("Search plan"), planGroup_);
   planRun_->setToolTip(tr("Map every candidate's damage per layer, then choose per layer the cheapest specs whose "
-                          "mean damage over layers meets the K and V budgets above."));
+                          "mean damage over layers meets the K and V budgets above. The candidates are the ladder of "
+                          "docs/sensitivity.md plus the budget search's chosen K and V specs when it has run with "
+                          "these budgets, so the plan never costs more than that uniform pair."));
   planApply_ = new QPushButton(tr("Apply plan"), planGroup_);
   planApply_->setToolTip(tr("Put the plan into the K and V controls (the plan editor's per-layer overrides)."));
   planApply_->setEnabled(false);
   planSummary_ = new QLabel(tr("Search a plan to see the cheapest spec per layer within the budgets."), planGroup_);
   planSummary_->setWordWrap(true);
+  planSummary_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   planSummary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   planTable_ = new QTableWidget(0, 5, planGroup_);
   planTable_->setHorizontalHeaderLabels({tr("layer"), tr("K spec"), tr("V spec"), tr("bits (K / V)"), tr("damage (K / V)")});
   planTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   planTable_->verticalHeader()->setVisible(false);
-  planTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  planTable_->horizontalHeader()->setStretchLastSection(true);
+  setUpFigureTable(planTable_);
   auto* controls = new QVBoxLayout;
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel(tr("Engine"), planGroup_));
@@ -990,10 +1287,15 @@ QGroupBox* BudgetView::buildPlanGroup() {
   controls->addLayout(row);
   controls->addWidget(planRun_);
   controls->addWidget(planApply_);
-  controls->addWidget(planSummary_, 1);
+  // The summary (plans, bytes, the uniform pair, the rule, engine flags) scrolls within the tab.
+  auto* summaryScroll = new QScrollArea(planGroup_);
+  summaryScroll->setWidget(planSummary_);
+  summaryScroll->setWidgetResizable(true);
+  summaryScroll->setFrameShape(QFrame::NoFrame);
+  controls->addWidget(summaryScroll, 1);
   auto* layout = new QHBoxLayout(planGroup_);
-  layout->addLayout(controls, 1);
-  layout->addWidget(planTable_, 2);
+  layout->addLayout(controls, 2);
+  layout->addWidget(planTable_, 3);
   connect(planRun_, &QPushButton::clicked, this, [this] { runPlanSearch(planSearchOptions()); });
   connect(planApply_, &QPushButton::clicked, this, [this] {
     if (!planResult_ || !planResult_->found || !session()) return;
@@ -1009,6 +1311,14 @@ PlanSearchOptions BudgetView::planSearchOptions() const {
   p.keyBudget = s.keyBudget;
   p.valueBudget = s.valueBudget;
   p.engine = planEngine_->currentData().toString().toStdString();
+  // Issue 32 defect 12: with the budget search's pair among the candidates, the plan (a looser
+  // rule over a superset of that pair) never costs more than the pair the search shows.
+  const auto same = [](const TensorChoice& c, const std::optional<Budget>& b) {
+    return b && c.searched && c.budget.field == b->field && c.budget.bound == b->bound;
+  };
+  if (p.engine.empty() && search_ && same(search_->key, p.keyBudget) && same(search_->value, p.valueBudget)) {
+    p.candidates = planCandidatesWith(*search_);
+  }
   return p;
 }
 
@@ -1046,15 +1356,22 @@ void BudgetView::showPlan() {
     const QStringList cells{QString::number(c.layer), q(c.keySpec), q(c.valueSpec),
                             QStringLiteral("%1 / %2").arg(c.keyBits, 0, 'f', 2).arg(c.valueBits, 0, 'f', 2),
                             QStringLiteral("%1 / %2").arg(number(c.keyDamage), number(c.valueDamage))};
-    for (int col = 0; col < cells.size(); ++col) planTable_->setItem(i, col, new QTableWidgetItem(cells[col]));
+    for (int col = 0; col < cells.size(); ++col) {
+      auto* item = new QTableWidgetItem(cells[col]);
+      if (col == 0 || col >= 3) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      planTable_->setItem(i, col, item);
+    }
   }
   QString text = tr("K plan: %1\nV plan: %2\n%3 bytes/token (fp16 %4)")
                      .arg(q(r->keyPlan), q(r->valuePlan))
-                     .arg(r->bytesPerToken, 0, 'f', 1)
-                     .arg(r->bytesPerTokenBaseline, 0, 'f', 1);
+                     .arg(groupedNumber(r->bytesPerToken, 1), groupedNumber(r->bytesPerTokenBaseline, 1));
   if (r->uniform.found) {
-    text += tr("\ncheapest uniform pair: %1 bytes/token").arg(r->uniform.bytesPerToken, 0, 'f', 1);
+    text += tr("\ncheapest uniform pair of these candidates: K %1, V %2, %3 bytes/token")
+                .arg(q(r->uniform.keySpec), q(r->uniform.valueSpec), groupedNumber(r->uniform.bytesPerToken, 1));
   }
+  // Why its numbers may differ from the budget search's (docs/gui.md, Budget & capacity).
+  text += tr("\njudged on the mean over layers (the budget search: the worst layer)");
+  if (!planCandidatesNote_.isEmpty()) text += QStringLiteral("; ") + planCandidatesNote_;
   QString why;
   text += engineFlagsText(*r, &why);
   planSummary_->setToolTip(why);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Budget and capacity: the capacity calculator (core/capacity) for the current K and V specs,
-// and the budget search's Pareto fronts once core/search is available.
+// Budget and capacity: the budget search's Pareto charts (core/search) over a splitter whose lower
+// part holds four tabs: the search's candidates, the plan search (core/sensitivity/plan_search.h),
+// the capacity calculator (core/capacity) for the current K and V specs, and the end-to-end check.
 #pragma once
 
 #include <QElapsedTimer>
@@ -8,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "core/capacity/capacity.h"
 #include "core/io/dump.h"
@@ -20,6 +22,10 @@
 class QChart;
 class QChartView;
 class QComboBox;
+class QGraphicsSimpleTextItem;
+class QScatterSeries;
+class QSplitter;
+class QTabWidget;
 class QPushButton;
 class QDoubleSpinBox;
 class QProgressBar;
@@ -102,6 +108,20 @@ class BudgetView : public QWidget, public View {
   [[nodiscard]] QString candidateText(bool key, int index) const;
   /// The readout under the Pareto charts (the hovered candidate, or how to use them).
   QLabel* paretoReadout() { return paretoReadout_; }
+  /// The labels drawn beside the K (`key`) or V chart's Pareto-optimal points (the spec, shown
+  /// where it overlaps no other label and stays inside the plot).
+  [[nodiscard]] QStringList paretoLabels(bool key) const;
+  /// Every candidate of the search, one row each (K then V; sortable by any column).
+  QTableWidget* candidatesTable() { return candidatesTable_; }
+  /// Selects candidate `index` of the K (`key`) or V chart: its row in the table and a ring on
+  /// its point. -1 clears the selection.
+  void selectCandidate(bool key, int index);
+  /// The selected candidate as (key, index); index -1 when none is selected.
+  [[nodiscard]] std::pair<bool, int> selectedCandidate() const;
+  /// The tabs under the charts: candidates, plan search, capacity, end-to-end check.
+  QTabWidget* lowerTabs() { return lowerTabs_; }
+  /// The splitter between the charts and the tabs.
+  QSplitter* splitter() { return splitter_; }
 
   /// Enables the end-to-end check; when `available` is false, `why` says what it needs.
   void setE2eAvailable(bool available, const QString& why);
@@ -132,6 +152,7 @@ class BudgetView : public QWidget, public View {
   QPushButton* applyPlanButton() { return planApply_; }
   QTableWidget* planTable() { return planTable_; }
   QLabel* planSummaryLabel() { return planSummary_; }
+  QGroupBox* planGroup() { return planGroup_; }
 
   static constexpr const char* kName = "budget";
   [[nodiscard]] QString exportName() const override { return QString::fromLatin1(kName); }
@@ -174,10 +195,17 @@ class BudgetView : public QWidget, public View {
   [[nodiscard]] const TensorChoice* choiceOf(bool key) const;
   [[nodiscard]] QString paretoHint() const;
   void rebuildPareto();
+  void fillChart(bool key);
+  void fillCandidates();
+  /// Places the Pareto labels of one chart for its plot area and ranges now.
+  void placeParetoLabels(bool key);
+  /// Draws the ring on the selected candidate's point (the table's selection).
+  void showSelected();
   void renderCapacity(QPainter& painter, const QRectF& target);
   void recompute();
   [[nodiscard]] QStringList rowLabels() const;
-  [[nodiscard]] QStringList column(const CapacityEntry& e) const;
+  /// One column of the capacity table; `grouped`: large integers with digit groups (the screen), else plain (CSV).
+  [[nodiscard]] QStringList column(const CapacityEntry& e, bool grouped) const;
 
   std::optional<ModelShape> shape_;
   Plan key_, value_;  ///< specs or plans (§12): each layer costs what its spec stores
@@ -206,6 +234,12 @@ class BudgetView : public QWidget, public View {
   QChart* valueChart_;
   QChartView* keyView_;
   QChartView* valueView_;
+  QScatterSeries* keySelected_ = nullptr;  ///< the ring on the selected candidate (owned by its chart)
+  QScatterSeries* valueSelected_ = nullptr;
+  QList<QGraphicsSimpleTextItem*> keyLabels_, valueLabels_;  ///< beside the Pareto points (owned by the charts)
+  QTableWidget* candidatesTable_;
+  QTabWidget* lowerTabs_;
+  QSplitter* splitter_;
   std::shared_ptr<const SearchResult> search_;
   QGroupBox* e2eGroup_;
   QPushButton* e2eRun_;
@@ -228,6 +262,7 @@ class BudgetView : public QWidget, public View {
   QPushButton* planApply_ = nullptr;
   QLabel* planSummary_ = nullptr;
   QTableWidget* planTable_ = nullptr;
+  QString planCandidatesNote_;  ///< which candidates the shown (or running) plan search chose from
   std::shared_ptr<const PlanSearchResult> planResult_;
 
   std::shared_ptr<const Dump> dump_;

@@ -15,6 +15,7 @@
 #include "core/inspect/view_data.h"
 #include "core/quant/plan.h"
 #include "ui/state/session.h"
+#include "ui/views/table_text.h"
 #include "ui/workers/job_runner.h"
 
 namespace kvscope::ui {
@@ -91,8 +92,10 @@ DiagnosisView::DiagnosisView(QWidget* parent) : QWidget(parent) {
                           tr("Channel"), tr("Token"), tr("Tensor"), tr("Numbers")});
   tree_->setRootIsDecorated(true);
   tree_->setAlternatingRowColors(true);
-  tree_->setWordWrap(true);
-  tree_->header()->setStretchLastSection(true);
+  // One line per row, figures whole (issue 32 defect 6): a long finding is elided and its
+  // tooltip holds the whole text; the columns of figures are as wide as their contents.
+  setUpFigureTree(tree_);
+  tree_->header()->setStretchLastSection(false);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("diagnosisStatus"));
   status_->setWordWrap(true);
@@ -199,11 +202,12 @@ void DiagnosisView::fill() {
     top->setToolTip(kWhat, q(f.summary) + QStringLiteral("\n\n") + tr("What to do: ") + q(f.advice));
     top->setData(0, Qt::UserRole, static_cast<int>(i));
     if (f.matches > static_cast<int>(f.evidence.size())) {
-      top->setText(kNumbers, tr("%1 places; the strongest %2 below").arg(f.matches).arg(f.evidence.size()));
+      top->setText(kNumbers, tr("%1 places; the strongest %2 below").arg(groupedInteger(f.matches)).arg(f.evidence.size()));
     }
     for (const Evidence& e : f.evidence) {
       auto* row = new QTreeWidgetItem(top);
       row->setText(kWhat, placeText(e));
+      row->setToolTip(kWhat, placeText(e));
       row->setText(kLayer, cell(e.layer));
       row->setText(kKvHead, cell(e.kvHead));
       row->setText(kQueryHead, cell(e.queryHead));
@@ -216,8 +220,21 @@ void DiagnosisView::fill() {
     top->setExpanded(true);
   }
   tree_->resizeColumnToContents(kSeverity);
-  tree_->setColumnWidth(kWhat, std::max(300, tree_->width() / 4));  // the whole summary is under the list
   for (int c = kLayer; c <= kTensor; ++c) tree_->resizeColumnToContents(c);
+  // The finding column is as wide as its evidence rows' places (a finding's summary is elided:
+  // it is whole in its tooltip and under the list); the numbers take the rest.
+  const QFontMetrics metrics(tree_->font());
+  int places = 0;
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) {
+    const QTreeWidgetItem* top = tree_->topLevelItem(i);
+    for (int j = 0; j < top->childCount(); ++j) places = std::max(places, metrics.horizontalAdvance(top->child(j)->text(kWhat)));
+  }
+  tree_->setColumnWidth(kWhat, std::max(260, places + 2 * tree_->indentation() + 16));
+  // The numbers whole (the tree scrolls sideways when they are long), at least to the right edge.
+  tree_->resizeColumnToContents(kNumbers);
+  int used = 0;
+  for (int c = 0; c < kNumbers; ++c) used += tree_->columnWidth(c);
+  tree_->setColumnWidth(kNumbers, std::max(tree_->columnWidth(kNumbers), tree_->viewport()->width() - used));
   QString text = d.findings.empty() ? tr("No findings: nothing in this dump is known to make it hard to quantize.")
                                     : tr("%1 finding(s) over %2 layer(s).").arg(d.findings.size()).arg(d.layers.size());
   for (const std::string& n : d.notes) text += QStringLiteral(" ") + q(n) + QLatin1Char('.');
