@@ -1131,26 +1131,107 @@ void BudgetView::fillChart(bool key) {
   placeParetoLabels(key);
 }
 
-void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
-  if (search_) {
-    // Pareto fronts side by side on top, the capacity table below.
-    const double h = target.height() * 0.6;
-    renderChart(keyChart_, painter, QRectF(target.left(), target.top(), target.width() / 2, h));
-    renderChart(valueChart_, painter, QRectF(target.left() + target.width() / 2, target.top(), target.width() / 2, h));
-    renderCapacity(painter, QRectF(target.left(), target.top() + h, target.width(), target.height() - h));
-    return;
+namespace {
+
+// One legend for both charts of a narrow figure, flowing left to right and wrapping (there each
+// chart has no width for its own row of four entries, which Qt Charts would cut to "ca…").
+// Returns the height it takes; draws only when `draw`.
+double sharedLegend(QPainter& painter, const QRectF& area, const QChart* chart, bool draw) {
+  const QFontMetricsF fm(painter.font());
+  const double symbol = fm.height() * 0.7, line = fm.lineSpacing() * 1.2;
+  double x = area.left(), y = area.top();
+  for (QLegendMarker* m : chart->legend()->markers()) {
+    if (!m->isVisible() || !m->series()->isVisible()) continue;
+    const double w = symbol + 4 + fm.horizontalAdvance(m->label()) + fm.averageCharWidth() * 2;
+    if (x > area.left() && x + w > area.right()) {
+      x = area.left();
+      y += line;
+    }
+    if (draw) {
+      painter.save();
+      const QRectF box(x, y + (line - symbol) / 2, symbol, symbol);
+      const auto* scatter = qobject_cast<const QScatterSeries*>(m->series());
+      if (!scatter) {
+        painter.setPen(m->pen());
+        painter.drawLine(QPointF(box.left(), box.center().y()), QPointF(box.right(), box.center().y()));
+      } else {
+        painter.setPen(m->pen());
+        painter.setBrush(m->brush());
+        if (scatter->markerShape() == QScatterSeries::MarkerShapeCircle) {
+          painter.drawEllipse(box);
+        } else if (scatter->markerShape() == QScatterSeries::MarkerShapeRotatedRectangle) {
+          painter.drawPolygon(QPolygonF({QPointF(box.center().x(), box.top()), QPointF(box.right(), box.center().y()),
+                                         QPointF(box.center().x(), box.bottom()), QPointF(box.left(), box.center().y())}));
+        } else {
+          painter.drawRect(box);
+        }
+      }
+      painter.setPen(chart->legend()->labelColor());
+      painter.drawText(QRectF(x + symbol + 4, y, w, line), Qt::AlignLeft | Qt::AlignVCenter, m->label());
+      painter.restore();
+    }
+    x += w;
   }
-  renderCapacity(painter, target);
+  return y + line - area.top();
 }
 
-void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
+}  // namespace
+
+void BudgetView::renderTo(QPainter& painter, const QRectF& target) {
+  if (!search_) {
+    renderCapacity(painter, target);
+    return;
+  }
+  // The figure's rule: the search's result is written whole (wrapped) at the bottom; the Pareto
+  // charts side by side above it; the capacity table between them only where it keeps its lines
+  // at a readable size (else it is in budget.csv alone). On a narrow figure the charts share one
+  // legend under them.
+  const QFontMetricsF fm(painter.font());
+  const double lineSpacing = fm.lineSpacing();
+  const QString result = (notes_->text() + QStringLiteral("\n") + searchInfo_->text()).trimmed();
+  const QRectF textArea(target.left() + 10, 0, target.width() - 20, 1e6);
+  const double resultHeight = fm.boundingRect(textArea, Qt::TextWordWrap, result).height() + lineSpacing * 0.5;
+  const bool narrow = target.width() < 70 * fm.averageCharWidth();
+  const double legendHeight =
+      narrow ? sharedLegend(painter, QRectF(target.left() + 10, 0, target.width() - 20, 1e6), keyChart_, false) : 0;
+  // renderCapacity's lines: a title, a header, the rows, and its first line's offset.
+  const double capacityHeight0 = (static_cast<double>(rowLabels().size()) + 3.5) * fm.height() * 1.5;
+  const double rest = target.height() - resultHeight - legendHeight;
+  const bool withCapacity = rest - capacityHeight0 >= 12 * lineSpacing;
+  const double capacityHeight = withCapacity ? capacityHeight0 : 0;
+  const double h = std::max(8.0, rest - capacityHeight);
+  std::vector<std::pair<QChart*, bool>> legends;
+  for (QChart* chart : {keyChart_, valueChart_}) {
+    legends.emplace_back(chart, chart->legend()->isVisible());
+    if (narrow) chart->legend()->setVisible(false);
+  }
+  renderChart(keyChart_, painter, QRectF(target.left(), target.top(), target.width() / 2, h));
+  renderChart(valueChart_, painter, QRectF(target.left() + target.width() / 2, target.top(), target.width() / 2, h));
+  for (const auto& [chart, visible] : legends) chart->legend()->setVisible(visible);
+  double y = target.top() + h;
+  painter.save();
+  painter.fillRect(QRectF(target.left(), y, target.width(), target.bottom() - y), palette().color(QPalette::Base));
+  if (narrow) {
+    sharedLegend(painter, QRectF(target.left() + 10, y, target.width() - 20, legendHeight), keyChart_, true);
+    y += legendHeight;
+  }
+  if (withCapacity) {
+    renderCapacity(painter, QRectF(target.left(), y, target.width(), capacityHeight), false);
+    y += capacityHeight;
+  }
+  painter.setPen(palette().color(QPalette::Text));
+  painter.drawText(QRectF(target.left() + 10, y, target.width() - 20, target.bottom() - y), Qt::TextWordWrap, result);
+  painter.restore();
+}
+
+void BudgetView::renderCapacity(QPainter& painter, const QRectF& target, bool withNotes) {
   painter.save();
   painter.setClipRect(target);
   painter.fillRect(target, palette().color(QPalette::Base));
   painter.setPen(palette().color(QPalette::Text));
   QFont font = painter.font();
   // Every row fits the target: tighter lines first, then a smaller font (a short figure).
-  const double linesNeeded = static_cast<double>(rowLabels().size()) + 5;
+  const double linesNeeded = static_cast<double>(rowLabels().size()) + (withNotes ? 5 : 2);
   double line = QFontMetricsF(font).height() * 1.5;
   if (line * linesNeeded > target.height()) {
     line = std::max(target.height() / linesNeeded, QFontMetricsF(font).height() * 1.1);
@@ -1185,8 +1266,10 @@ void BudgetView::renderCapacity(QPainter& painter, const QRectF& target) {
     }
     y += line;
   }
-  painter.drawText(QRectF(target.left() + 20, y, target.width() - 40, target.bottom() - y),
-                   Qt::TextWordWrap, notes_->text() + QStringLiteral("\n") + searchInfo_->text());
+  if (withNotes) {
+    painter.drawText(QRectF(target.left() + 20, y, target.width() - 40, target.bottom() - y),
+                     Qt::TextWordWrap, notes_->text() + QStringLiteral("\n") + searchInfo_->text());
+  }
   painter.restore();
 }
 

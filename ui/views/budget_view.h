@@ -201,7 +201,8 @@ class BudgetView : public QWidget, public View {
   void placeParetoLabels(bool key);
   /// Draws the ring on the selected candidate's point (the table's selection).
   void showSelected();
-  void renderCapacity(QPainter& painter, const QRectF& target);
+  /// The capacity table (and, with `withNotes`, the notes and the search's result under it).
+  void renderCapacity(QPainter& painter, const QRectF& target, bool withNotes = true);
   void recompute();
   [[nodiscard]] QStringList rowLabels() const;
   /// One column of the capacity table; `grouped`: large integers with digit groups (the screen), else plain (CSV).
