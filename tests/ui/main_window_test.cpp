@@ -1067,6 +1067,13 @@ class MainWindowTest : public QObject {
     QVERIFY(w.manualDialog() && w.manualDialog()->isVisible());
     auto* browser = w.manualDialog()->findChild<QTextBrowser*>(QStringLiteral("manualBrowser"));
     QVERIFY(browser->toPlainText().contains(QStringLiteral("The kvscope desktop app")));
+    // Written for users (issue 32 defect 14): it starts them off and names no source files or
+    // tests (those are in docs/gui-development.md).
+    const QString text = browser->toPlainText();
+    QVERIFY(text.contains(QStringLiteral("First steps")));
+    for (const QString& developer : {QStringLiteral("test_ui_"), QStringLiteral("ui/"), QStringLiteral("core/"),
+                                     QStringLiteral("_test.cpp"), QStringLiteral("QStandardPaths")})
+      QVERIFY2(!text.contains(developer), qPrintable(developer));
   }
 
   void chartsZoomPanReadOutAndClickSelectsQuery() {
