@@ -426,8 +426,10 @@ int main(int argc, char** argv) {
 
   const char* tabNames[] = {"histogram", "heat map", "drift", "summary", "budget"};
   QSlider* bits = w.keyPanel()->bitsSlider();
+  int round = -1;
   for (int tab : options.tabs) {
     if (tab < 0 || tab > 4) continue;
+    ++round;
     w.showTab(tab);
     // Let the summary and everything from the previous round finish first.
     waitUntil([&] { return !w.busy(); }, 600000);
@@ -445,7 +447,9 @@ int main(int argc, char** argv) {
     drag.setInterval(options.intervalMs);
     QObject::connect(&drag, &QTimer::timeout, [&] {
       // Back and forth over 2…8 bits, as a hand dragging the slider does.
-      const int step = done % 12;
+      // Each round ends on its own value (3, 5, 7 bits for the first three), so that the last
+      // change always asks for a setting the views do not show yet.
+      const int step = (done + 4 * round) % 12;
       finalBits = 2 + (step < 6 ? step : 12 - step);
       bits->setValue(finalBits);
       lastChangeNs = run.nsecsElapsed();
