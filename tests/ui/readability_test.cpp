@@ -127,6 +127,13 @@ class ReadabilityTest : public QObject {
     QCOMPARE(labels(1, 1e5).last(), QStringLiteral("100000"));
     QCOMPARE(labels(1, 1e6).last(), QStringLiteral("1e+06"));
     QCOMPARE(labels(1, 1e6).first(), QStringLiteral("1e+00"));
+    // Minor ticks over a few decades only: over nine they fill the plot with grey lines.
+    QLogValueAxis decades;
+    setDecadeRange(&decades, 2e-4, 0.5);  // 1e-4 … 1: four decades
+    QCOMPARE(decades.minorTickCount(), 8);
+    setDecadeRange(&decades, 3e-10, 0.9);  // 1e-10 … 1: ten decades
+    QCOMPARE(decades.minorTickCount(), 0);
+    QCOMPARE(decades.min(), 1e-10);
     // The histogram's log count axis follows the rule as its range changes.
     MainWindow w(false);
     w.setSpecs(*parseSpec("int4"), *parseSpec("int4"));

@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QFontMetrics>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineSeries>
@@ -520,7 +521,19 @@ void DriftView::fillTopKeys() {
     }
   }
   top_->setColumnHidden(1, tokenText_.isEmpty());
-  top_->resizeColumnsToContents();
+  // Columns as wide as their widest possible figure, not as this row's: widths that followed each
+  // row's figures re-laid out the whole view (and its charts) at every update of a drag.
+  const QFontMetrics fm(top_->font());
+  const int pad = fm.averageCharWidth() * 2;
+  for (int col = 0; col < top_->columnCount(); ++col) {
+    if (col == 1) {
+      top_->resizeColumnToContents(1);  // token text: as wide as this row's tokens
+      continue;
+    }
+    const QString widest = col == 0 ? QStringLiteral("0000000") : QStringLiteral("+0.00e-00");
+    const int header = top_->horizontalHeader()->fontMetrics().horizontalAdvance(top_->horizontalHeaderItem(col)->text());
+    top_->setColumnWidth(col, std::max(fm.horizontalAdvance(widest), header) + pad);
+  }
   // Wide enough for every column: a horizontal scroll bar would hide the change column.
   int width = 2 * top_->frameWidth() + top_->verticalScrollBar()->sizeHint().width();
   for (int col = 0; col < top_->columnCount(); ++col) {

@@ -2,6 +2,9 @@
 #include "ui/widgets/mapping_dialog.h"
 
 #include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
+#include <QSettings>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QGridLayout>
@@ -160,9 +163,14 @@ void MappingDialog::save() {
     message_->setText(QString::fromStdString(m.status().message()));
     return;
   }
-  const QString target = QFileDialog::getSaveFileName(this, tr("Save mapping"), QStringLiteral("mapping.json"),
+  // Where the last mapping was saved, else beside the file it maps.
+  QSettings settings;
+  const QString folder = settings.value(QStringLiteral("mappingFolder"), QFileInfo(path_).absolutePath()).toString();
+  const QString target = QFileDialog::getSaveFileName(this, tr("Save mapping"),
+                                                      QDir(folder).filePath(QStringLiteral("mapping.json")),
                                                       tr("Mapping (*.json)"));
   if (target.isEmpty()) return;
+  settings.setValue(QStringLiteral("mappingFolder"), QFileInfo(target).absolutePath());
   const Status s = writeFileAtomic(target.toStdString(), mappingToJson(*m));
   message_->setText(s.isOk() ? tr("Saved %1.").arg(target) : QString::fromStdString(s.message()));
 }
