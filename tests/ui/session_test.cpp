@@ -261,6 +261,34 @@ class SessionTest : public QObject {
     QVERIFY(w.layerQuant()->keySpec == *parseSpec("int5"));
   }
 
+  // docs/gui.md: a dump whose head dim llama.cpp refuses its default cache types for (q8_0 and
+  // q4_0 need a multiple of 32; stories260K has 8) opens on per-token int8 / int4, and the status
+  // bar says why, rather than on block formats llama.cpp would not run there.
+  void aHeadDimLlamaCppRefusesOpensOnInt8Int4() {
+    SynthOptions o;
+    o.layers = 2;
+    o.kvHeads = 2;
+    o.heads = 4;
+    o.tokens = 64;
+    o.queries = 4;
+    o.headDim = 8;
+    o.seed = 9;
+    const QString tiny = write(QStringLiteral("d8.h5"), o);
+    MainWindow w(false);
+    auto* status = w.findChild<QLabel*>(QStringLiteral("statusText"));
+    w.openDump(tiny);
+    waitForViews(w, tiny);
+    QCOMPARE(QString::fromStdString(toString(w.keyPlan())), QStringLiteral("int8"));
+    QCOMPARE(QString::fromStdString(toString(w.valuePlan())), QStringLiteral("int4"));
+    QVERIFY2(status->toolTip().contains(QStringLiteral("do not fit")) && status->toolTip().contains(QStringLiteral("q8_0")),
+             qPrintable(status->toolTip()));
+    // A dump the default fits opens on it again.
+    w.openDump(wide_);
+    waitForViews(w, wide_);
+    QVERIFY2(QString::fromStdString(toString(w.keyPlan())).startsWith(QStringLiteral("q8_0")),
+             qPrintable(QString::fromStdString(toString(w.keyPlan()))));
+  }
+
   // The session holds the one copy of the setting: the panels, the plan editor and undo read it.
   void undoRestoresPlansWithTheirOverrides() {
     MainWindow w(false);

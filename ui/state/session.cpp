@@ -224,8 +224,12 @@ void Session::resolveForDump(QString* note) {
     }
     case SettingSource::Kind::Default: {
       Setting resolved = setting_;
-      if (resolveSource(resolved).isOk()) setting_ = resolved;
+      // llama.cpp refuses its quantized cache types where the head dim is not a multiple of their
+      // block (stories260K's 8): then the default is not what llama.cpp users run there either.
+      const Status engine = resolveSource(resolved);
+      if (engine.isOk()) setting_ = resolved;
       checkProblem();
+      if (!engine.isOk() && problem_.isEmpty()) problem_ = q(engine.message());
       if (!problem_.isEmpty()) {
         // The opening default does not fit every shape; untouched, it gives way to per-token int8 /
         // int4, which fit any shape (the status bar says so).
