@@ -714,15 +714,34 @@ QString HistogramView::statsText() const {
 void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
   flush();
   const QFontMetricsF fm(painter.font());
-  const double statsHeight = fm.height() * (formatSpace_ ? 5 : 3);
+  // The figure's rule: the statistics under the chart, wrapped, as long as the chart keeps ten
+  // lines of height; else only the line of count, range and kurtosis; else none.
+  const QRectF textArea(0, 0, target.width() - 20, 1e6);
+  const auto heightOf = [&](const QString& text) {
+    return text.isEmpty() ? 0.0 : fm.boundingRect(textArea, Qt::TextWordWrap, text).height() + fm.height() * 0.5;
+  };
+  QString stats = statsText();
+  double statsHeight = heightOf(stats);
+  const double chartNeeds = 10 * fm.lineSpacing();
+  if (target.height() - statsHeight < chartNeeds) {
+    // The counts line (after the format space's description, when there is one).
+    const QStringList lines = stats.split(QLatin1Char('\n'));
+    stats = formatSpace_ && lines.size() > 1 ? lines[1] : lines.value(0);
+    statsHeight = heightOf(stats);
+  }
+  if (target.height() - statsHeight < chartNeeds) {
+    stats.clear();
+    statsHeight = 0;
+  }
   const QRectF chartRect(target.left(), target.top(), target.width(), target.height() - statsHeight);
   renderChart(chart_, painter, chartRect);
+  if (stats.isEmpty()) return;
   painter.save();
   painter.fillRect(QRectF(target.left(), chartRect.bottom(), target.width(), statsHeight),
                    chart_->backgroundBrush());
   painter.setPen(chart_->titleBrush().color());
   painter.drawText(QRectF(target.left() + 10, chartRect.bottom(), target.width() - 20, statsHeight),
-                   Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, statsText());
+                   Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, stats);
   painter.restore();
 }
 
