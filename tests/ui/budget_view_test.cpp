@@ -122,14 +122,7 @@ class BudgetViewTest : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QVERIFY(dir_.isValid());
-    SynthOptions a;
-    a.layers = 3;
-    a.kvHeads = 2;
-    a.heads = 4;
-    a.tokens = 160;
-    a.queries = 8;
-    a.headDim = 64;
-    a.seed = 3;
+    SynthOptions a = test::synthShape(3, 2, 4, 160, 8, 64, 3);
     a_ = write(QStringLiteral("a.h5"), a);
     SynthOptions b = a;
     b.layers = 2;

@@ -44,14 +44,7 @@ class ExportTest : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QVERIFY(dir_.isValid());
-    SynthOptions o;
-    o.layers = 2;
-    o.kvHeads = 2;
-    o.heads = 4;
-    o.tokens = 128;
-    o.queries = 8;
-    o.headDim = 64;
-    o.seed = 5;
+    SynthOptions o = test::synthShape(2, 2, 4, 128, 8, 64, 5);
     dump_ = dir_.filePath(QStringLiteral("d.h5"));
     QVERIFY(writeSynthDump(dump_.toStdString(), o).isOk());
   }

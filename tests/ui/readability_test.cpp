@@ -47,14 +47,7 @@ class ReadabilityTest : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QVERIFY(dir_.isValid());
-    SynthOptions o;
-    o.layers = 3;
-    o.kvHeads = 2;
-    o.heads = 4;
-    o.tokens = 192;
-    o.queries = 8;
-    o.headDim = 64;
-    o.seed = 11;
+    SynthOptions o = test::synthShape(3, 2, 4, 192, 8, 64, 11);
     o.profile = "qwen2-bias";
     dump_ = dir_.filePath(QStringLiteral("bias.h5"));
     QVERIFY(writeSynthDump(dump_.toStdString(), o).isOk());

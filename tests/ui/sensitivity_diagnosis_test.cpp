@@ -47,14 +47,7 @@ namespace {
 constexpr int kWaitMs = 60000;
 
 SynthOptions smallOptions(const std::string& profile) {
-  SynthOptions o;
-  o.layers = 3;
-  o.kvHeads = 2;
-  o.heads = 4;
-  o.tokens = 96;
-  o.queries = 8;
-  o.headDim = 32;
-  o.seed = 7;
+  SynthOptions o = test::synthShape(3, 2, 4, 96, 8, 32, 7);
   o.profile = profile;
   return o;
 }

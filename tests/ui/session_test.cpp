@@ -93,23 +93,9 @@ class SessionTest : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QVERIFY(dir_.isValid());
-    SynthOptions a;
-    a.layers = 3;
-    a.kvHeads = 2;
-    a.heads = 4;
-    a.tokens = 160;
-    a.queries = 8;
-    a.headDim = 64;
-    a.seed = 3;
+    SynthOptions a = test::synthShape(3, 2, 4, 160, 8, 64, 3);
     wide_ = write(QStringLiteral("wide.h5"), a);
-    SynthOptions b;
-    b.layers = 2;
-    b.kvHeads = 4;
-    b.heads = 8;
-    b.tokens = 96;
-    b.queries = 4;
-    b.headDim = 32;
-    b.seed = 4;
+    SynthOptions b = test::synthShape(2, 4, 8, 96, 4, 32, 4);
     narrow_ = write(QStringLiteral("narrow.h5"), b);
   }
 
@@ -265,14 +251,7 @@ class SessionTest : public QObject {
   // q4_0 need a multiple of 32; stories260K has 8) opens on per-token int8 / int4, and the status
   // bar says why, rather than on block formats llama.cpp would not run there.
   void aHeadDimLlamaCppRefusesOpensOnInt8Int4() {
-    SynthOptions o;
-    o.layers = 2;
-    o.kvHeads = 2;
-    o.heads = 4;
-    o.tokens = 64;
-    o.queries = 4;
-    o.headDim = 8;
-    o.seed = 9;
+    SynthOptions o = test::synthShape(2, 2, 4, 64, 4, 8, 9);
     const QString tiny = write(QStringLiteral("d8.h5"), o);
     MainWindow w(false);
     auto* status = w.findChild<QLabel*>(QStringLiteral("statusText"));

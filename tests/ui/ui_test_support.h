@@ -12,10 +12,25 @@
 
 #include "core/io/dump.h"
 #include "core/quant/quantize.h"
+#include "core/synth/synth.h"
 #include "ui/main_window.h"
 #include "ui/views/view.h"
 
 namespace kvscope::test {
+
+// A synthetic dump's shape (core/synth/synth.h), the other options at their defaults: layers,
+// kv heads, query heads, tokens, queries, head dim, seed.
+inline SynthOptions synthShape(int layers, int kvHeads, int heads, int tokens, int queries, int headDim, uint64_t seed) {
+  SynthOptions o;
+  o.layers = layers;
+  o.kvHeads = kvHeads;
+  o.heads = heads;
+  o.tokens = tokens;
+  o.queries = queries;
+  o.headDim = headDim;
+  o.seed = seed;
+  return o;
+}
 
 // Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
 inline Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind kind, const QuantSpec& spec) {
