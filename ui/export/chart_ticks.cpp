@@ -74,9 +74,7 @@ void keepNiceTicks(QValueAxis* axis, int maxTicks) {
   axis->setProperty(kMaxTicks, maxTicks);
   applyTicks(axis, maxTicks);
   // The limit is read when the range changes: an export lowers it for a short figure (chart_render.cpp).
-  QObject::connect(axis, &QValueAxis::rangeChanged, axis, [axis, maxTicks] {
-    applyTicks(axis, axis->property(kMaxTicks).isValid() ? axis->property(kMaxTicks).toInt() : maxTicks);
-  });
+  QObject::connect(axis, &QValueAxis::rangeChanged, axis, [axis] { applyTicks(axis, axis->property(kMaxTicks).toInt()); });
 }
 
 void setAxisRange(QValueAxis* axis, double lo, double hi) {

@@ -671,8 +671,19 @@ void HistogramView::rebuildChart() {
   }
 }
 
-QString HistogramView::statsText() const {
+QString HistogramView::countsText() const {
   if (!layer_ || data_.count == 0) return tr("No data.");
+  QString text = tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
+                     .arg(data_.count)
+                     .arg(num(data_.min), num(data_.max), num(data_.kurtosis), num(data_.maxOverMedian));
+  if (zoom_) {
+    text += tr(" · zoomed: %1 of them in [%2, %3] on %4 bins").arg(zoomed_.count).arg(num(zoom_->first), num(zoom_->second)).arg(zoomed_.original.size());
+  }
+  return text;
+}
+
+QString HistogramView::statsText() const {
+  if (!layer_ || data_.count == 0) return countsText();
   QString text;
   if (formatSpace_) {
     const QuantSpec& spec = layer_->spec(tensor());
@@ -685,12 +696,7 @@ QString HistogramView::statsText() const {
                     "rotating back.\n")
                      .arg(QString::fromStdString(toString(spec)));
   }
-  text += tr("%1 values in [%2, %3] · kurtosis %4 · max/median |x| %5")
-                     .arg(data_.count)
-                     .arg(num(data_.min), num(data_.max), num(data_.kurtosis), num(data_.maxOverMedian));
-  if (zoom_) {
-    text += tr(" · zoomed: %1 of them in [%2, %3] on %4 bins").arg(zoomed_.count).arg(num(zoom_->first), num(zoom_->second)).arg(zoomed_.original.size());
-  }
+  text += countsText();
   if (group_) {
     text += tr("\nGroup of (token %1, channel %2): %3 values, min %4, max %5, clipped to [%6, %7], "
                "scale %8, zero %9, codes used %10 of %11")
@@ -724,9 +730,7 @@ void HistogramView::renderTo(QPainter& painter, const QRectF& target) {
   double statsHeight = heightOf(stats);
   const double chartNeeds = 10 * fm.lineSpacing();
   if (target.height() - statsHeight < chartNeeds) {
-    // The counts line (after the format space's description, when there is one).
-    const QStringList lines = stats.split(QLatin1Char('\n'));
-    stats = formatSpace_ && lines.size() > 1 ? lines[1] : lines.value(0);
+    stats = countsText();
     statsHeight = heightOf(stats);
   }
   if (target.height() - statsHeight < chartNeeds) {

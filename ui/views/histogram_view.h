@@ -51,6 +51,8 @@ class HistogramView : public QWidget, public View {
   [[nodiscard]] const HistogramData& data() const { return data_; }
   [[nodiscard]] const std::optional<GroupDetail>& group() const { return group_; }
   [[nodiscard]] QString statsText() const;
+  /// The line of statsText() with count, range, kurtosis and max/median (and the zoomed count).
+  [[nodiscard]] QString countsText() const;
   // The chart's series, brought up to date first (a hidden view defers its rebuilds).
   QLineSeries* originalSeries() { return flushed(original_); }
   QLineSeries* reconstructedSeries() { return flushed(reconstructed_); }
