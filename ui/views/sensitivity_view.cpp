@@ -230,8 +230,8 @@ void SensitivityCanvas::draw(QPainter& painter, const QRectF& target, bool scree
     const int heads = std::max(1, side.kvHeads > 0 ? side.kvHeads : map_->dump.kvHeads);
     const double cw = std::min(kMaxCellWidth, availW / heads);
     // On screen a cell is at most kMaxCellHeight tall; a figure fills its height with cells up to
-    // square, so that an export of few layers is not left half blank.
-    const double ch = std::min(screen ? kMaxCellHeight : std::max(kMaxCellHeight, cw), availH / std::max(1, layers));
+    // 1.5 times as tall as wide, so that an export of few layers is not left a third blank.
+    const double ch = std::min(screen ? kMaxCellHeight : std::max(kMaxCellHeight, 1.5 * cw), availH / std::max(1, layers));
     const QRectF plot(area.left() + kLeft + (availW - cw * heads) / 2, area.top() + kSideTitle, cw * heads,
                       ch * std::max(1, layers));
     grid.plot = plot;
