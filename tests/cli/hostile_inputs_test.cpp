@@ -182,7 +182,9 @@ TEST(CliHostileInputs, SigtermEndsAProcessBlockedInASystemCall) {
   const std::string out = dir.file("out"), err = dir.file("err");
   const pid_t pid = spawnCli({"eval", dump, "--key", "int4", "--value", "int4", "--json", fifo}, out, err);
   ASSERT_GT(pid, 0);
-  // Let it reach the open of the FIFO (it is blocked there for good).
+  // Let it start (its handler installed: a loaded machine can take more than a second to get
+  // there), then reach the open of the FIFO (it is blocked there for good).
+  ASSERT_TRUE(test::waitUntilCatching(pid, SIGTERM, std::chrono::seconds(60))) << "eval never got going";
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "eval ended without a reader on its FIFO";

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -393,7 +394,8 @@ struct Interrupted {
   bool finishedEarly = false;
 };
 
-Interrupted interruptCli(std::vector<std::string> args, const std::string& errPath, std::chrono::milliseconds delay) {
+Interrupted interruptCli(std::vector<std::string> args, const std::string& errPath, std::chrono::milliseconds delay,
+                         const std::function<bool()>& working = {}) {
   const std::string cli = KVSCOPE_CLI_PATH;
   args.insert(args.begin(), cli);
   std::vector<char*> argv;
@@ -407,8 +409,10 @@ Interrupted interruptCli(std::vector<std::string> args, const std::string& errPa
   Interrupted out;
   if (posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ) != 0) return out;
   posix_spawn_file_actions_destroy(&actions);
-  // Let it get past start-up (the handler is installed first thing) into the real work.
-  std::this_thread::sleep_for(delay);
+  // Let it get past start-up (the handler is installed first thing in main; a loaded machine
+  // can take over a second to get there) into the real work.
+  const bool started = test::waitUntilCatching(pid, SIGINT, std::chrono::seconds(60), working);
+  if (started) std::this_thread::sleep_for(delay);
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) != 0) {
     out.finishedEarly = true;
@@ -433,7 +437,7 @@ TEST(CliNothingLost, SigintStopsALongEvalWithExit130AndNoOutput) {
   const std::string json = dir.file("r.json"), csv = dir.file("r.csv"), err = dir.file("err");
   const Interrupted r = interruptCli({"eval", dump, "--key", "int4,clip=mse", "--value", "int4,clip=mse",
                                       "--json", json, "--csv", csv},
-                                     err, std::chrono::milliseconds(1500));
+                                     err, std::chrono::milliseconds(1000));
   ASSERT_FALSE(r.finishedEarly) << "eval finished before SIGINT; make the dump bigger";
   std::printf("[ sigint   ] eval stopped %.1f ms after SIGINT\n", r.ms);
   ASSERT_TRUE(r.exited) << "killed by signal " << r.status - 128 << " instead of exiting";
@@ -453,7 +457,9 @@ TEST(CliNothingLost, SigintStopsALongSynthWithExit130AndNoFileLeft) {
   test::hostile::writeBytes(target, "previous content\n");
   const Interrupted r = interruptCli({"synth", target, "--layers", "64", "--kv-heads", "8", "--heads", "32",
                                       "--tokens", "4096", "--queries", "64", "--head-dim", "128", "-q"},
-                                     err, std::chrono::milliseconds(700));
+                                     err, std::chrono::milliseconds(200),
+                                     // writing: its temporary file is next to the target
+                                     [&] { return listDir(dir.path()).size() > 2; });
   ASSERT_FALSE(r.finishedEarly) << "synth finished before SIGINT; make the dump bigger";
   std::printf("[ sigint   ] synth stopped %.1f ms after SIGINT\n", r.ms);
   ASSERT_TRUE(r.exited) << "killed by signal " << r.status - 128 << " instead of exiting";

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace kvscope::test {
 namespace fs = std::filesystem;
@@ -53,6 +54,37 @@ RunResult runCli(const std::string& args) {
   r.out = slurp(outFile);
   r.err = slurp(errFile);
   return r;
+}
+
+namespace {
+/// Whether /proc/PID/status lists `sig` among the caught signals (SigCgt, a hex mask whose bit
+/// sig - 1 is set once a handler is installed).
+bool catches(pid_t pid, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+    return ((mask >> (sig - 1)) & 1ULL) != 0;
+  }
+  return false;
+}
+}  // namespace
+
+bool waitUntilCatching(pid_t pid, int sig, std::chrono::milliseconds timeout, const std::function<bool()>& ready) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  bool caught = false;
+  while (std::chrono::steady_clock::now() < end) {
+    siginfo_t info{};
+    // Ended (or not our child): stop waiting; the caller reaps it and sees how it ended.
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != 0) {
+      return false;
+    }
+    caught = caught || catches(pid, sig);
+    if (caught && (!ready || ready())) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
 }
 
 fs::path sharedDir() {

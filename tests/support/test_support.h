@@ -2,7 +2,11 @@
 // Helpers shared by the test executables: temporary folders, running the CLI, ../shared paths.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace kvscope::test {
@@ -30,6 +34,13 @@ struct RunResult {
 
 /// Runs kvscope-cli with `args` (a shell-quoted argument string) and captures its output.
 RunResult runCli(const std::string& args);
+
+/// Waits until process `pid` has a handler installed for signal `sig` (Linux: the SigCgt mask
+/// of /proc/PID/status) and then until `ready` holds, polling every few milliseconds. False when
+/// `timeout` passes first or the process is gone. Tests that signal a child use it instead of a
+/// fixed sleep: on a loaded machine a child can still be loading its libraries after a second.
+bool waitUntilCatching(pid_t pid, int sig, std::chrono::milliseconds timeout,
+                       const std::function<bool()>& ready = {});
 
 /// ../shared as seen from the source tree, or empty when it does not exist.
 std::filesystem::path sharedDir();
