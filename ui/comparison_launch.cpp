@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The A/B options of the command line: `kvscope DUMP --preset A --compare-preset B
 // [--export-dir DIR]` (also --compare-key/--compare-value, --compare-engine). A is the setting the
-// launch gives as usual; it is pinned once the dump is open, then B is applied.
+// launch gives as usual; it is pinned once the dump is open, then B is applied. `--compare-dump
+// OTHER` puts A on a dump of its own (two dumps side by side).
+#include <QFileInfo>
 #include <QObject>
 
 #include <memory>
@@ -19,6 +21,15 @@ Status resolveCompareLaunch(const LaunchOptions& options, Launch& out) {
                                           options.comparePreset.toStdString(), options.compareEngine.toStdString()},
                               kFlags);
   if (!setting) return setting.status();
+  if (!options.compareDump.isEmpty()) {
+    if (!QFileInfo::exists(options.compareDump)) {
+      return Status::ioError("--compare-dump " + options.compareDump.toStdString() + ": no such file");
+    }
+    if (options.dump.isEmpty()) {
+      return Status::invalidArgument("--compare-dump needs a dump to compare it with (B): give it as the first argument");
+    }
+    out.compareDump = options.compareDump;
+  }
   if (setting->way == SettingWay::None) return Status::ok();
   if (out.session.isEmpty() && !out.key && out.preset.isEmpty() && out.engine.isEmpty()) {
     const SettingWay way = setting->way;
@@ -40,15 +51,19 @@ Status resolveCompareLaunch(const LaunchOptions& options, Launch& out) {
 }
 
 void startComparison(MainWindow& window, const Launch& launch) {
-  if (!launch.compare) return;
+  if (!launch.compare && launch.compareDump.isEmpty()) return;
   // Once, when the first dump is open and setting A (a preset or engine string resolves then) is in force.
   auto connection = std::make_shared<QMetaObject::Connection>();
-  *connection = QObject::connect(&window, &MainWindow::dumpOpened, &window, [&window, b = *launch.compare, connection] {
+  *connection = QObject::connect(&window, &MainWindow::dumpOpened, &window,
+                                 [&window, b = launch.compare, other = launch.compareDump, connection] {
     QObject::disconnect(*connection);
-    window.pinAsA();
-    if (b.key) window.setPlans(*b.key, *b.value);
-    else if (!b.preset.isEmpty()) window.applyPreset(b.preset);
-    else window.applyEngine(b.engine);
+    // A: the setting in force, on the compare dump (resolved for it when it is read) or on this one.
+    if (other.isEmpty()) window.pinAsA();
+    else window.session()->pinDumpAsA(other);
+    if (!b) return;
+    if (b->key) window.setPlans(*b->key, *b->value);
+    else if (!b->preset.isEmpty()) window.applyPreset(b->preset);
+    else window.applyEngine(b->engine);
   });
 }
 

@@ -59,6 +59,9 @@ Status exportAll(const Session& session, const ViewFeed& feed, const std::vector
   }
   if (session.pinned() && feed.summaryComplete() && feed.pinned()->summaryComplete()) {
     auto text = comparisonReportJson(session, feed);
+    // Two dumps of different models (other layers or kv heads) have no per-(layer, kv head)
+    // difference: the views and both reports are written, comparison.json is not.
+    if (!text && session.pinnedOnOtherDump()) return Status::ok();
     if (!text) return text.status();
     KVS_RETURN_IF_ERROR(exportText(dir.filePath(QStringLiteral("comparison.json")), QByteArray::fromStdString(*text),
                                    protectedPath));
@@ -75,7 +78,7 @@ Expected<std::string> comparisonReportJson(const Session& session, const ViewFee
   if (!a) return a.status();
   auto b = reportOf(*feed.current(), session.setting().source);
   if (!b) return b.status();
-  KVS_RETURN_IF_ERROR(checkComparable(*a, *b));
+  KVS_RETURN_IF_ERROR(checkComparable(*a, *b, session.pinnedOnOtherDump() ? DumpMatch::Any : DumpMatch::Same));
   return toComparisonJson(*a, *b);
 }
 

@@ -36,6 +36,9 @@ struct LaunchOptions {
   /// A/B comparison: `--compare-key/--compare-value/--compare-preset/--compare-engine` give B;
   /// the setting of --key/--value, --preset or --engine is pinned as A.
   QString compareKey, compareValue, comparePreset, compareEngine;
+  /// `--compare-dump`: A is this dump under the launch's setting (resolved for its shape), B the
+  /// dump opened under --compare-* (or the same setting when none is given).
+  QString compareDump;
 };
 
 /// The B setting of an A/B launch, checked.
@@ -60,6 +63,7 @@ struct Launch {
   QString screenshot;
   QString tab;  ///< a view name (ui/views/view_registry.h); empty = none
   std::optional<CompareLaunch> compare;  ///< B, when the launch compares (A is the setting above)
+  QString compareDump;  ///< A's own dump (two dumps side by side); empty: A is on the dump opened
 };
 
 /// Checks the options: spec (or plan) strings parse, --preset excludes --key/--value, views and size are valid.
@@ -68,7 +72,8 @@ Expected<Launch> resolveLaunch(const LaunchOptions& options);
 /// Checks the --compare-* options of `options` into `out.compare` (ui/comparison_launch.cpp):
 /// one of --compare-key with --compare-value, --compare-preset, --compare-engine, and a setting A.
 Status resolveCompareLaunch(const LaunchOptions& options, Launch& out);
-/// With `launch.compare`: once the dump is open, pins the launch's setting as A and applies B.
+/// With `launch.compare` or `launch.compareDump`: once the dump is open, pins the launch's setting
+/// as A (on the compare dump when one is given) and applies B.
 void startComparison(MainWindow& window, const Launch& launch);
 
 /// Applies `launch` to a shown window (session, specs, then the dump or the sample). Returns the

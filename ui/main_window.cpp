@@ -158,6 +158,7 @@ void MainWindow::buildStatusBar() {
   connect(status_, &LaneStatus::cancelled, this, [this] { showStatus(tr("Cancelled.")); });
   connect(status_, &LaneStatus::failed, this, &MainWindow::showError);
   status_->track(session_->openRunner());
+  status_->track(session_->pinRunner());
   for (JobRunner* r : feed_->runners()) status_->track(r);
   for (View* v : views_) {
     for (JobRunner* r : v->lanes()) status_->track(r);
@@ -165,6 +166,10 @@ void MainWindow::buildStatusBar() {
 }
 
 bool MainWindow::busy() const { return status_->busy(); }
+
+bool MainWindow::comparisonComplete() const {
+  return !session_->pinRunner()->busy() && feed_->comparisonComplete();
+}
 
 void MainWindow::connectSession() {
   connect(session_, &Session::settingChanged, this, &MainWindow::onSettingChanged);
@@ -237,8 +242,7 @@ void MainWindow::onSettingChanged() {
   const Plan key = session_->keyPlan(), value = session_->valuePlan();
   quantization_->showSetting(session_->setting(), session_->engineRefusal(), info, value);
   if (info) dataset_->setLayerSpecs(layerSpecsOf(key, info->layers), layerSpecsOf(value, info->layers), key.base, value.base);
-  const auto& a = session_->pinned();
-  abBar_->setSettings(a ? describeSetting(a->key, a->value) : QString(), describeSetting(key, value));
+  abBar_->setSettings(session_->describePinned(), describeSetting(key, value));
   if (!info) return;
   const ViewContext context = viewContext();
   for (View* v : views_) v->takeSetting(context);
@@ -254,9 +258,7 @@ void MainWindow::onSelectionChanged() {
 void MainWindow::showComparison() {
   const ComparisonData a = feed_->comparison();
   for (View* v : views_) v->takeComparison(a);
-  const auto& pinned = session_->pinned();
-  abBar_->setSettings(pinned ? describeSetting(pinned->key, pinned->value) : QString(),
-                      describeSetting(session_->keyPlan(), session_->valuePlan()));
+  abBar_->setSettings(session_->describePinned(), describeSetting(session_->keyPlan(), session_->valuePlan()));
 }
 
 // ---- Menus -------------------------------------------------------------------------------------
@@ -316,10 +318,14 @@ void MainWindow::buildMenus() {
   QAction* pin = edit->addAction(tr("&Pin current setting as A"), session_, &Session::pinAsA);
   pin->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
   pin->setObjectName(QStringLiteral("pinAction"));
+  QAction* pinDump = edit->addAction(tr("Pin another &dump as A…"), this, &MainWindow::pinDumpInteractive);
+  pinDump->setObjectName(QStringLiteral("pinDumpAction"));
+  pinDump->setToolTip(tr("Compare two dumps side by side (the same model at two lengths, two models, two texts): "
+                         "A is the chosen dump under the setting in force, B the open dump under the controls."));
   QAction* swap = edit->addAction(tr("S&wap A and B"), session_, &Session::swapAB);
   QAction* unpin = edit->addAction(tr("U&npin A"), session_, &Session::unpinA);
   const auto updatePinActions = [this, swap, unpin] {
-    swap->setEnabled(session_->pinned().has_value());
+    swap->setEnabled(session_->pinned().has_value() && !session_->pinnedOnOtherDump());
     unpin->setEnabled(session_->pinned().has_value());
   };
   connect(session_, &Session::pinnedChanged, this, updatePinActions);
@@ -606,6 +612,20 @@ void MainWindow::saveSessionInteractive(bool ask) {
   const Status s = saveSession(path);
   if (!s.isOk()) showError(tr("session"), q(s.message()));
   else showStatus(tr("Session saved to %1.").arg(path));
+}
+
+void MainWindow::pinDumpInteractive() {
+  if (!session_->dump()) {
+    showError(tr("pin dump as A"), tr("open a dump first: it is B, the dump pinned next to it is A"));
+    return;
+  }
+  QSettings settings;
+  const QString path = QFileDialog::getOpenFileName(this, tr("Pin a dump as A"),
+                                                    settings.value(QStringLiteral("lastFolder")).toString(),
+                                                    tr("HDF5 files (*.h5 *.hdf5 *.hdf);;All files (*)"));
+  if (path.isEmpty()) return;
+  settings.setValue(QStringLiteral("lastFolder"), QFileInfo(path).absolutePath());
+  session_->pinDumpAsA(path);
 }
 
 void MainWindow::openInteractive() {

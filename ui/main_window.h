@@ -70,6 +70,8 @@ class MainWindow : public QMainWindow {
   void pinAsA();
   void unpinA();
   void swapAB();
+  /// Asks for a dump file and pins it as A (Session::pinDumpAsA).
+  void pinDumpInteractive();
   [[nodiscard]] Plan keyPlan() const { return session_->keyPlan(); }
   [[nodiscard]] Plan valuePlan() const { return session_->valuePlan(); }
   QUndoStack* undoStack() { return session_->undoStack(); }
@@ -110,7 +112,8 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] const Selection& selection() const { return session_->selection(); }
   [[nodiscard]] const QString& lastError() const { return lastError_; }
   [[nodiscard]] bool summaryComplete() const { return feed_->summaryComplete(); }
-  [[nodiscard]] bool comparisonComplete() const { return feed_->comparisonComplete(); }
+  /// A's results are computed, or nothing is pinned (a dump being read to pin as A counts as pinned).
+  [[nodiscard]] bool comparisonComplete() const;
   [[nodiscard]] bool busy() const;
   void setHeadFirstBytes(int64_t bytes) { feed_->setHeadFirstBytes(bytes); }
   SpecPanel* keyPanel();

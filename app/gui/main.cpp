@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption compareValue(QStringLiteral("compare-value"), QStringLiteral("Setting B's value spec or plan."), QStringLiteral("spec"));
   const QCommandLineOption comparePreset(QStringLiteral("compare-preset"), QStringLiteral("Setting B as a preset name."), QStringLiteral("name"));
   const QCommandLineOption compareEngine(QStringLiteral("compare-engine"), QStringLiteral("Setting B as an engine's KV cache flags."), QStringLiteral("flags"));
-  parser.addOptions({compareKey, compareValue, comparePreset, compareEngine});
+  const QCommandLineOption compareDump(QStringLiteral("compare-dump"),
+                                      QStringLiteral("Pin this dump as A, under the setting above; the dump given first is B."),
+                                      QStringLiteral("file"));
+  parser.addOptions({compareKey, compareValue, comparePreset, compareEngine, compareDump});
   parser.process(app);
 
   kvscope::ui::LaunchOptions options;
@@ -98,6 +101,7 @@ int main(int argc, char** argv) {
   options.compareValue = parser.value(compareValue);
   options.comparePreset = parser.value(comparePreset);
   options.compareEngine = parser.value(compareEngine);
+  options.compareDump = parser.value(compareDump);
 
   // Headless and screenshot runs (tests, docs) must not touch the user's settings: no recent
   // files, no window layout. Their QSettings live in a folder that goes away with the process.

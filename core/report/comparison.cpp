@@ -8,18 +8,18 @@ namespace kvscope {
 
 using Json = nlohmann::ordered_json;
 
-Status checkComparable(const EvalReport& a, const EvalReport& b) {
-  if (a.dump.path != b.dump.path) {
+Status checkComparable(const EvalReport& a, const EvalReport& b, DumpMatch match) {
+  if (match == DumpMatch::Same && a.dump.path != b.dump.path) {
     return Status::invalidArgument("comparison: A evaluated " + a.dump.path + ", B " + b.dump.path +
                                    "; both must evaluate the same dump");
   }
-  if (a.sequence != b.sequence) {
+  if (match == DumpMatch::Same && a.sequence != b.sequence) {
     return Status::invalidArgument("comparison: A evaluated sequence " + std::to_string(a.sequence) + ", B sequence " +
                                    std::to_string(b.sequence));
   }
   if (a.layers.size() != b.layers.size()) {
     return Status::invalidArgument("comparison: A has " + std::to_string(a.layers.size()) + " layers, B " +
-                                   std::to_string(b.layers.size()));
+                                   std::to_string(b.layers.size()) + "; the comparison is per (layer, kv head)");
   }
   for (size_t i = 0; i < a.layers.size(); ++i) {
     if (a.layers[i].layer != b.layers[i].layer || a.layers[i].heads.size() != b.layers[i].heads.size()) {

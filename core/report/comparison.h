@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// A/B comparison of two evaluations of the same dump (two K/V settings, specs or plans): both
-// reports as §8 gives them and their differences B − A, per (layer, kv head) and overall. The
-// GUI's `kvscope DUMP --preset A --compare-preset B --export-dir DIR` writes it as
-// comparison.json.
+// A/B comparison of two evaluations (two K/V settings, specs or plans, of the same dump, or of two
+// dumps side by side): both reports as §8 gives them and their differences B − A, per (layer, kv
+// head) and overall. The GUI's `kvscope DUMP --preset A --compare-preset B --export-dir DIR`
+// (and `--compare-dump`) writes it as comparison.json.
 #pragma once
 
 #include <string>
@@ -14,9 +14,15 @@
 
 namespace kvscope {
 
-/// Checks that `a` and `b` evaluated the same dump, sequence and (layer, kv head) entries;
-/// the error names what differs.
-Status checkComparable(const EvalReport& a, const EvalReport& b);
+/// Whether A and B must have evaluated the same dump.
+enum class DumpMatch {
+  Same,  ///< the same dump and sequence (two settings on one dump)
+  Any,   ///< two dumps side by side: their own paths and sequences, the same (layer, kv head) entries
+};
+
+/// Checks that `a` and `b` evaluated the same (layer, kv head) entries, and with DumpMatch::Same
+/// the same dump and sequence; the error names what differs.
+Status checkComparable(const EvalReport& a, const EvalReport& b, DumpMatch match = DumpMatch::Same);
 
 /// {"kvscope_comparison": 1, "definition": "b − a", "a": report A, "b": report B,
 ///  "differences": {"bits_per_element": {key, value}, "bytes_per_token", "summary": {key, value,

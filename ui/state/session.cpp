@@ -99,13 +99,16 @@ QString describeSetting(const Plan& key, const Plan& value) {
 Session::Session(QObject* parent) : QObject(parent) {
   undo_ = new QUndoStack(this);
   openRunner_ = new JobRunner(tr("opening"), this);
+  pinRunner_ = new JobRunner(tr("opening A's dump"), this);
   setting_.key = planOf("q8_0");
   setting_.value = planOf("q4_0");
 }
 
 Session::~Session() {
   openRunner_->cancel();
+  pinRunner_->cancel();
   openRunner_->waitForIdle();
+  pinRunner_->waitForIdle();
 }
 
 Plan Session::valuePlan() const {
@@ -127,30 +130,33 @@ void Session::openSample() {
       [this](std::string path) { openDump(q(path)); });
 }
 
+Expected<std::shared_ptr<Session::Opened>> Session::read(const std::string& file, const std::optional<Mapping>& mapping,
+                                                          const Progress& progress) {
+  OpenOptions options;
+  options.mapping = mapping;
+  // A file that crashes or hangs libhdf5 must not take the window with it: the dump is
+  // opened, and every read of it served, by a kvscope-cli reader process.
+  options.isolation = readerIsolation();
+  if (!report(progress, 0.2, "opening")) return Status::cancelled();
+  auto dump = Dump::open(file, options);
+  if (!dump) return dump.status();
+  if (!report(progress, 0.5, "reading token text")) return Status::cancelled();
+  auto opened = std::make_shared<Opened>();
+  opened->dump = *dump;
+  opened->mapping = mapping;
+  if ((*dump)->info().hasTokenText) {
+    if (auto text = (*dump)->tokenText()) {
+      for (const std::string& t : *text) opened->tokenText << QString::fromStdString(t);
+    }
+  }
+  return opened;
+}
+
 void Session::openDump(const QString& path, std::optional<Mapping> mapping) {
   emit statusReported(tr("Opening %1…").arg(path));
   const std::string file = path.toStdString();
   openRunner_->start<std::shared_ptr<Opened>>(
-      [file, mapping](const Progress& progress) -> Expected<std::shared_ptr<Opened>> {
-        OpenOptions options;
-        options.mapping = mapping;
-        // A file that crashes or hangs libhdf5 must not take the window with it: the dump is
-        // opened, and every read of it served, by a kvscope-cli reader process.
-        options.isolation = readerIsolation();
-        if (!report(progress, 0.2, "opening")) return Status::cancelled();
-        auto dump = Dump::open(file, options);
-        if (!dump) return dump.status();
-        if (!report(progress, 0.5, "reading token text")) return Status::cancelled();
-        auto opened = std::make_shared<Opened>();
-        opened->dump = *dump;
-        opened->mapping = mapping;
-        if ((*dump)->info().hasTokenText) {
-          if (auto text = (*dump)->tokenText()) {
-            for (const std::string& t : *text) opened->tokenText << QString::fromStdString(t);
-          }
-        }
-        return opened;
-      },
+      [file, mapping](const Progress& progress) { return read(file, mapping, progress); },
       [this](std::shared_ptr<Opened> opened) { adopt(opened); });
 }
 
@@ -187,12 +193,14 @@ void Session::clampSelection() {
   selection_.token = std::clamp(selection_.token, 0, info.tokens - 1);
 }
 
-Status Session::resolveSource(Setting& out) const {
+Status Session::resolveSource(Setting& out) const { return resolveSourceFor(out, dump_->info()); }
+
+Status Session::resolveSourceFor(Setting& out, const DumpInfo& info) const {
   SettingText text;
   if (out.source.kind == SettingSource::Kind::Preset) text.preset = out.source.text.toStdString();
   else if (out.source.kind == SettingSource::Kind::Engine) text.engine = out.source.text.toStdString();
   else text.engine = kDefaultEngine;
-  auto r = resolveSetting(text, shapeOf(dump_->info()));
+  auto r = resolveSetting(text, shapeOf(info));
   if (!r) return r.status();
   out.key = r->plans.key;
   out.value = r->plans.value;
@@ -205,7 +213,6 @@ Status Session::resolveSource(Setting& out) const {
 }
 
 void Session::resolveForDump(QString* note) {
-  const DumpInfo& info = dump_->info();
   problem_.clear();
   switch (setting_.source.kind) {
     case SettingSource::Kind::Plans: break;
@@ -246,17 +253,17 @@ void Session::resolveForDump(QString* note) {
   checkProblem();
 }
 
+QString Session::problemOf(const Plan& key, const Plan& value, const DumpInfo& info) {
+  const Status k = validatePlan(key, contextOf(info, true), info.layers);
+  if (!k.isOk()) return tr("key: %1").arg(q(k.message()));
+  const Status v = validatePlan(value, contextOf(info, false), info.layers);
+  if (!v.isOk()) return tr("value: %1").arg(q(v.message()));
+  return {};
+}
+
 void Session::checkProblem() {
   problem_.clear();
-  if (!dump_) return;
-  const DumpInfo& info = dump_->info();
-  const Status k = validatePlan(keyPlan(), contextOf(info, true), info.layers);
-  if (!k.isOk()) {
-    problem_ = tr("key: %1").arg(q(k.message()));
-    return;
-  }
-  const Status v = validatePlan(valuePlan(), contextOf(info, false), info.layers);
-  if (!v.isOk()) problem_ = tr("value: %1").arg(q(v.message()));
+  if (dump_) problem_ = problemOf(keyPlan(), valuePlan(), dump_->info());
 }
 
 // ---- The setting -------------------------------------------------------------------------------
@@ -341,14 +348,72 @@ bool Session::applyEngine(const QString& text) {
 
 // ---- A/B ---------------------------------------------------------------------------------------
 
+std::shared_ptr<const Dump> Session::pinnedDump() const {
+  if (!pinned_) return nullptr;
+  return pinned_->dump ? pinned_->dump : dump_;
+}
+
+QString Session::describePinned() const {
+  if (!pinned_) return {};
+  const QString plans = describeSetting(pinned_->key, pinned_->value);
+  if (!pinnedOnOtherDump()) return plans;
+  return QStringLiteral("%1 · %2").arg(QFileInfo(q(pinned_->dump->info().path)).fileName(), plans);
+}
+
 void Session::restorePinned(const std::optional<PinnedSetting>& setting) {
   if (setting == pinned_) return;
   pinned_ = setting;
   emit pinnedChanged();
   // Undo and redo land here too: the status bar must not keep "Pinned as A" once A is gone
   // (pinAsA, unpinA and swapAB say more right after).
-  emit statusReported(pinned_ ? tr("A is %1.").arg(describeSetting(pinned_->key, pinned_->value))
-                              : tr("A is unpinned; the views show one setting."));
+  emit statusReported(pinned_ ? tr("A is %1.").arg(describePinned()) : tr("A is unpinned; the views show one setting."));
+}
+
+void Session::pinDumpAsA(const QString& path, std::optional<std::pair<Plan, Plan>> plans) {
+  emit statusReported(tr("Opening %1 as A…").arg(path));
+  const std::string file = path.toStdString();
+  pinRunner_->start<std::shared_ptr<Opened>>(
+      [file](const Progress& progress) { return read(file, std::nullopt, progress); },
+      // The setting in force now (a B setting applied while the dump is read does not become A's).
+      [this, plans, asked = setting_](std::shared_ptr<Opened> opened) {
+        const DumpInfo& info = opened->dump->info();
+        const QString name = QFileInfo(q(info.path)).fileName();
+        PinnedSetting a;
+        a.dump = opened->dump;
+        if (plans) {
+          a.key = plans->first;
+          a.value = plans->second;
+        } else {
+          // The setting in force as it would be on that dump: a preset or engine string (or the
+          // opening default) is resolved for its shape; plans typed or edited are taken as they are.
+          Setting resolved = asked;
+          if (resolved.source.kind != SettingSource::Kind::Plans) {
+            const Status s = resolveSourceFor(resolved, info);
+            if (!s.isOk()) {
+              emit errorReported(tr("pin dump as A"), tr("%1: %2").arg(name, q(s.message())));
+              return;
+            }
+          }
+          a.key = resolved.key;
+          if (resolved.linked) {
+            a.value = resolved.key;
+            a.value.base.prerope = false;
+            for (PlanOverride& o : a.value.overrides) o.spec.prerope = false;
+          } else {
+            a.value = resolved.value;
+          }
+        }
+        const QString problem = problemOf(a.key, a.value, info);
+        if (!problem.isEmpty()) {
+          emit errorReported(tr("pin dump as A"),
+                             tr("%1: the setting %2 does not fit it: %3").arg(name, describeSetting(a.key, a.value), problem));
+          return;
+        }
+        const std::optional<PinnedSetting> before = pinned_;
+        restorePinned(a);
+        undo_->push(new PinCommand(this, before, a, tr("pin dump %1 as A").arg(name)));
+        emit statusReported(tr("Pinned %1 as A: %2. B is the open dump.").arg(name, describeSetting(a.key, a.value)));
+      });
 }
 
 void Session::pinAsA() {
@@ -357,7 +422,7 @@ void Session::pinAsA() {
     return;
   }
   const std::optional<PinnedSetting> before = pinned_;
-  const PinnedSetting now{keyPlan(), valuePlan()};
+  const PinnedSetting now{keyPlan(), valuePlan(), nullptr};
   if (before == now) return;
   restorePinned(now);
   undo_->push(new PinCommand(this, before, now, before ? tr("pin the current setting as A") : tr("pin as A")));
@@ -367,15 +432,24 @@ void Session::pinAsA() {
 void Session::unpinA() {
   const std::optional<PinnedSetting> before = pinned_;
   if (!before) return;
+  const QString was = describePinned();
   restorePinned(std::nullopt);
   undo_->push(new PinCommand(this, before, std::nullopt, tr("unpin A")));
-  emit statusReported(tr("Unpinned A (%1); the views show one setting again.").arg(describeSetting(before->key, before->value)));
+  emit statusReported(tr("Unpinned A (%1); the views show one setting again.").arg(was));
 }
 
 void Session::swapAB() {
   const std::optional<PinnedSetting> a = pinned_;
   if (!a || !problem_.isEmpty()) return;
-  const PinnedSetting b{keyPlan(), valuePlan()};
+  if (pinnedOnOtherDump()) {
+    // The controls set B on the open dump only; swapping would put A's plans on a dump they were
+    // not chosen for.
+    emit errorReported(tr("swap A and B"), tr("A is on another dump (%1); swapping swaps settings on one dump. Open "
+                                              "that dump to make it B, or pin the current setting as A.")
+                                               .arg(QFileInfo(q(a->dump->info().path)).fileName()));
+    return;
+  }
+  const PinnedSetting b{keyPlan(), valuePlan(), nullptr};
   undo_->beginMacro(tr("swap A and B"));
   restorePinned(b);
   undo_->push(new PinCommand(this, a, b, tr("swap A and B")));
@@ -471,7 +545,8 @@ QString Session::exportCaption() const {
       .arg(QFileInfo(q(dump_->info().path)).fileName())
       .arg(selection_.layer)
       .arg(selection_.kvHead)
-      .arg(q(toString(keyPlan())), q(toString(valuePlan())));
+      .arg(q(toString(keyPlan())), q(toString(valuePlan()))) +
+         (pinnedOnOtherDump() ? tr(" · A: %1").arg(QFileInfo(q(pinned_->dump->info().path)).fileName()) : QString());
 }
 
 QStringList Session::exportMetadata() const {
@@ -485,6 +560,11 @@ QStringList Session::exportMetadata() const {
   lines << QStringLiteral("key: ") + q(toString(keyPlan())) << QStringLiteral("value: ") + q(toString(valuePlan()));
   if (setting_.source.kind == SettingSource::Kind::Preset) lines << QStringLiteral("preset: ") + setting_.source.text;
   if (setting_.source.kind == SettingSource::Kind::Engine) lines << QStringLiteral("engine: ") + setting_.source.text;
+  if (pinned_) {
+    // The pinned setting A the B columns are compared with, and its own dump when it has one.
+    if (pinnedOnOtherDump()) lines << QStringLiteral("A dump: ") + q(pinned_->dump->info().path);
+    lines << QStringLiteral("A key: ") + q(toString(pinned_->key)) << QStringLiteral("A value: ") + q(toString(pinned_->value));
+  }
   lines << QStringLiteral("kvscope: ") + QStringLiteral(KVSCOPE_VERSION);
   return lines;
 }
@@ -505,7 +585,10 @@ std::string Session::toJson(const nlohmann::ordered_json& views) const {
                     {"query_head", selection_.queryHead}, {"query_index", selection_.queryIndex},
                     {"channel", selection_.channel},   {"token", selection_.token}};
   j["views"] = views;
-  if (pinned_) j["compare"] = {{"key", toString(pinned_->key)}, {"value", toString(pinned_->value)}};
+  if (pinned_) {
+    j["compare"] = {{"key", toString(pinned_->key)}, {"value", toString(pinned_->value)}};
+    if (pinnedOnOtherDump()) j["compare"]["dump"] = pinned_->dump->info().path;
+  }
   return jsonText(j);
 }
 
@@ -533,6 +616,7 @@ Expected<nlohmann::json> Session::load(const QString& path) {
     auto value = parsePlan(j.value("value", std::string("none")));
     if (!value) return value.status().withContext(origin + ": value");
     std::optional<PinnedSetting> pinned;
+    std::string comparedDump;  // A's own dump, opened after the session's
     // A session is the whole state: one without "compare" unpins.
     if (j.contains("compare") && j["compare"].is_object()) {
       const auto& c = j["compare"];
@@ -540,7 +624,8 @@ Expected<nlohmann::json> Session::load(const QString& path) {
       if (!a) return a.status().withContext(origin + ": compare.key");
       auto b = parsePlan(c.value("value", std::string()));
       if (!b) return b.status().withContext(origin + ": compare.value");
-      pinned = PinnedSetting{*a, *b};
+      pinned = PinnedSetting{*a, *b, nullptr};
+      comparedDump = c.value("dump", std::string());
     }
     std::optional<Mapping> mapping;
     if (j.contains("mapping") && j["mapping"].is_object()) {
@@ -563,7 +648,18 @@ Expected<nlohmann::json> Session::load(const QString& path) {
       selection_.token = sel.value("token", 0);
     }
     if (!s.sameAs(setting_) || !(s.source == setting_.source)) edit(s, tr("load session"));
-    restorePinned(pinned);
+    if (!comparedDump.empty()) {
+      // A on a dump of its own: pinned once that dump is read (or reported, moved or not fitting).
+      restorePinned(std::nullopt);
+      if (!QFileInfo::exists(q(comparedDump))) {
+        emit errorReported(tr("session"), tr("%1: A's dump %2 was moved or deleted; A is not pinned")
+                                              .arg(path, q(comparedDump)));
+      } else {
+        pinDumpAsA(q(comparedDump), std::make_pair(pinned->key, pinned->value));
+      }
+    } else {
+      restorePinned(pinned);
+    }
     path_ = path;
     if (j.contains("views") && j["views"].is_object()) views = j["views"];
     const std::string dumpPath = j.value("dump", std::string());

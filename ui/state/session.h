@@ -52,11 +52,14 @@ struct Setting {
   [[nodiscard]] bool sameAs(const Setting& o) const { return key == o.key && value == o.value && linked == o.linked; }
 };
 
-/// The setting pinned as A.
+/// The setting pinned as A, on the open dump or on a dump of its own (two dumps side by side: the
+/// same model at two lengths, two models, two texts).
 struct PinnedSetting {
   Plan key;
   Plan value;
-  bool operator==(const PinnedSetting& o) const { return key == o.key && value == o.value; }
+  /// A's own dump; null: A is computed on the open dump (and follows it when another is opened).
+  std::shared_ptr<const Dump> dump;
+  bool operator==(const PinnedSetting& o) const { return key == o.key && value == o.value && dump == o.dump; }
 };
 
 /// "K q8_0 · V q4_0" (plan strings, §12).
@@ -124,6 +127,20 @@ class Session : public QObject {
   void swapAB();
   /// Puts the pin in `setting` without an undo step (what undo, redo and sessions do).
   void restorePinned(const std::optional<PinnedSetting>& setting);
+  /// Opens the dump at `path` in the background and pins it as A (an undo step) under `plans`, or
+  /// when none are given under the setting in force resolved for that dump (its preset or engine
+  /// string, as a dump opened in the window would be). A setting that does not fit that dump is
+  /// reported and nothing is pinned. The open dump stays B's.
+  void pinDumpAsA(const QString& path, std::optional<std::pair<Plan, Plan>> plans = std::nullopt);
+  /// The dump A is computed on: its own, or the open one (null when neither).
+  [[nodiscard]] std::shared_ptr<const Dump> pinnedDump() const;
+  /// A has a dump of its own (not the open one).
+  [[nodiscard]] bool pinnedOnOtherDump() const { return pinned_ && pinned_->dump && pinned_->dump != dump_; }
+  /// "K q8_0 · V q4_0", preceded by A's dump's file name when A has its own dump.
+  [[nodiscard]] QString describePinned() const;
+  /// The lane that opens A's own dump.
+  JobRunner* pinRunner() { return pinRunner_; }
+  [[nodiscard]] const JobRunner* pinRunner() const { return pinRunner_; }
 
   // ---- The selection -----------------------------------------------------------------------------
   [[nodiscard]] const Selection& selection() const { return selection_; }
@@ -183,7 +200,13 @@ class Session : public QObject {
 
  private:
   struct Opened;
+  /// Opens a dump and reads its token text (on a lane).
+  static Expected<std::shared_ptr<Opened>> read(const std::string& file, const std::optional<Mapping>& mapping,
+                                                const Progress& progress);
   void adopt(const std::shared_ptr<Opened>& opened);
+  /// Why plans do not fit a dump ("key: …"), or empty.
+  static QString problemOf(const Plan& key, const Plan& value, const DumpInfo& info);
+  Status resolveSourceFor(Setting& out, const DumpInfo& info) const;
   /// Resolves setting_ (by its source) for the open dump and sets problem_.
   void resolveForDump(QString* note);
   /// Resolves `out`'s preset, engine or default source for the open dump into its plans and notes.
@@ -205,6 +228,7 @@ class Session : public QObject {
   QString path_;
   QString pendingMessage_;  ///< said when the dump a session names is open
   JobRunner* openRunner_;
+  JobRunner* pinRunner_;
 };
 
 }  // namespace kvscope::ui

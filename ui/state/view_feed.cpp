@@ -37,10 +37,11 @@ ViewFeed::ViewFeed(Session* session, std::function<Needs()> viewNeeds, QObject* 
     emit summaryChanged();
     emit summaryFinished();
   });
-  connect(a_, &SettingLane::layerComputed, this, [this] {
+  connect(a_, &SettingLane::layerComputed, this, [this](const LayerQuantPtr& result) {
+    if (session_->pinnedOnOtherDump()) aCache_.put(result->tensors, session_->selection().layer);
     if (!comparisonMatches()) return;
-    const Selection& sel = session_->selection();
-    if (session_->dump()->info().hasQuery) a_->computeDrift(sel.queryHead, sel.queryRow(session_->dump()->info().queries));
+    const auto [queryHead, row] = queryOfA();
+    if (queryHead >= 0) a_->computeDrift(queryHead, row);
     emit comparisonChanged();
     emit comparisonReady();
   });
@@ -84,13 +85,18 @@ void ViewFeed::onDumpChanged() {
   summaryPending_ = false;
   const auto& pin = session_->pinned();
   b_->reset(session_->dump(), plansB());
-  a_->reset(session_->dump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
+  aNote_.clear();
+  if (!session_->pinnedOnOtherDump()) {
+    // A on the open dump follows it; A on a dump of its own keeps its results.
+    aCache_.clear();
+    a_->reset(session_->pinnedDump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
+  }
   emit cleared(session_->settingProblem());
   emit comparisonChanged();
   if (!session_->usable()) return;
   recomputeLayer();
   recomputeSummary();
-  if (a_->active()) a_->computeSummary(session_->selection().layer);
+  if (a_->active() && !a_->summaryComplete()) a_->computeSummary(session_->selection().layer);
 }
 
 void ViewFeed::onSettingChanged() {
@@ -117,11 +123,17 @@ void ViewFeed::onSettingChanged() {
 
 void ViewFeed::onPinnedChanged() {
   const auto& pin = session_->pinned();
-  a_->reset(session_->dump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
+  aCache_.clear();
+  aNote_.clear();
+  a_->reset(session_->pinnedDump(), pin ? std::optional<PlanPair>(PlanPair{pin->key, pin->value}) : std::nullopt);
   emit comparisonChanged();
   if (!a_->active()) return;
   a_->computeSummary(session_->selection().layer);
   if (!shown_) return;
+  if (session_->pinnedOnOtherDump()) {
+    followA();  // A reads its own dump; B's layer serves as it is
+    return;
+  }
   // A layer read head first serves A only when A quantizes per head (and reads pre-RoPE K when
   // A's K is prerope); else it is read again for what is needed now.
   const Needs views = viewNeeds_();
@@ -167,7 +179,8 @@ void ViewFeed::viewsChanged() {
 LayerNeeds ViewFeed::needsOf(const ViewRequest& request, bool showsPreRope) const {
   const DumpInfo& info = session_->dump()->info();
   std::vector<LayerSpecs> settings{b_->specsOf(session_->selection().layer)};
-  if (a_->active()) settings.push_back(a_->specsOf(session_->selection().layer));
+  // A on the open dump is computed from the same read (A on its own dump reads that dump).
+  if (a_->active() && !session_->pinnedOnOtherDump()) settings.push_back(a_->specsOf(session_->selection().layer));
   return layerNeeds(info, request, settings, showsPreRope);
 }
 
@@ -278,27 +291,104 @@ void ViewFeed::recomputeSummary() {
 
 bool ViewFeed::comparisonMatches() const {
   const LayerQuantPtr& a = a_->layer();
-  return a && shown_ && a->tensors == shown_->tensors && a->hatHead(shown_->request.kvHead) >= 0;
+  if (!a || !shown_) return false;
+  if (session_->pinnedOnOtherDump()) {
+    // The same layer number and kv head, read from A's dump.
+    return a->tensors->layer == shown_->tensors->layer && a->request.kvHead == shown_->request.kvHead &&
+           a->hatHead(shown_->request.kvHead) >= 0;
+  }
+  return a->tensors == shown_->tensors && a->hatHead(shown_->request.kvHead) >= 0;
 }
 
 ComparisonData ViewFeed::comparison() const {
   ComparisonData c;
   c.pinned = a_->active();
-  c.layer = c.pinned ? a_->layer() : nullptr;
-  c.drift = c.pinned ? a_->drift() : nullptr;
+  c.otherDump = c.pinned && session_->pinnedOnOtherDump() ? &session_->pinned()->dump->info() : nullptr;
+  // On another dump a result of another layer or head is never handed out as this one's.
+  c.layer = c.pinned && (!c.otherDump || comparisonMatches()) ? a_->layer() : nullptr;
+  c.drift = c.pinned && (!c.otherDump || comparisonMatches()) ? a_->drift() : nullptr;
   c.summary = &a_->summary();
+  c.note = c.pinned ? aNote_ : QString();
   return c;
 }
 
 bool ViewFeed::comparisonComplete() const {
   if (!a_->active()) return true;
-  if (!a_->summaryComplete() || !comparisonMatches()) return false;
+  if (!a_->summaryComplete()) return false;
+  if (!aNote_.isEmpty()) return true;  // A's dump lacks the layer or head in view: nothing to wait for
+  if (!comparisonMatches()) return false;
   // The drift view draws A's row once its lane has delivered it (dumps with queries only).
-  return !session_->dump()->info().hasQuery || (a_->drift() && a_->drift()->hasSeries);
+  if (queryOfA().first < 0 || !a_->layer()->tensors->query) return true;
+  return a_->drift() && a_->drift()->hasSeries;
+}
+
+std::pair<int, int> ViewFeed::queryOfA() const {
+  const auto aDump = session_->pinnedDump();
+  if (!aDump || !session_->dump()) return {-1, -1};
+  const DumpInfo& b = session_->dump()->info();
+  const DumpInfo& a = aDump->info();
+  if (!a.hasQuery || !b.hasQuery || a.groupSize() <= 0) return {-1, -1};
+  const Selection& sel = session_->selection();
+  const int queryHead = std::clamp(sel.queryHead, 0, std::max(0, b.heads - 1));
+  const int row = sel.queryRow(b.queries);
+  if (!session_->pinnedOnOtherDump()) return {queryHead, row};
+  // The same query head when A's dump has it in the same kv head; the row counted from the end.
+  if (queryHead >= a.heads || queryHead / a.groupSize() != sel.kvHead) return {-1, -1};
+  const int aRow = a.queries - (b.queries - row);
+  if (aRow < 0) return {-1, -1};
+  return {queryHead, aRow};
+}
+
+void ViewFeed::followOtherDump() {
+  const DumpInfo& a = session_->pinned()->dump->info();
+  const int layer = shown_->tensors->layer;
+  const int kvHead = shown_->request.kvHead;
+  QString note;
+  if (layer >= a.layers) {
+    note = (a.layers == 1 ? tr("A's dump has 1 layer; layer %1 is not in it.")
+                          : tr("A's dump has %1 layers; layer %2 is not in it.").arg(a.layers))
+               .arg(layer);
+  } else if (kvHead >= a.kvHeads) {
+    note = (a.kvHeads == 1 ? tr("A's dump has 1 kv head; kv head %1 is not in it.")
+                           : tr("A's dump has %1 kv heads; kv head %2 is not in it.").arg(a.kvHeads))
+               .arg(kvHead);
+  }
+  if (note != aNote_) {
+    aNote_ = note;
+    emit comparisonChanged();
+  }
+  if (!note.isEmpty()) {
+    a_->cancelLayer();
+    emit comparisonReady();
+    return;
+  }
+  const auto [queryHead, row] = queryOfA();
+  ViewRequest request;
+  request.kvHead = kvHead;
+  request.keyPreRopeHat = shown_->tensors->keyPreRope.has_value() && a.hasKeyPreRope;
+  request.queryHead = queryHead;
+  request.queryIndex = row;
+  if (comparisonMatches()) {
+    // Only the row may have changed: A's drift computes it (and keeps its series).
+    if (queryHead >= 0) a_->computeDrift(queryHead, row);
+    return;
+  }
+  LayerJob job;
+  job.tensors = aCache_.find(layer);
+  job.layer = layer;
+  job.request = request;
+  if (!job.tensors) {
+    job.read = [dump = session_->pinned()->dump, layer](const Progress& progress) { return readLayer(*dump, layer, progress); };
+  }
+  a_->computeLayer(std::move(job));
 }
 
 void ViewFeed::followA() {
   if (!a_->active() || !shown_) return;
+  if (session_->pinnedOnOtherDump()) {
+    followOtherDump();
+    return;
+  }
   const DumpInfo& info = session_->dump()->info();
   const int layer = shown_->tensors->layer;
   const LayerSpecs a = a_->specsOf(layer);

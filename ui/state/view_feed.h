@@ -28,9 +28,14 @@ class Session;
 /// What the views draw of the pinned setting A.
 struct ComparisonData {
   bool pinned = false;
-  LayerQuantPtr layer;  ///< A's data of the layer in view (sharing its tensors), or null while computed
+  /// A's own dump when A is on another dump than B (two dumps side by side), else null: then A's
+  /// layer shares B's tensors. On another dump A's layer is the same layer number and kv head, and
+  /// its query row is matched from the end (B's last row against A's last row).
+  const DumpInfo* otherDump = nullptr;
+  LayerQuantPtr layer;  ///< A's data of the layer in view, or null while computed or when A's dump lacks it
   DriftDataPtr drift;   ///< A's drift of the query row in view, or null
   const std::vector<LayerResult>* summary = nullptr;  ///< A's evaluated layers, ascending (never null)
+  QString note;         ///< why A shows nothing of the selection (A's dump lacks that layer, head or row)
 };
 
 class ViewFeed : public QObject {
@@ -101,6 +106,11 @@ class ViewFeed : public QObject {
   void recomputeSummary();
   /// Asks A's lane for the layer and row B shows (nothing new when it has them).
   void followA();
+  /// The same for A on a dump of its own: the same layer and kv head read from A's dump.
+  void followOtherDump();
+  /// A's query head and row for the selection (-1, -1: none); on A's own dump the row is matched
+  /// from the end, so that the last query of B meets the last of A.
+  [[nodiscard]] std::pair<int, int> queryOfA() const;
   [[nodiscard]] LayerNeeds needsOf(const ViewRequest& request, bool showsPreRope) const;
   [[nodiscard]] std::optional<PlanPair> plansB() const;
 
@@ -109,6 +119,8 @@ class ViewFeed : public QObject {
   SettingLane* b_;
   SettingLane* a_;
   LayerCache cache_;
+  LayerCache aCache_;  ///< layers of A's own dump (empty while A is on the open dump)
+  QString aNote_;      ///< ComparisonData::note
   LayerQuantPtr shown_;
   int64_t headFirstBytes_ = int64_t{16} << 20;
   /// Reads the rest of a layer read head first, at the lowest priority; a layer read outranks it.

@@ -307,15 +307,27 @@ void DriftView::takeComparison(const ComparisonData& a) {
   const bool pinned = a.pinned;
   pinned_ = pinned;
   compare_ = pinned ? a.drift : nullptr;
+  otherDump_ = pinned && a.otherDump != nullptr;
+  aNote_ = pinned ? a.note : QString();
   kl_->setName(pinned ? tr("KL B") : tr("KL(P‖P′)"));
   rel_->setName(pinned ? tr("output rel. error B") : tr("output rel. error"));
   requestRebuild(true);
 }
 
-bool DriftView::compareShown() const {
+bool DriftView::compareRow() const {
+  // On A's own dump the row is matched from the end (ui/state/view_feed.h), so its index differs.
   return pinned_ && compare_ && compare_->row && data_ && data_->row && compare_->layer == data_->layer &&
-         compare_->row->queryHead == data_->row->queryHead && compare_->row->queryIndex == data_->row->queryIndex &&
-         compare_->row->original.scores.size() == data_->row->original.scores.size();
+         compare_->row->queryHead == data_->row->queryHead &&
+         (otherDump_ || compare_->row->queryIndex == data_->row->queryIndex);
+}
+
+bool DriftView::compareShown() const {
+  return compareRow() && compare_->row->original.scores.size() == data_->row->original.scores.size();
+}
+
+bool DriftView::compareSeries() const {
+  if (!compareRow()) return false;
+  return otherDump_ ? !compare_->series.positions.empty() : compare_->series.positions == data_->series.positions;
 }
 
 void DriftView::rebuild() {
@@ -408,8 +420,9 @@ void DriftView::rebuildRow() {
       return d;
     };
     double slo = 0, shi = 0, plo = 0, phi = 0;
-    const auto fill = [&](const AttentionRowCase& k, QLineSeries* scores, QLineSeries* probabilities) {
-      const std::vector<double> ds = minus(k.scores, o.scores), dp = minus(k.probabilities, o.probabilities);
+    const auto fill = [&](const AttentionRowCase& k, const AttentionRowCase& ref, QLineSeries* scores,
+                          QLineSeries* probabilities) {
+      const std::vector<double> ds = minus(k.scores, ref.scores), dp = minus(k.probabilities, ref.probabilities);
       for (size_t j = 0; j < n; ++j) {
         slo = std::min(slo, ds[j]);
         shi = std::max(shi, ds[j]);
@@ -419,8 +432,9 @@ void DriftView::rebuildRow() {
       scores->replace(envelope(ds));
       probabilities->replace(envelope(dp));
     };
-    fill(c, scoreCase_, probCase_);
-    if (a) fill(*a, scoreCaseA_, probCaseA_);
+    fill(c, o, scoreCase_, probCase_);
+    // A on its own dump against its own original (the same original on one dump).
+    if (a) fill(*a, compare_->row->original, scoreCaseA_, probCaseA_);
     setRanges(scoreX_, scoreY_, 0, last, slo, shi);
     setRanges(probX_, probY_, 0, last, plo, phi);
   } else {
@@ -471,6 +485,7 @@ void DriftView::rebuildRow() {
                      .arg(c.outputRelError, 0, 'g', 4)
                      .arg(row.original.top1)
                      .arg(c.top1));
+  if (!a && compareRow()) a = &caseOf(*compare_->row);  // A's own dump at another length: its figures only
   if (a) {
     info_->setText(tr("This row, B: KL(P‖P′) = %1 · output rel. error = %2 · top-1 %3 → %4   |   A: KL = %5 · "
                       "output rel. error = %6 · top-1 → %7")
@@ -481,6 +496,16 @@ void DriftView::rebuildRow() {
                        .arg(a->kl, 0, 'g', 4)
                        .arg(a->outputRelError, 0, 'g', 4)
                        .arg(a->top1));
+    if (otherDump_) {
+      info_->setText(info_->text() + tr(" (A's dump: query at position %1, %2 keys%3)")
+                                         .arg(compare_->row->position)
+                                         .arg(compare_->row->original.scores.size())
+                                         .arg(compareShown() ? QString() : tr("; not drawn over B's %1").arg(n)));
+    }
+  } else if (pinned_ && !aNote_.isEmpty()) {
+    info_->setText(info_->text() + QStringLiteral("   (") + aNote_ + QStringLiteral(")"));
+  } else if (pinned_ && otherDump_ && compare_ && compare_->layer == data_->layer) {
+    info_->setText(info_->text() + tr("   (A's dump has no query row of this head at this distance from the end)"));
   } else if (pinned_) {
     info_->setText(info_->text() + tr("   (setting A: computing…)"));
   }
@@ -570,7 +595,8 @@ void DriftView::rebuildSeries() {
     klTop = std::max(klTop, k);
     relTop = std::max(relTop, r);
   }
-  if (compareShown() && compare_->series.positions == series.positions) {
+  double lastA = 0;
+  if (compareSeries()) {
     const AttentionPositionSeries& sa = compare_->series;
     const auto& relA = relOf(sa);
     QList<QPointF> klA, relAPoints;
@@ -584,6 +610,7 @@ void DriftView::rebuildSeries() {
       klTop = std::max(klTop, k);
       relTop = std::max(relTop, r);
     }
+    if (!sa.positions.empty()) lastA = static_cast<double>(sa.positions.back());
     klA_->replace(klA);
     relA_->replace(relAPoints);
     klA_->setVisible(true);
@@ -592,8 +619,13 @@ void DriftView::rebuildSeries() {
   kl_->replace(klPoints);
   rel_->replace(relPoints);
   const double first = series.positions.empty() ? 0 : static_cast<double>(series.positions.front());
-  setRanges(posX_, klY_, first, std::max(first + 1, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())),
-            0, klTop > 0 ? klTop : 1);
+  // A on its own dump may reach further along the positions (a longer text).
+  double firstAll = first;
+  if (compareSeries() && !compare_->series.positions.empty())
+    firstAll = std::min(first, static_cast<double>(compare_->series.positions.front()));
+  setRanges(posX_, klY_, firstAll,
+            std::max({firstAll + 1, lastA, series.positions.empty() ? 1.0 : static_cast<double>(series.positions.back())}), 0,
+            klTop > 0 ? klTop : 1);
   setAxisRange(relY_, 0, niceRange(0, relTop > 0 ? relTop : 1).hi);
   marker_->replace(QList<QPointF>{{last, 0}, {last, klY_->max()}});
 }
@@ -674,8 +706,9 @@ QString DriftView::toCsv() const {
                .arg(s.relValueOnly[line][i], 0, 'g', 9)
                .arg(s.relJoint[line][i], 0, 'g', 9);
   }
-  if (compareShown()) {
-    // A/B comparison: setting A's row and series in the same columns.
+  if (compareRow()) {
+    // A/B comparison: setting A's row and series in the same columns (on A's own dump, its row's
+    // own keys and its own query positions).
     const AttentionRowDetail& a = *compare_->row;
     out += QStringLiteral("\n# setting A\nkey_position,score_key_only_a,score_joint_a,p_key_only_a,p_value_only_a,p_joint_a\n");
     for (size_t j = 0; j < a.original.scores.size(); ++j) {

@@ -156,8 +156,15 @@ class DriftView : public QWidget, public View {
   QLineSeries* relA_;
   DriftDataPtr compare_;
   bool pinned_ = false;
+  bool otherDump_ = false;  ///< A is on a dump of its own (ComparisonData::otherDump)
+  QString aNote_;           ///< why A shows nothing here (ComparisonData::note)
   /// compare_ is for the layer and row shown.
   [[nodiscard]] bool compareShown() const;
+  /// A's row is of the same layer and query head as B's (its figures are shown; on another dump
+  /// its length may differ, and then it is not drawn over B's row).
+  [[nodiscard]] bool compareRow() const;
+  /// A's series is drawn (same dump: the same query positions; A's own dump: its own positions).
+  [[nodiscard]] bool compareSeries() const;
   [[nodiscard]] const AttentionRowCase& caseOf(const AttentionRowDetail& row) const;
   [[nodiscard]] const std::vector<std::vector<double>>& relOf(const AttentionPositionSeries& series) const;
   /// Puts `axis` (the linear or the log one) on the probability chart's left.

@@ -3,6 +3,7 @@
 
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QFileInfo>
 #include <QLabel>
 #include <QKeyEvent>
 #include <QMouseEvent>
@@ -705,7 +706,12 @@ ViewTensor HeatmapView::tensor() const { return static_cast<ViewTensor>(tensor_-
 bool HeatmapView::difference() const { return value_->currentIndex() == kDifferenceIndex; }
 
 void HeatmapView::takeComparison(const ComparisonData& a) {
-  const bool pinned = a.pinned;
+  // The error change is cell by cell against one dump's values; A on another dump has other
+  // values in each cell, so the heat map shows B alone then (and says so).
+  const bool pinned = a.pinned && a.otherDump == nullptr;
+  otherDumpNote_ = a.pinned && a.otherDump ? tr(" A is on another dump (%1): this map shows B's dump only.")
+                                                  .arg(QFileInfo(QString::fromStdString(a.otherDump->path)).fileName())
+                                            : QString();
   compare_ = pinned ? a.layer : nullptr;
   if (pinned != pinned_) {
     pinned_ = pinned;
@@ -745,7 +751,7 @@ void HeatmapView::refresh() {
     hint->setText((difference() && pinned_
                        ? tr("Hover a cell for its token, channel, x, x′A and x′B; click it to select them for the histogram.")
                        : tr("Hover a cell for its token, channel, x and x′; click it to select them for the histogram.")) +
-                  tr(" Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset."));
+                  tr(" Wheel or drag a box to zoom, right drag to pan, double-click or Esc to reset.") + otherDumpNote_);
   }
   canvas_->setSource(layer_, kvHead_, static_cast<ViewTensor>(tensor_->currentData().toInt()),
                      static_cast<HeatmapValue>(value_->currentData().toInt()), scale_->currentIndex() == 1,

@@ -175,6 +175,7 @@ class HeatmapView : public QWidget, public View {
   QComboBox* scale_;
   QLabel* profile_;
   LayerQuantPtr layer_;
+  QString otherDumpNote_;  ///< said in the hint while A is on another dump
   LayerQuantPtr compare_;
   bool pinned_ = false;
   int valueBeforePin_ = 2;

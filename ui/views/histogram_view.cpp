@@ -422,15 +422,22 @@ void HistogramView::recompute() {
 
 void HistogramView::takeComparison(const ComparisonData& a) {
   LayerQuantPtr next = a.pinned ? a.layer : nullptr;
-  if (a.pinned == pinned_ && next == compare_) return;
+  const bool otherDump = a.otherDump != nullptr;
+  if (a.pinned == pinned_ && next == compare_ && otherDump == otherDump_ && a.note == feedNote_) return;
   pinned_ = a.pinned;
   compare_ = std::move(next);
+  otherDump_ = otherDump;
+  feedNote_ = a.note;
   recompute();
 }
 
 void HistogramView::countComparison() {
   compareCounts_.clear();
   compareNote_.clear();
+  if (pinned_ && !feedNote_.isEmpty()) {
+    compareNote_ = feedNote_;  // A's dump lacks the layer or kv head in view
+    return;
+  }
   if (!compare_ || !layer_ || data_.edges.size() < 2) return;
   if (formatSpace_) {
     compareNote_ = tr("A is drawn in the dump's values (space: original), not in B's rotated space.");
@@ -439,12 +446,22 @@ void HistogramView::countComparison() {
   const ViewTensor t = tensor();
   const Tensor3* aHat = compare_->reconstruction(t);
   const int64_t aHead = compare_->hatHead(kvHead_);
-  if (compare_->tensors != layer_->tensors || !aHat || aHead < 0) {  // A of this very layer read
+  // A of this very layer read (on A's own dump: the same layer number, read from that dump).
+  const bool sameLayer = otherDump_ ? compare_->tensors->layer == layer_->tensors->layer : compare_->tensors == layer_->tensors;
+  if (!sameLayer || !aHat || aHead < 0) {
     compareNote_ = tr("A is being computed for this layer and head…");
     return;
   }
   const auto scope = static_cast<HistogramScope>(scope_->currentData().toInt());
   const int64_t index = scope == HistogramScope::Channel ? channel_ : token_;
+  if (otherDump_ && scope == HistogramScope::Channel && index >= aHat->dim) {
+    compareNote_ = tr("A's dump has head dim %1; channel %2 is not in it.").arg(aHat->dim).arg(index);
+    return;
+  }
+  if (otherDump_ && scope == HistogramScope::Token && index >= aHat->tokens) {
+    compareNote_ = tr("A's dump has %1 tokens; token %2 is not in it.").arg(aHat->tokens).arg(index);
+    return;
+  }
   // On B's bins (they span the original and B): A's values beyond them count in the outer bins.
   countOnEdges(*aHat, aHead, scope, index, data_.edges, compareCounts_);
 }

@@ -157,6 +157,8 @@ class HistogramView : public QWidget, public View {
   bool chartPending_ = false;
   LayerQuantPtr compare_;
   bool pinned_ = false;  ///< a setting is pinned (A is drawn once its data arrives)
+  bool otherDump_ = false;  ///< A is on a dump of its own (its layer has other tensors)
+  QString feedNote_;        ///< why A shows nothing of the selection (ComparisonData::note)
   std::vector<double> compareCounts_;
   QString compareNote_;  ///< why A is not drawn, when pinned
   /// Counts A's reconstruction on data_'s bins (called by recompute).

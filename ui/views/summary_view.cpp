@@ -7,6 +7,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -17,6 +18,7 @@
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
+#include <QStyle>
 #include <QTableView>
 #include <QValueAxis>
 #include <QVBoxLayout>
@@ -264,7 +266,13 @@ void SummaryView::takeSummary(const std::vector<LayerResult>& rows, int layers) 
   rebuildChart();
 }
 
-void SummaryView::takeComparison(const ComparisonData& a) { setComparison(a.pinned, a.summary ? *a.summary : std::vector<LayerResult>{}); }
+void SummaryView::takeComparison(const ComparisonData& a) {
+  // A on a dump of its own is matched by layer and kv head number; what it lacks stays empty.
+  aName_ = a.otherDump ? QFileInfo(QString::fromStdString(a.otherDump->path)).fileName() : QString();
+  aLayers_ = a.otherDump ? a.otherDump->layers : -1;
+  aKvHeads_ = a.otherDump ? a.otherDump->kvHeads : -1;
+  setComparison(a.pinned, a.summary ? *a.summary : std::vector<LayerResult>{});
+}
 
 double SummaryView::keyBudget() const { return keyBudget_->value(); }
 double SummaryView::valueBudget() const { return valueBudget_->value(); }
@@ -373,8 +381,12 @@ void SummaryView::rebuildTable() {
         const std::optional<double> cells[3] = {va, vb, d};
         for (int k = 0; k < 3; ++k) {
           const std::optional<double>& v = cells[k];
-          // "…": A's layer is still being evaluated.
-          auto* item = new QStandardItem(v ? QString::number(*v, 'g', 3) : (a == nullptr && k != 1 ? tr("…") : QStringLiteral("–")));
+          // "…": A's layer is still being evaluated; "–": A has no figure (or A's own dump has no
+          // such layer or kv head).
+          const bool notInA = aLayers_ >= 0 && (l.layer >= aLayers_ || h.kvHead >= aKvHeads_);
+          auto* item = new QStandardItem(v ? QString::number(*v, 'g', 3)
+                                           : (a == nullptr && k != 1 && !notInA ? tr("…") : QStringLiteral("–")));
+          if (notInA && k != 1) item->setToolTip(tr("A's dump (%1) has no layer %2, kv head %3").arg(aName_).arg(l.layer).arg(h.kvHead));
           if (v) {
             item->setData(*v, Qt::UserRole);
             item->setToolTip(QString::number(*v, 'g', 9));
@@ -429,15 +441,52 @@ void SummaryView::rebuildTable() {
     table_->setColumnHidden(static_cast<int>(i) + 2 + abOffset,
                             std::string_view(columns()[i].header) == "joint kl_mean");
   }
-  // The metric columns share the width the table has (no sideways scrolling at 1600×1000); the
-  // layer and kv head columns take what their numbers need.
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  fitColumns();
   highlightSelection();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
                        ? tr("%1 of %2 layers evaluated…").arg(layers_.size()).arg(expected_)
                        : (expected_ > 0 ? tr("all %1 layers evaluated").arg(expected_) : tr("no dump")));
+}
+
+void SummaryView::fitColumns() {
+  // The metric columns share the width the table has when every header and figure fits in it
+  // (no sideways scrolling); when they do not (the A/B columns on a narrow window) each column
+  // takes what its header and figures need and the table scrolls sideways: nothing is cut.
+  // What a column needs: its widest header line (headers wrap at their "\n") or its widest
+  // figure; the spec columns' long strings are not counted (they elide, with the spec in the
+  // row's tooltip).
+  QHeaderView* header = table_->horizontalHeader();
+  const QFontMetrics headerFont = header->fontMetrics();
+  const QFontMetrics cellFont = table_->fontMetrics();
+  const int pad = 2 * table_->style()->pixelMetric(QStyle::PM_HeaderMargin) + 8;
+  const int specColumns = model_->columnCount() - 2;
+  // Stretched columns share the width equally: each must get what the widest of them needs.
+  int fixed = 0, widestStretched = 0, stretched = 0;
+  for (int c = 0; c < model_->columnCount(); ++c) {
+    if (table_->isColumnHidden(c)) continue;
+    int widest = 0;
+    for (const QString& line : model_->headerData(c, Qt::Horizontal).toString().split(QLatin1Char('\n')))
+      widest = std::max(widest, headerFont.horizontalAdvance(line));
+    if (c < specColumns) {
+      for (int r = 0; r < model_->rowCount(); ++r)
+        widest = std::max(widest, cellFont.horizontalAdvance(model_->data(model_->index(r, c)).toString()));
+    }
+    if (c < 2) {
+      fixed += widest + pad;
+    } else {
+      widestStretched = std::max(widestStretched, widest + pad);
+      ++stretched;
+    }
+  }
+  const bool fits = stretched == 0 || (table_->viewport()->width() - fixed) / stretched >= widestStretched;
+  header->setSectionResizeMode(fits ? QHeaderView::Stretch : QHeaderView::ResizeToContents);
+  header->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  header->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+}
+
+void SummaryView::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitColumns();
 }
 
 void SummaryView::rebuildChart() {
@@ -451,7 +500,7 @@ void SummaryView::rebuildChart() {
     // A/B comparison: the chosen metric for A and B per layer (mean over kv heads).
     const QString metric = compareMetric_->currentData().toString();
     chart_->setTitle(tr("%1 per layer (mean over kv heads): A vs B").arg(metric));
-    auto* aSet = new QBarSet(tr("A (pinned)"));
+    auto* aSet = new QBarSet(aName_.isEmpty() ? tr("A (pinned)") : tr("A (%1)").arg(aName_));
     auto* bSet = new QBarSet(tr("B (the controls)"));
     aSet->setColor(QColor(148, 103, 189));
     bSet->setColor(QColor(255, 127, 14));

@@ -87,12 +87,18 @@ class SummaryView : public QWidget, public View {
 
  private:
   void rebuildTable();
+  /// Stretches the metric columns over the table's width when everything fits, else sizes each
+  /// to its header and figures (the table then scrolls sideways).
+  void fitColumns();
+  void resizeEvent(QResizeEvent* event) override;
   void rebuildChart();
   void highlightSelection();
   void setComparison(bool pinned, std::vector<LayerResult> a);
   [[nodiscard]] bool hasAttention() const;
 
   std::vector<LayerResult> layers_;
+  int aLayers_ = -1, aKvHeads_ = -1;  ///< A's own dump's shape (-1: A is on the open dump)
+  QString aName_;  ///< A's own dump's file name (empty: A is on the open dump)
   std::vector<LayerResult> compare_;
   bool pinned_ = false;
   QComboBox* compareMetric_;
