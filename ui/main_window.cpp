@@ -18,6 +18,7 @@
 #include <QMimeData>
 #include <QLabel>
 #include <QMenuBar>
+#include <QPushButton>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QScrollArea>
@@ -259,6 +260,11 @@ void MainWindow::showComparison() {
   const ComparisonData a = feed_->comparison();
   for (View* v : views_) v->takeComparison(a);
   abBar_->setSettings(session_->describePinned(), describeSetting(session_->keyPlan(), session_->valuePlan()));
+  // Swapping swaps two settings of one dump (Session::swapAB refuses it for A on another dump).
+  const bool other = session_->pinnedOnOtherDump();
+  abBar_->swapButton()->setEnabled(!other);
+  abBar_->swapButton()->setToolTip(other ? tr("A is on another dump: swapping swaps two settings of one dump")
+                                         : tr("Make A the current setting (the controls) and pin the current one as A."));
 }
 
 // ---- Menus -------------------------------------------------------------------------------------
@@ -318,7 +324,7 @@ void MainWindow::buildMenus() {
   QAction* pin = edit->addAction(tr("&Pin current setting as A"), session_, &Session::pinAsA);
   pin->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
   pin->setObjectName(QStringLiteral("pinAction"));
-  QAction* pinDump = edit->addAction(tr("Pin another &dump as A…"), this, &MainWindow::pinDumpInteractive);
+  QAction* pinDump = edit->addAction(tr("Pin an&other dump as A…"), this, &MainWindow::pinDumpInteractive);
   pinDump->setObjectName(QStringLiteral("pinDumpAction"));
   pinDump->setToolTip(tr("Compare two dumps side by side (the same model at two lengths, two models, two texts): "
                          "A is the chosen dump under the setting in force, B the open dump under the controls."));

@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include <QComboBox>
+#include <QPushButton>
 #include <QHeaderView>
 #include <QStandardItemModel>
 #include <QTableView>
@@ -28,6 +29,7 @@
 #include "ui/views/drift_view.h"
 #include "ui/views/histogram_view.h"
 #include "ui/views/summary_view.h"
+#include "ui/widgets/comparison_bar.h"
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -185,7 +187,9 @@ class TwoDumpsTest : public QObject {
     QCOMPARE(w.feed()->comparison().layer->tensors->layer, 1);
     QCOMPARE(w.feed()->comparison().layer->tensors->key.tokens, int64_t{128});
 
-    // Swap would put A's plans on a dump they were not chosen for: refused, A unchanged.
+    // Swap would put A's plans on a dump they were not chosen for: the button is off, and the
+    // menu's action (or a session script) is refused, A unchanged.
+    QVERIFY(!w.comparisonBar()->swapButton()->isEnabled());
     QSignalSpy errors(&w, &MainWindow::errorShown);
     w.swapAB();
     QCOMPARE(errors.count(), 1);
