@@ -92,6 +92,22 @@ TEST(Comparison, RefusesReportsOfDifferentDumpsOrLayers) {
   EXPECT_NE(checkComparable(a, b).message().find("layers"), std::string::npos);
 }
 
+// Two dumps side by side (the GUI's --compare-dump): their own paths and sequences, but still
+// the same (layer, kv head) entries.
+TEST(Comparison, TwoDumpsNeedOnlyTheSameLayersAndHeads) {
+  EvalReport a = report("int8", 1.0), b = report("int4", 2.0);
+  b.dump.path = "other.h5";
+  b.sequence = 1;
+  EXPECT_FALSE(checkComparable(a, b).isOk());
+  EXPECT_TRUE(checkComparable(a, b, DumpMatch::Any).isOk());
+  b.layers[0].heads.pop_back();
+  EXPECT_FALSE(checkComparable(a, b, DumpMatch::Any).isOk());
+  b = report("int4", 2.0);
+  b.layers.pop_back();
+  const Status s = checkComparable(a, b, DumpMatch::Any);
+  EXPECT_NE(s.message().find("per (layer, kv head)"), std::string::npos) << s.message();
+}
+
 TEST(JsonDifference, NumbersSubtractObjectsRecurseTheRestIsNull) {
   const Json a = Json::parse(R"({"x": 1, "y": {"z": 2.5, "s": "t"}, "n": null, "only_a": 4})");
   const Json b = Json::parse(R"({"x": 4, "y": {"z": 1.0, "s": "u"}, "n": 3})");
