@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Issue 33: the headless GUI (`--export-dir`, `--screenshot`) never exited after a bad
+// The GUI process (issue 33 and issue 32's defect 13). Issue 33: the headless GUI (`--export-dir`, `--screenshot`) never exited after a bad
 // `--load-session`: the session opened nothing, so no view ever became ready. It now exits 2
 // with the session's message (a JSON error says where, as a person reads it).
 #include <QtTest>
@@ -49,6 +49,38 @@ class HeadlessSessionTest : public QObject {
         QVERIFY2(err.contains(session) && err.contains(c.expected), qPrintable(err));
         QVERIFY2(!err.contains(QStringLiteral("json.exception")), qPrintable(err));
       }
+    }
+  }
+
+  // The window's OpenMP teams sleep at their barriers rather than spin (app/gui/main.cpp): the
+  // process starts again with OMP_WAIT_POLICY=passive unless the user set a policy.
+  void theGuiRunsWithAPassiveWaitPolicyUnlessOneIsSet() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    for (const QString& given : {QString(), QStringLiteral("active")}) {
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.remove(QStringLiteral("OMP_WAIT_POLICY"));
+      if (!given.isEmpty()) env.insert(QStringLiteral("OMP_WAIT_POLICY"), given);
+      QProcess gui;
+      gui.setProcessEnvironment(env);
+      gui.start(QStringLiteral(KVSCOPE_GUI_PATH), {QStringLiteral("--preset"), QStringLiteral("kivi-4"),
+                                                   QStringLiteral("--views"), QStringLiteral("histogram"),
+                                                   QStringLiteral("--export-dir"), dir.filePath(QStringLiteral("out"))});
+      QVERIFY(gui.waitForStarted());
+      const QByteArray expected = "OMP_WAIT_POLICY=" + (given.isEmpty() ? QByteArray("passive") : given.toUtf8());
+      // The environment of the running process (after its exec, the same pid).
+      bool seen = false;
+      QFile environ(QStringLiteral("/proc/%1/environ").arg(gui.processId()));
+      for (int i = 0; i < 5000 && !seen && gui.state() == QProcess::Running; ++i) {
+        if (environ.open(QIODevice::ReadOnly)) {
+          seen = environ.readAll().split('\0').contains(expected);
+          environ.close();
+        }
+        if (!seen) QTest::qWait(2);
+      }
+      QVERIFY(gui.waitForFinished(60000));
+      QVERIFY2(seen, expected.constData());
+      QCOMPARE(gui.exitCode(), 0);
     }
   }
 };
