@@ -33,5 +33,9 @@ if [ "$asan" = 1 ]; then
   echo "kvscope: asan stage (AddressSanitizer + UBSan, Debug, GUI included)"
   cmake --preset asan
   cmake --build --preset asan
-  ctest --preset asan
+  # A test that fails is run once more before the stage fails: LeakSanitizer's stop-the-world
+  # tracer itself crashes now and then at a loaded process's exit ("Tracer caught signal 11",
+  # every test function passed, no report; docs/reliability.md "Sanitizers"). A real finding
+  # fails both runs; ctest's output keeps the first failure.
+  ctest --preset asan --repeat until-pass:2
 fi

@@ -625,22 +625,21 @@ void MainWindow::pinDumpInteractive() {
     showError(tr("pin dump as A"), tr("open a dump first: it is B, the dump pinned next to it is A"));
     return;
   }
+  const QString path = askForDumpFile(tr("Pin a dump as A"));
+  if (!path.isEmpty()) session_->pinDumpAsA(path);
+}
+
+QString MainWindow::askForDumpFile(const QString& title) {
   QSettings settings;
-  const QString path = QFileDialog::getOpenFileName(this, tr("Pin a dump as A"),
-                                                    settings.value(QStringLiteral("lastFolder")).toString(),
+  const QString path = QFileDialog::getOpenFileName(this, title, settings.value(QStringLiteral("lastFolder")).toString(),
                                                     tr("HDF5 files (*.h5 *.hdf5 *.hdf);;All files (*)"));
-  if (path.isEmpty()) return;
-  settings.setValue(QStringLiteral("lastFolder"), QFileInfo(path).absolutePath());
-  session_->pinDumpAsA(path);
+  if (!path.isEmpty()) settings.setValue(QStringLiteral("lastFolder"), QFileInfo(path).absolutePath());
+  return path;
 }
 
 void MainWindow::openInteractive() {
-  QSettings settings;
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open KV dump"),
-                                                    settings.value(QStringLiteral("lastFolder")).toString(),
-                                                    tr("HDF5 files (*.h5 *.hdf5 *.hdf);;All files (*)"));
+  const QString path = askForDumpFile(tr("Open KV dump"));
   if (path.isEmpty()) return;
-  settings.setValue(QStringLiteral("lastFolder"), QFileInfo(path).absolutePath());
   // A file without kvdump_version goes through the mapping dialog.
   auto tree = listDatasets(path.toStdString());
   if (tree && !tree->canonical) {

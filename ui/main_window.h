@@ -72,6 +72,8 @@ class MainWindow : public QMainWindow {
   void swapAB();
   /// Asks for a dump file and pins it as A (Session::pinDumpAsA).
   void pinDumpInteractive();
+  /// The file dialog for a dump, starting in (and remembering) the last folder; empty: cancelled.
+  QString askForDumpFile(const QString& title);
   [[nodiscard]] Plan keyPlan() const { return session_->keyPlan(); }
   [[nodiscard]] Plan valuePlan() const { return session_->valuePlan(); }
   QUndoStack* undoStack() { return session_->undoStack(); }

@@ -43,18 +43,11 @@
 using namespace kvscope;
 using namespace kvscope::ui;
 using kvscope::test::coreReconstruction;
+using kvscope::test::seriesCounts;
 
 namespace {
 
 constexpr int kWaitMs = 60000;
-
-// Bin counts of a step series (two points per bin).
-std::vector<double> seriesCounts(QLineSeries* s) {
-  std::vector<double> out;
-  const QList<QPointF> points = s->points();
-  for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
-  return out;
-}
 
 std::vector<double> ys(QLineSeries* s) {
   std::vector<double> out;

@@ -63,6 +63,7 @@
 using namespace kvscope;
 using namespace kvscope::ui;
 using kvscope::test::coreReconstruction;
+using kvscope::test::seriesCounts;
 
 namespace {
 
@@ -71,14 +72,6 @@ constexpr int kWaitMs = 30000;
 // Head `h` of `x` alone: the GUI quantizes only the selected kv head where the spec allows.
 std::vector<float> headData(const Tensor3& x, int64_t h) {
   return {x.row(h, 0), x.row(h, 0) + x.tokens * x.dim};
-}
-
-// Bin counts of the step series the histogram draws (two points per bin).
-std::vector<double> seriesCounts(QLineSeries* s) {
-  std::vector<double> out;
-  const QList<QPointF> points = s->points();
-  for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
-  return out;
 }
 
 // True when `v` is 1, 2, 2.5 or 5 times a power of ten.

@@ -34,18 +34,12 @@
 using namespace kvscope;
 using namespace kvscope::ui;
 using kvscope::test::coreReconstruction;
+using kvscope::test::seriesCounts;
 using kvscope::test::synthShape;
 
 namespace {
 
 constexpr int kWaitMs = 60000;
-
-std::vector<double> seriesCounts(QLineSeries* s) {
-  std::vector<double> out;
-  const QList<QPointF> points = s->points();
-  for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
-  return out;
-}
 
 EvalReport coreEval(const std::string& path, const char* key, const char* value) {
   auto dump = Dump::open(path);

@@ -3,12 +3,14 @@
 // workers, a view by its type, and opening a dump in the window and waiting until its views are drawn.
 #pragma once
 
+#include <QLineSeries>
 #include <QSignalSpy>
 #include <QString>
 #include <QtTest>
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/io/dump.h"
 #include "core/quant/quantize.h"
@@ -30,6 +32,14 @@ inline SynthOptions synthShape(int layers, int kvHeads, int heads, int tokens, i
   o.headDim = headDim;
   o.seed = seed;
   return o;
+}
+
+// Bin counts of the step series the histogram draws (two points per bin).
+inline std::vector<double> seriesCounts(QLineSeries* s) {
+  std::vector<double> out;
+  const QList<QPointF> points = s->points();
+  for (qsizetype i = 0; i + 1 < points.size(); i += 2) out.push_back(points[i].y());
+  return out;
 }
 
 // Core's reconstruction of one layer tensor, computed here independently of the GUI's workers.
