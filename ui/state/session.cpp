@@ -353,11 +353,15 @@ std::shared_ptr<const Dump> Session::pinnedDump() const {
   return pinned_->dump ? pinned_->dump : dump_;
 }
 
+QString Session::pinnedDumpName() const {
+  return pinnedOnOtherDump() ? QFileInfo(q(pinned_->dump->info().path)).fileName() : QString();
+}
+
 QString Session::describePinned() const {
   if (!pinned_) return {};
   const QString plans = describeSetting(pinned_->key, pinned_->value);
   if (!pinnedOnOtherDump()) return plans;
-  return QStringLiteral("%1 · %2").arg(QFileInfo(q(pinned_->dump->info().path)).fileName(), plans);
+  return QStringLiteral("%1 · %2").arg(pinnedDumpName(), plans);
 }
 
 void Session::restorePinned(const std::optional<PinnedSetting>& setting) {
@@ -374,8 +378,9 @@ void Session::pinDumpAsA(const QString& path, std::optional<std::pair<Plan, Plan
   const std::string file = path.toStdString();
   pinRunner_->start<std::shared_ptr<Opened>>(
       [file](const Progress& progress) { return read(file, std::nullopt, progress); },
-      // The setting in force now (a B setting applied while the dump is read does not become A's).
-      [this, plans, asked = setting_](std::shared_ptr<Opened> opened) {
+      // The setting in force now (a B setting applied while the dump is read does not become A's),
+      // with V as valuePlan() gives it (following K while linked).
+      [this, plans, asked = setting_, askedValue = valuePlan()](std::shared_ptr<Opened> opened) {
         const DumpInfo& info = opened->dump->info();
         const QString name = QFileInfo(q(info.path)).fileName();
         PinnedSetting a;
@@ -383,25 +388,21 @@ void Session::pinDumpAsA(const QString& path, std::optional<std::pair<Plan, Plan
         if (plans) {
           a.key = plans->first;
           a.value = plans->second;
+        } else if (asked.source.kind == SettingSource::Kind::Plans) {
+          // Plans typed or edited are taken as they are.
+          a.key = asked.key;
+          a.value = askedValue;
         } else {
-          // The setting in force as it would be on that dump: a preset or engine string (or the
-          // opening default) is resolved for its shape; plans typed or edited are taken as they are.
+          // A preset or engine string (or the opening default) means what it would on that dump:
+          // it is resolved for its shape.
           Setting resolved = asked;
-          if (resolved.source.kind != SettingSource::Kind::Plans) {
-            const Status s = resolveSourceFor(resolved, info);
-            if (!s.isOk()) {
-              emit errorReported(tr("pin dump as A"), tr("%1: %2").arg(name, q(s.message())));
-              return;
-            }
+          const Status s = resolveSourceFor(resolved, info);
+          if (!s.isOk()) {
+            emit errorReported(tr("pin dump as A"), tr("%1: %2").arg(name, q(s.message())));
+            return;
           }
           a.key = resolved.key;
-          if (resolved.linked) {
-            a.value = resolved.key;
-            a.value.base.prerope = false;
-            for (PlanOverride& o : a.value.overrides) o.spec.prerope = false;
-          } else {
-            a.value = resolved.value;
-          }
+          a.value = resolved.value;  // resolving unlinks
         }
         const QString problem = problemOf(a.key, a.value, info);
         if (!problem.isEmpty()) {
@@ -446,7 +447,7 @@ void Session::swapAB() {
     // not chosen for.
     emit errorReported(tr("swap A and B"), tr("A is on another dump (%1); swapping swaps settings on one dump. Open "
                                               "that dump to make it B, or pin the current setting as A.")
-                                               .arg(QFileInfo(q(a->dump->info().path)).fileName()));
+                                               .arg(pinnedDumpName()));
     return;
   }
   const PinnedSetting b{keyPlan(), valuePlan(), nullptr};
@@ -546,7 +547,7 @@ QString Session::exportCaption() const {
       .arg(selection_.layer)
       .arg(selection_.kvHead)
       .arg(q(toString(keyPlan())), q(toString(valuePlan()))) +
-         (pinnedOnOtherDump() ? tr(" · A: %1").arg(QFileInfo(q(pinned_->dump->info().path)).fileName()) : QString());
+         (pinnedOnOtherDump() ? tr(" · A: %1").arg(pinnedDumpName()) : QString());
 }
 
 QStringList Session::exportMetadata() const {

@@ -136,6 +136,8 @@ class Session : public QObject {
   [[nodiscard]] std::shared_ptr<const Dump> pinnedDump() const;
   /// A has a dump of its own (not the open one).
   [[nodiscard]] bool pinnedOnOtherDump() const { return pinned_ && pinned_->dump && pinned_->dump != dump_; }
+  /// The file name of A's own dump (empty while A is on the open dump).
+  [[nodiscard]] QString pinnedDumpName() const;
   /// "K q8_0 · V q4_0", preceded by A's dump's file name when A has its own dump.
   [[nodiscard]] QString describePinned() const;
   /// The lane that opens A's own dump.

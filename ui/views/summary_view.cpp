@@ -441,6 +441,7 @@ void SummaryView::rebuildTable() {
     table_->setColumnHidden(static_cast<int>(i) + 2 + abOffset,
                             std::string_view(columns()[i].header) == "joint kl_mean");
   }
+  measureColumns();
   fitColumns();
   highlightSelection();
   status_->setText(expected_ > 0 && static_cast<int>(layers_.size()) < expected_
@@ -448,20 +449,16 @@ void SummaryView::rebuildTable() {
                        : (expected_ > 0 ? tr("all %1 layers evaluated").arg(expected_) : tr("no dump")));
 }
 
-void SummaryView::fitColumns() {
-  // The metric columns share the width the table has when every header and figure fits in it
-  // (no sideways scrolling); when they do not (the A/B columns on a narrow window) each column
-  // takes what its header and figures need and the table scrolls sideways: nothing is cut.
+void SummaryView::measureColumns() {
   // What a column needs: its widest header line (headers wrap at their "\n") or its widest
   // figure; the spec columns' long strings are not counted (they elide, with the spec in the
-  // row's tooltip).
+  // row's tooltip). Measured once per rebuild; a resize only compares with the new width.
   QHeaderView* header = table_->horizontalHeader();
   const QFontMetrics headerFont = header->fontMetrics();
   const QFontMetrics cellFont = table_->fontMetrics();
   const int pad = 2 * table_->style()->pixelMetric(QStyle::PM_HeaderMargin) + 8;
   const int specColumns = model_->columnCount() - 2;
-  // Stretched columns share the width equally: each must get what the widest of them needs.
-  int fixed = 0, widestStretched = 0, stretched = 0;
+  columnNeeds_ = {};
   for (int c = 0; c < model_->columnCount(); ++c) {
     if (table_->isColumnHidden(c)) continue;
     int widest = 0;
@@ -472,13 +469,22 @@ void SummaryView::fitColumns() {
         widest = std::max(widest, cellFont.horizontalAdvance(model_->data(model_->index(r, c)).toString()));
     }
     if (c < 2) {
-      fixed += widest + pad;
+      columnNeeds_.fixed += widest + pad;
     } else {
-      widestStretched = std::max(widestStretched, widest + pad);
-      ++stretched;
+      columnNeeds_.widestStretched = std::max(columnNeeds_.widestStretched, widest + pad);
+      ++columnNeeds_.stretched;
     }
   }
-  const bool fits = stretched == 0 || (table_->viewport()->width() - fixed) / stretched >= widestStretched;
+}
+
+void SummaryView::fitColumns() {
+  // The metric columns share the width the table has when every header and figure fits in it
+  // (no sideways scrolling); when they do not (the A/B columns on a narrow window) each column
+  // takes what its header and figures need and the table scrolls sideways: nothing is cut.
+  // Stretched columns share the width equally: each must get what the widest of them needs.
+  const ColumnNeeds& n = columnNeeds_;
+  const bool fits = n.stretched == 0 || (table_->viewport()->width() - n.fixed) / n.stretched >= n.widestStretched;
+  QHeaderView* header = table_->horizontalHeader();
   header->setSectionResizeMode(fits ? QHeaderView::Stretch : QHeaderView::ResizeToContents);
   header->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   header->setSectionResizeMode(1, QHeaderView::ResizeToContents);

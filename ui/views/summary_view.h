@@ -87,9 +87,18 @@ class SummaryView : public QWidget, public View {
 
  private:
   void rebuildTable();
+  /// Measures what each column's header and figures need (columnNeeds_), after a rebuild.
+  void measureColumns();
   /// Stretches the metric columns over the table's width when everything fits, else sizes each
   /// to its header and figures (the table then scrolls sideways).
   void fitColumns();
+  /// The layer and kv head columns' total need, the widest metric column's need and their count.
+  struct ColumnNeeds {
+    int fixed = 0;
+    int widestStretched = 0;
+    int stretched = 0;
+  };
+  ColumnNeeds columnNeeds_;
   void resizeEvent(QResizeEvent* event) override;
   void rebuildChart();
   void highlightSelection();
