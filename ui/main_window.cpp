@@ -487,13 +487,13 @@ std::function<QImage(const ExportSize&)> MainWindow::previewOf(View* view) const
   };
 }
 
-void MainWindow::copyCurrentView(bool data) {
+void MainWindow::copyCurrentView(bool asCsv) {
   View* view = currentView();
   if (!view || !view->hasContent()) {
     showError(tr("copy"), tr("this view has nothing to copy yet"));
     return;
   }
-  if (data) {
+  if (asCsv) {
     // The CSV as Export view writes it (metadata comments, then its tables), as text.
     auto* mime = new QMimeData;
     const QString csv = csvHeaderComment(session_->exportMetadata()) + view->toCsv();

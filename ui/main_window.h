@@ -164,8 +164,8 @@ class MainWindow : public QMainWindow {
   void onSelectionChanged();
   void showComparison();
   void exportCurrentView();
-  /// Edit ▸ Copy view as image (data false) or its data as CSV text (data true).
-  void copyCurrentView(bool data);
+  /// Edit ▸ Copy view as image (asCsv false) or its data as CSV text (asCsv true).
+  void copyCurrentView(bool asCsv);
   [[nodiscard]] View* currentView() const;
   /// What the export dialog previews for `view` (nothing when it has no content).
   [[nodiscard]] std::function<QImage(const ExportSize&)> previewOf(View* view) const;

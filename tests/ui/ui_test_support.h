@@ -50,7 +50,7 @@ inline Tensor3 coreReconstruction(const std::string& path, int layer, TensorKind
   auto x = (*dump)->read(layer, kind);
   std::optional<Tensor3> pre;
   if (info.hasKeyPreRope && kind == TensorKind::Key) pre = *(*dump)->read(layer, TensorKind::KeyPreRope);
-  QuantInput input{&*x, pre ? &*pre : nullptr, RopeParams{info.ropeTheta, info.ropeStyle}};
+  QuantInput input{&*x, pre ? &*pre : nullptr, info.rope()};
   auto out = quantizeTensor(input, spec);
   if (!out) qFatal("%s", out.status().message().c_str());
   return out->reconstruction;
