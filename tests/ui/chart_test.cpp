@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLineSeries>
+#include <QFontMetricsF>
 #include <QLogValueAxis>
 #include <QPainter>
 #include <QSpinBox>
@@ -120,6 +121,32 @@ class ChartTest : public QObject {
     SynthOptions o = test::synthShape(2, 2, 4, 160, 8, 64, 5);
     dump_ = dir_.filePath(QStringLiteral("charts.h5"));
     QVERIFY(writeSynthDump(dump_.toStdString(), o).isOk());
+  }
+
+  // Every label readable on screen: nine decades of P in a short plot label every k-th decade
+  // (Qt Charts elides crowded labels to "…"), and every decade again once the plot is tall.
+  void aShortLogPAxisLabelsEveryKthDecade() {
+    DriftView v;
+    v.setData(constructedRow(), {});
+    v.resize(900, 560);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    auto* axis = qobject_cast<QLogValueAxis*>(verticalAxis(v.probabilityChartView()->chart()));
+    QVERIFY(axis);
+    const double decades = std::log10(axis->max() / axis->min());
+    QCOMPARE(decades, 9.0);
+    const auto labelsFit = [&] {
+      const double height = v.probabilityChartView()->chart()->plotArea().height();
+      const double step = std::log10(axis->base());
+      // Each label 1.6 label heights apart at most as many as the plot holds.
+      return (decades / step + 1) * 1.6 * QFontMetricsF(axis->labelsFont()).height() <= height + 1e-9 ||
+             step >= 64;
+    };
+    QTRY_VERIFY(axis->base() > 10.0 && labelsFit());
+    QCOMPARE(axis->minorTickCount(), 0);
+    v.resize(900, 2400);
+    QTRY_COMPARE(axis->base(), 10.0);
+    QVERIFY(labelsFit());
   }
 
   // Defect 10 (a): P on a log axis by default; zeros and values below its floor sit on the floor.

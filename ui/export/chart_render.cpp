@@ -86,11 +86,8 @@ class Fitting {
     for (QAbstractAxis* a : chart_->axes(Qt::Vertical)) {
       auto* axis = qobject_cast<QLogValueAxis*>(a);
       if (!axis || !axis->isVisible() || !(axis->min() > 0) || !(axis->max() > axis->min()) || !(axis->base() > 1)) continue;
-      const double label = QFontMetricsF(axis->labelsFont()).height();
-      const int fit = std::max(2, static_cast<int>(height / (1.6 * label)));
       const double steps = std::log(axis->max() / axis->min()) / std::log(axis->base());
-      int k = 1;
-      while (steps / k + 1 > fit && k < 64) ++k;
+      const int k = logLabelStep(steps, height, axis->labelsFont());
       if (k > 1) changed |= rebase(axis, k);
     }
     return changed;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "ui/export/chart_ticks.h"
 
+#include <QFontMetricsF>
 #include <QLogValueAxis>
 #include <QObject>
 #include <QVariant>
@@ -95,6 +96,13 @@ void keepLogLabels(QLogValueAxis* axis) {
                    [axis](qreal lo, qreal hi) { axis->setLabelFormat(logLabelFormat(lo, hi)); });
 }
 
+namespace {
+// One label per decade: QLogValueAxis puts ticks at base^k, its minor ticks in between — over
+// a few decades only: over many they crowd the plot into grey, and each is a scene item that
+// every repaint draws (nine decades of a drift row's P made its repaint take twice as long).
+int minorDecadeTicks(double decades) { return decades <= 4 + 1e-9 ? 8 : 0; }
+}  // namespace
+
 void setDecadeRange(QLogValueAxis* axis, double lo, double hi) {
   if (!(lo > 0) || !std::isfinite(lo)) lo = 1e-3;
   if (!(hi > lo) || !std::isfinite(hi)) hi = lo * 10;
@@ -104,11 +112,23 @@ void setDecadeRange(QLogValueAxis* axis, double lo, double hi) {
   axis->setBase(10);
   axis->setLabelFormat(logLabelFormat(a, b));
   axis->setRange(a, b);
-  // One label per decade: QLogValueAxis puts ticks at base^k, its minor ticks in between — over
-  // a few decades only: over many they crowd the plot into grey, and each is a scene item that
-  // every repaint draws (nine decades of a drift row's P made its repaint take twice as long).
-  const double decades = std::log10(b / a);
-  axis->setMinorTickCount(decades <= 4 + 1e-9 ? 8 : 0);
+  axis->setMinorTickCount(minorDecadeTicks(std::log10(b / a)));
+}
+
+int logLabelStep(double steps, double height, const QFont& font) {
+  const double label = QFontMetricsF(font).height();
+  const int fit = std::max(2, static_cast<int>(height / (1.6 * label)));
+  int k = 1;
+  while (steps / k + 1 > fit && k < 64) ++k;
+  return k;
+}
+
+void fitLogDecades(QLogValueAxis* axis, double height) {
+  if (!(axis->min() > 0) || !(axis->max() > axis->min()) || !(height > 0)) return;
+  const double decades = std::log10(axis->max() / axis->min());
+  const int k = logLabelStep(decades, height, axis->labelsFont());
+  axis->setBase(std::pow(10.0, k));
+  axis->setMinorTickCount(k == 1 ? minorDecadeTicks(decades) : 0);
 }
 
 }  // namespace kvscope::ui

@@ -8,6 +8,8 @@
 class QValueAxis;
 class QLogValueAxis;
 
+class QFont;
+
 namespace kvscope::ui {
 
 /// The round interval (1, 2, 2.5 or 5 × 10^k) that splits `span` into at most `maxTicks` steps.
@@ -40,5 +42,13 @@ void keepLogLabels(QLogValueAxis* axis);
 
 /// Sets a log axis to whole decades around [lo, hi] (lo > 0), so that its ticks are powers of 10.
 void setDecadeRange(QLogValueAxis* axis, double lo, double hi);
+
+/// How many powers of a log axis's base apart its labels must be to fit a plot `height` high:
+/// Qt Charts elides every label ("…") of a vertical axis whose ticks are closer than a label's
+/// height, so each label wants 1.6 label heights. `steps`: the powers of the base the range spans.
+[[nodiscard]] int logLabelStep(double steps, double height, const QFont& font);
+/// Labels every k-th decade of a vertical log axis with decade ticks (base 10^k, logLabelStep)
+/// so that its labels fit a plot `height` high; minor ticks as setDecadeRange gives them at k = 1.
+void fitLogDecades(QLogValueAxis* axis, double height);
 
 }  // namespace kvscope::ui

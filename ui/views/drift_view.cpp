@@ -151,6 +151,8 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   posChart_->legend()->setAlignment(Qt::AlignBottom);
   scoreView_ = new InteractiveChartView(scoreChart_, this);
   probView_ = new InteractiveChartView(probChart_, this);
+  // Nine decades of P in a short plot: label every k-th decade, as an export does.
+  connect(probChart_, &QChart::plotAreaChanged, this, [this] { fitLogLabels(); });
   posView_ = new InteractiveChartView(posChart_, this);
   posView_->setHint(tr("click: show that query's row above"));
   const auto keyLabel = [this](double x) {
@@ -314,6 +316,11 @@ void DriftView::takeComparison(const ComparisonData& a) {
   requestRebuild(true);
 }
 
+void DriftView::fitLogLabels() {
+  // On screen only: a hidden view has no plot height of its own, and an export fits its own.
+  if (probView_->isVisible() && probLogY_->isVisible()) fitLogDecades(probLogY_, probChart_->plotArea().height());
+}
+
 bool DriftView::compareRow() const {
   // On A's own dump the row is matched from the end (ui/state/view_feed.h), so its index differs.
   return pinned_ && compare_ && compare_->row && data_ && data_->row && compare_->layer == data_->layer &&
@@ -459,6 +466,7 @@ void DriftView::rebuildRow() {
       // largest) to the largest; smaller values and zeros are drawn on the floor.
       const double top = pmax > 0 ? pmax : 1.0;
       setDecadeRange(probLogY_, std::max(std::isfinite(pmin) ? pmin : top, top * kLogProbabilitySpan), top);
+      fitLogLabels();
       const double bottom = probLogY_->min();
       const auto floored = [bottom](const std::vector<double>& p) {
         std::vector<double> out(p.size());

@@ -160,6 +160,8 @@ class DriftView : public QWidget, public View {
   QString aNote_;           ///< why A shows nothing here (ComparisonData::note)
   /// compare_ is for the layer and row shown.
   [[nodiscard]] bool compareShown() const;
+  /// Thins the log P axis's labels to the probability chart's plot height (fitLogDecades).
+  void fitLogLabels();
   /// A's row is of the same layer and query head as B's (its figures are shown; on another dump
   /// its length may differ, and then it is not drawn over B's row).
   [[nodiscard]] bool compareRow() const;
